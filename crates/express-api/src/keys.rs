@@ -1,0 +1,53 @@
+//! Names of labels, annotations and control objects that make up the operator's contract with
+//! users, charts and pods. Every other crate refers to these constants, never to string literals.
+
+/// API group of the custom resources.
+pub const GROUP: &str = "express.dev";
+/// API version of the custom resources.
+pub const VERSION: &str = "v1alpha1";
+
+/// Pod label: the Express cluster (clusterName) the pod's node belongs to.
+pub const LABEL_CLUSTER: &str = "express.dev/cluster";
+/// Pod label: the node object the pod belongs to.
+pub const LABEL_NODE: &str = "express.dev/node";
+/// Pod label: `backend` or `frontend`.
+pub const LABEL_KIND: &str = "express.dev/kind";
+/// Pod label with the revision the pod runs; on a node object, overrides the computed revision.
+pub const LABEL_DEPLOYMENT_REVISION: &str = "express.dev/deployment-revision";
+
+/// Pod annotation: the Express version the pod runs (the image tag).
+pub const ANNOTATION_EXPRESS_VERSION: &str = "express.dev/express-version";
+/// Pod annotation: the configuration changeset the pod was started with.
+pub const ANNOTATION_CONFIG_CHANGESET: &str = "express.dev/config-changeset";
+/// Pod annotation written by the application: `Rebuilding`, `Catchup`, ...
+pub const ANNOTATION_APP_STATE: &str = "express.dev/app-state";
+/// Pod annotation the operator sets to `disabled` before bouncing a node.
+pub const ANNOTATION_SHUTDOWN_PROTECTION: &str = "express.dev/shutdown-protection";
+
+/// ExpressCluster annotation: abort the current rollout; the value is a request id.
+pub const ANNOTATION_ABORT: &str = "express.dev/abort";
+/// ExpressCluster annotation: `"true"` rolls nodes changed by the aborted rollout back.
+pub const ANNOTATION_ABORT_ROLLBACK: &str = "express.dev/abort-rollback";
+/// ExpressCluster annotation: clear a failed or aborted rollout; the value is a request id.
+pub const ANNOTATION_RETRY: &str = "express.dev/retry";
+/// Node annotation: bounce (gracefully restart) the node's pod; the value is a request id.
+pub const ANNOTATION_BOUNCE: &str = "express.dev/bounce";
+/// Node annotation: `"true"` bounces even while the application is rebuilding.
+pub const ANNOTATION_BOUNCE_FORCE: &str = "express.dev/bounce-force";
+
+/// ConfigMap in the operator's namespace that pauses every Express cluster it manages.
+pub const CONTROL_CONFIGMAP_GLOBAL: &str = "express-operator-control";
+/// ConfigMap in a tenant namespace that pauses every Express cluster of that namespace.
+pub const CONTROL_CONFIGMAP_NAMESPACE: &str = "express-control";
+/// Control ConfigMap key: `"true"` pauses.
+pub const CONTROL_KEY_PAUSED: &str = "paused";
+/// Control ConfigMap key: free text saying why.
+pub const CONTROL_KEY_REASON: &str = "reason";
+
+/// Field manager the operator uses for every server-side apply.
+pub const FIELD_MANAGER: &str = "express-operator";
+
+/// Image repository used when neither the node nor its cluster names one.
+pub const DEFAULT_IMAGE_REPOSITORY: &str = "express";
+/// Name of the application container in every node pod.
+pub const APP_CONTAINER: &str = "express";

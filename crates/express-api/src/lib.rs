@@ -1,0 +1,15 @@
+//! The `express.dev/v1alpha1` API: the `ExpressCluster`, `Backend` and `Frontend` custom
+//! resources, the well-known labels and annotations, and the two derived facts every other crate
+//! relies on: a node's *effective* spec (cluster defaults merged with node overrides) and its
+//! *deployment revision* (a stable hash of that effective spec).
+//!
+//! This crate owns the wire format. It does no I/O.
+
+pub mod crd;
+pub mod effective;
+pub mod keys;
+pub mod natural;
+pub mod types;
+
+pub use effective::{EffectiveNodeSpec, EffectiveSpecError, effective_spec};
+pub use types::*;

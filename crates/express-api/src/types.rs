@@ -1,0 +1,516 @@
+//! The three custom resource kinds of DESIGN section 2 and their status (section 7).
+//!
+//! `Backend` and `Frontend` share one schema, [`NodeSpec`]; each kind wraps it in a transparent
+//! newtype so that kube-derive can give each its own `kind` while the rest of the code handles
+//! nodes uniformly through [`NodeSpec`].
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The kind of an Express node.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum NodeKind {
+    Backend,
+    Frontend,
+}
+
+impl NodeKind {
+    /// Value of the `express.dev/kind` pod label.
+    pub fn label_value(self) -> &'static str {
+        match self {
+            NodeKind::Backend => "backend",
+            NodeKind::Frontend => "frontend",
+        }
+    }
+}
+
+impl fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NodeKind::Backend => "Backend",
+            NodeKind::Frontend => "Frontend",
+        })
+    }
+}
+
+/// Which Express cluster a node belongs to, as the tenant chart renders it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterConfig {
+    /// Nodes with the same clusterName in one namespace form one Express cluster.
+    #[schemars(length(min = 1))]
+    pub cluster_name: String,
+    #[serde(rename = "tenantID", default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_name: Option<String>,
+}
+
+/// One prerequisite of a node: another node whose pod must satisfy a condition first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Prerequisite {
+    /// Name of the node object (Backend or Frontend) this node waits for.
+    #[schemars(length(min = 1))]
+    pub express_node: String,
+    /// Kind of that node; when absent the name is looked up among both kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<NodeKind>,
+    /// Pod condition that must hold; default `Ready`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_condition_type: Option<String>,
+    /// Required status of that condition; default `"True"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition_status: Option<String>,
+    /// Pins the Express version the prerequisite's pod must run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub express_version: Option<String>,
+    /// Pins the deployment revision the prerequisite's pod must run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_revision: Option<String>,
+}
+
+/// Default pod condition a prerequisite checks.
+pub const DEFAULT_PREREQUISITE_CONDITION: &str = "Ready";
+/// Default status of that condition.
+pub const DEFAULT_PREREQUISITE_STATUS: &str = "True";
+
+impl Prerequisite {
+    pub fn condition_type(&self) -> &str {
+        self.pod_condition_type
+            .as_deref()
+            .unwrap_or(DEFAULT_PREREQUISITE_CONDITION)
+    }
+
+    pub fn required_status(&self) -> &str {
+        self.condition_status
+            .as_deref()
+            .unwrap_or(DEFAULT_PREREQUISITE_STATUS)
+    }
+}
+
+/// Per-node ordering overrides. A list that is present (even empty) replaces the default
+/// prerequisites for that phase; an absent list keeps the default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentDependencies {
+    /// Ignore every prerequisite of this node.
+    #[serde(default)]
+    pub disabled: bool,
+    /// Used when this node's pod must be created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_prerequisites: Option<Vec<Prerequisite>>,
+    /// Used when this node's pod must be replaced by one on a new revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_prerequisites: Option<Vec<Prerequisite>>,
+}
+
+/// Schema for free-form Kubernetes objects (pod template overrides): any object, kept verbatim.
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The spec shared by `Backend` and `Frontend`: one object per Express node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpec {
+    pub cluster_config: ClusterConfig,
+    /// `false` keeps the node intentionally down: no pod, skipped by ordering.
+    #[serde(default = "default_true")]
+    pub up: bool,
+    /// Express version (the image tag); optional when the ExpressCluster gives a default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub express_version: Option<String>,
+    /// Configuration changeset; optional when the ExpressCluster gives a default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_changeset: Option<String>,
+    /// Image repository, without tag; the tag is expressVersion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// PodTemplateSpec overrides merged over the cluster defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub pod_template: Option<serde_json::Value>,
+    /// Ordering overrides; absent = the operator's default order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_dependencies: Option<DeploymentDependencies>,
+}
+
+impl NodeSpec {
+    /// A node spec of the given cluster with no overrides.
+    pub fn for_cluster(cluster_name: impl Into<String>) -> Self {
+        NodeSpec {
+            cluster_config: ClusterConfig {
+                cluster_name: cluster_name.into(),
+                ..ClusterConfig::default()
+            },
+            up: true,
+            express_version: None,
+            config_changeset: None,
+            image: None,
+            pod_template: None,
+            deployment_dependencies: None,
+        }
+    }
+}
+
+/// Phase of one node, as shown by `kubectl get express`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NodePhase {
+    Waiting,
+    Provisioning,
+    Upgrading,
+    Ready,
+    NotReady,
+    Down,
+    Failed,
+    Paused,
+    Bouncing,
+}
+
+/// One prerequisite a node is waiting for, and why it is not met.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingFor {
+    pub node: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<NodeKind>,
+    pub reason: String,
+}
+
+/// A pod replacement the operator has started and not finished. Recorded before the old pod is
+/// deleted so that an operator restarted between the delete and the create finishes the
+/// replacement instead of treating the node as a fresh provisioning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplacementStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_revision: Option<String>,
+    pub to_revision: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+}
+
+/// Progress of a bounce request (DESIGN section 6).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BounceStatus {
+    pub request_id: String,
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+}
+
+/// Status of a Backend or Frontend.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<NodePhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<WaitingFor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<ReplacementStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounce: Option<BounceStatus>,
+}
+
+macro_rules! node_kind {
+    ($spec:ident, $kind:literal, $plural:literal, $short:literal) => {
+        #[doc = concat!("Spec of one `", $kind, "` node; see [`NodeSpec`].")]
+        #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[kube(
+            group = "express.dev",
+            version = "v1alpha1",
+            kind = $kind,
+            plural = $plural,
+            shortname = $short,
+            category = "express",
+            namespaced,
+            status = "NodeStatus",
+            printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.clusterConfig.clusterName"),
+            printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+            printcolumn(name = "Ready", type_ = "boolean", json_path = ".status.ready"),
+            printcolumn(name = "Revision", type_ = "string", json_path = ".status.runningRevision"),
+            printcolumn(name = "Desired", type_ = "string", json_path = ".status.desiredRevision"),
+            printcolumn(name = "Version", type_ = "string", json_path = ".status.runningVersion", priority = 1),
+            printcolumn(name = "Message", type_ = "string", json_path = ".status.message", priority = 1),
+            printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+        )]
+        #[serde(transparent)]
+        #[schemars(transparent)]
+        pub struct $spec(pub NodeSpec);
+
+        impl Deref for $spec {
+            type Target = NodeSpec;
+            fn deref(&self) -> &NodeSpec {
+                &self.0
+            }
+        }
+
+        impl DerefMut for $spec {
+            fn deref_mut(&mut self) -> &mut NodeSpec {
+                &mut self.0
+            }
+        }
+    };
+}
+
+node_kind!(BackendSpec, "Backend", "backends", "be");
+node_kind!(FrontendSpec, "Frontend", "frontends", "fe");
+
+/// Per-kind defaults an ExpressCluster gives its nodes; node fields override them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDefaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub express_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_changeset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub pod_template: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterDefaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<NodeDefaults>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frontend: Option<NodeDefaults>,
+}
+
+impl ClusterDefaults {
+    pub fn for_kind(&self, kind: NodeKind) -> Option<&NodeDefaults> {
+        match kind {
+            NodeKind::Backend => self.backend.as_ref(),
+            NodeKind::Frontend => self.frontend.as_ref(),
+        }
+    }
+}
+
+/// Default of `dependencies.backendUpgradePosition`.
+pub const DEFAULT_BACKEND_UPGRADE_POSITION: u32 = 2;
+
+fn default_backend_upgrade_position() -> u32 {
+    DEFAULT_BACKEND_UPGRADE_POSITION
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencySettings {
+    /// No ordering at all (still bounded by rollout.maxConcurrent).
+    #[serde(default)]
+    pub disabled: bool,
+    /// The default upgrade order puts the backends after this many frontends.
+    #[serde(default = "default_backend_upgrade_position")]
+    pub backend_upgrade_position: u32,
+}
+
+impl Default for DependencySettings {
+    fn default() -> Self {
+        DependencySettings {
+            disabled: false,
+            backend_upgrade_position: DEFAULT_BACKEND_UPGRADE_POSITION,
+        }
+    }
+}
+
+fn default_max_concurrent() -> u32 {
+    1
+}
+fn default_progress_deadline_seconds() -> u32 {
+    600
+}
+fn default_revision_history_limit() -> u32 {
+    10
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSettings {
+    /// How many nodes may be changing at once.
+    #[serde(default = "default_max_concurrent")]
+    #[schemars(range(min = 1))]
+    pub max_concurrent: u32,
+    /// A changed node must be Ready on its new revision within this many seconds.
+    #[serde(default = "default_progress_deadline_seconds")]
+    #[schemars(range(min = 1))]
+    pub progress_deadline_seconds: u32,
+    /// Return nodes changed by a failed rollout to their previous revision.
+    #[serde(default = "default_true")]
+    pub auto_rollback: bool,
+    /// ControllerRevisions kept per node.
+    #[serde(default = "default_revision_history_limit")]
+    pub revision_history_limit: u32,
+}
+
+impl Default for RolloutSettings {
+    fn default() -> Self {
+        RolloutSettings {
+            max_concurrent: default_max_concurrent(),
+            progress_deadline_seconds: default_progress_deadline_seconds(),
+            auto_rollback: true,
+            revision_history_limit: default_revision_history_limit(),
+        }
+    }
+}
+
+/// Cluster-wide settings of one Express cluster. Optional: without it built-in defaults apply.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "express.dev",
+    version = "v1alpha1",
+    kind = "ExpressCluster",
+    plural = "expressclusters",
+    shortname = "ec",
+    category = "express",
+    namespaced,
+    status = "ExpressClusterStatus",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.nodes.ready"),
+    printcolumn(name = "Nodes", type_ = "integer", json_path = ".status.nodes.total"),
+    printcolumn(
+        name = "UpToDate",
+        type_ = "integer",
+        json_path = ".status.nodes.upToDate"
+    ),
+    printcolumn(
+        name = "Rollout",
+        type_ = "string",
+        json_path = ".status.rollout.state"
+    ),
+    printcolumn(
+        name = "Paused",
+        type_ = "boolean",
+        json_path = ".spec.paused",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpressClusterSpec {
+    /// The clusterName its nodes carry; defaults to the object's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_name: Option<String>,
+    #[serde(rename = "tenantID", default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_name: Option<String>,
+    /// No pod is created, replaced or deleted while paused.
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub defaults: ClusterDefaults,
+    #[serde(default)]
+    pub dependencies: DependencySettings,
+    #[serde(default)]
+    pub rollout: RolloutSettings,
+}
+
+impl ExpressCluster {
+    /// The clusterName this object governs: `spec.clusterName`, else the object's name.
+    pub fn cluster_name(&self) -> Option<&str> {
+        self.spec
+            .cluster_name
+            .as_deref()
+            .or(self.metadata.name.as_deref())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ClusterPhase {
+    Healthy,
+    Progressing,
+    Degraded,
+    Paused,
+    Failed,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCounts {
+    pub total: u32,
+    pub ready: u32,
+    pub up_to_date: u32,
+    pub down: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub current: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpressClusterStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClusterPhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<NodeCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
