@@ -1,0 +1,17 @@
+//! The sans-IO core of the operator: given a snapshot of one Express cluster (node objects,
+//! observed pods, pause state), decide which pods may be created or deleted now, and for every
+//! node that must wait, exactly what it waits for.
+//!
+//! Nothing here talks to a server or reads a clock. [`observe`] turns API objects into a
+//! [`ClusterSnapshot`], [`plan`] decides, [`simulate`] replays plans step by step for
+//! `kubectl express plan` and the property tests.
+
+pub mod observe;
+pub mod plan;
+pub mod prerequisites;
+pub mod simulate;
+pub mod snapshot;
+
+pub use plan::{Action, Blocked, NodePlan, NodeState, Operation, Plan, plan};
+pub use prerequisites::{Phase, Unmet, UnmetReason};
+pub use snapshot::*;

@@ -1,0 +1,294 @@
+//! Builds [`ClusterSnapshot`]s from API objects: groups nodes into Express clusters, computes
+//! each node's desired revision, matches pods to nodes and works out the pause in force.
+//! Shared by the operator (objects from its caches) and the CLI (objects from files).
+
+use std::collections::{BTreeMap, HashMap};
+
+use express_api::keys::{
+    ANNOTATION_EXPRESS_VERSION, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL,
+    CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
+};
+use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, effective_spec};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+
+use crate::snapshot::{
+    ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, Pause, PauseScope,
+    PodCondition, PodObservation, PodPhase,
+};
+
+/// How to decide that a pod is the one the operator manages for a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodOwnership {
+    /// Its controller owner reference names the node (the live cluster).
+    OwnerReference,
+    /// Its name is the node's name (pod manifests standing for observed state, offline).
+    Name,
+}
+
+/// Every object that bears on planning, from one or more namespaces.
+#[derive(Clone, Copy, Debug)]
+pub struct Inventory<'a> {
+    pub clusters: &'a [ExpressCluster],
+    pub backends: &'a [Backend],
+    pub frontends: &'a [Frontend],
+    pub pods: &'a [Pod],
+    /// Control ConfigMaps (others are ignored).
+    pub config_maps: &'a [ConfigMap],
+    /// Namespace the operator runs in, where `express-operator-control` lives.
+    pub operator_namespace: &'a str,
+    pub ownership: PodOwnership,
+}
+
+/// A node object reduced to what snapshots need, whatever its kind.
+struct NodeRef<'a> {
+    kind: NodeKind,
+    meta: &'a ObjectMeta,
+    spec: &'a NodeSpec,
+    replacing: bool,
+}
+
+/// One snapshot per Express cluster: per (namespace, clusterName) found on nodes or on
+/// ExpressClusters, sorted by namespace and name.
+pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
+    let mut groups: BTreeMap<(&str, &str), (Vec<&ExpressCluster>, Vec<NodeRef<'_>>)> =
+        BTreeMap::new();
+    for cluster in inventory.clusters {
+        if let (Some(namespace), Some(name)) = (namespace_of(cluster), cluster.cluster_name()) {
+            groups.entry((namespace, name)).or_default().0.push(cluster);
+        }
+    }
+    let nodes = inventory
+        .backends
+        .iter()
+        .map(|b| NodeRef {
+            kind: NodeKind::Backend,
+            meta: &b.metadata,
+            spec: &b.spec,
+            replacing: b.status.as_ref().is_some_and(|s| s.replacement.is_some()),
+        })
+        .chain(inventory.frontends.iter().map(|f| NodeRef {
+            kind: NodeKind::Frontend,
+            meta: &f.metadata,
+            spec: &f.spec,
+            replacing: f.status.as_ref().is_some_and(|s| s.replacement.is_some()),
+        }));
+    for node in nodes {
+        if let Some(namespace) = node.meta.namespace.as_deref() {
+            let cluster_name = node.spec.cluster_config.cluster_name.as_str();
+            groups
+                .entry((namespace, cluster_name))
+                .or_default()
+                .1
+                .push(node);
+        }
+    }
+
+    let pods: HashMap<(&str, &str), &Pod> = inventory
+        .pods
+        .iter()
+        .filter_map(|p| Some(((namespace_of(p)?, p.metadata.name.as_deref()?), p)))
+        .collect();
+    let mut names_per_namespace: HashMap<(&str, &str), Vec<NodeKind>> = HashMap::new();
+    for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), (_, n))| (ns, n)) {
+        for node in cluster_nodes {
+            if let Some(name) = node.meta.name.as_deref() {
+                names_per_namespace
+                    .entry((namespace, name))
+                    .or_default()
+                    .push(node.kind);
+            }
+        }
+    }
+
+    groups
+        .into_iter()
+        .map(|((namespace, cluster_name), (clusters, nodes))| {
+            let governing = clusters.first().copied();
+            let mut spec_errors = Vec::new();
+            if clusters.len() > 1 {
+                let names: Vec<&str> = clusters.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
+                spec_errors.push(format!(
+                    "ExpressClusters {} all claim Express cluster {cluster_name}; keep one",
+                    names.join(", ")
+                ));
+            }
+            let settings = governing.map_or_else(ClusterSettings::default, |c| ClusterSettings {
+                dependencies_disabled: c.spec.dependencies.disabled,
+                backend_upgrade_position: c.spec.dependencies.backend_upgrade_position,
+                max_concurrent: c.spec.rollout.max_concurrent,
+            });
+            let observations = nodes
+                .iter()
+                .filter_map(|node| {
+                    let name = node.meta.name.as_deref()?;
+                    let duplicate = names_per_namespace
+                        .get(&(namespace, name))
+                        .is_some_and(|kinds| kinds.len() > 1);
+                    let desired = if duplicate {
+                        Err(format!(
+                            "a Backend and a Frontend are both named {name}; pods are named after their node, so node names must be unique in the namespace"
+                        ))
+                    } else {
+                        desired_state(node, governing)
+                    };
+                    let pod = pods
+                        .get(&(namespace, name))
+                        .map(|pod| observe_pod(pod, node, inventory.ownership));
+                    Some(NodeObservation {
+                        name: name.to_owned(),
+                        kind: node.kind,
+                        up: node.spec.up,
+                        desired,
+                        dependencies: node.spec.deployment_dependencies.clone(),
+                        pod,
+                        replacing: node.replacing,
+                    })
+                })
+                .collect();
+            ClusterSnapshot {
+                namespace: namespace.to_owned(),
+                cluster_name: cluster_name.to_owned(),
+                settings,
+                nodes: observations,
+                pause: pause_in_force(inventory, namespace, governing),
+                spec_errors,
+            }
+        })
+        .collect()
+}
+
+fn desired_state(
+    node: &NodeRef<'_>,
+    cluster: Option<&ExpressCluster>,
+) -> Result<DesiredState, String> {
+    let defaults = cluster.and_then(|c| c.spec.defaults.for_kind(node.kind));
+    let effective = effective_spec(node.kind, node.spec, defaults).map_err(|e| e.to_string())?;
+    Ok(DesiredState {
+        revision: effective.desired_revision(node.meta.labels.as_ref()),
+        version: effective.express_version,
+    })
+}
+
+fn observe_pod(pod: &Pod, node: &NodeRef<'_>, ownership: PodOwnership) -> PodObservation {
+    let owned = match ownership {
+        PodOwnership::Name => true,
+        PodOwnership::OwnerReference => pod.metadata.owner_references.iter().flatten().any(|r| {
+            r.controller == Some(true)
+                && r.kind == node.kind.to_string()
+                && Some(r.name.as_str()) == node.meta.name.as_deref()
+                && node.meta.uid.as_deref().is_none_or(|uid| uid == r.uid)
+        }),
+    };
+    let spec_version = || {
+        let containers = &pod.spec.as_ref()?.containers;
+        let container = containers
+            .iter()
+            .find(|c| c.name == APP_CONTAINER)
+            .or(containers.first())?;
+        let image = container.image.as_deref()?;
+        let (repository, tag) = image.rsplit_once(':')?;
+        (!tag.contains('/') && !repository.is_empty()).then(|| tag.to_owned())
+    };
+    let version = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_EXPRESS_VERSION).cloned())
+        .or_else(spec_version);
+    let status = pod.status.as_ref();
+    // A manifest standing for observed state (offline) often has no status: read it as a pod
+    // that runs and is Ready, which is what writing it down usually means.
+    let phase = match (status.and_then(|s| s.phase.as_deref()), ownership) {
+        (Some("Pending"), _) => PodPhase::Pending,
+        (Some("Running"), _) => PodPhase::Running,
+        (Some("Succeeded"), _) => PodPhase::Succeeded,
+        (Some("Failed"), _) => PodPhase::Failed,
+        (None, PodOwnership::Name) if status.is_none() => PodPhase::Running,
+        (None, PodOwnership::OwnerReference) => PodPhase::Pending,
+        _ => PodPhase::Unknown,
+    };
+    let conditions = match status {
+        None if ownership == PodOwnership::Name => vec![PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+        }],
+        _ => status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| PodCondition {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+            })
+            .collect(),
+    };
+    let restarts = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| c.restart_count)
+        .sum();
+    PodObservation {
+        owned,
+        revision: pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(LABEL_DEPLOYMENT_REVISION).cloned()),
+        version,
+        phase,
+        conditions,
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        restarts,
+    }
+}
+
+/// The widest pause in force for a cluster: operator-wide, then namespace, then the cluster.
+fn pause_in_force(
+    inventory: &Inventory<'_>,
+    namespace: &str,
+    cluster: Option<&ExpressCluster>,
+) -> Option<Pause> {
+    let control = |config_map_namespace: &str, name: &str| {
+        inventory.config_maps.iter().find(|cm| {
+            namespace_of(*cm) == Some(config_map_namespace)
+                && cm.metadata.name.as_deref() == Some(name)
+        })
+    };
+    let paused_by = |cm: &ConfigMap| {
+        let data = cm.data.as_ref()?;
+        let paused = data
+            .get(CONTROL_KEY_PAUSED)?
+            .trim()
+            .eq_ignore_ascii_case("true");
+        paused.then(|| {
+            data.get(CONTROL_KEY_REASON)
+                .cloned()
+                .filter(|r| !r.trim().is_empty())
+        })
+    };
+    if let Some(reason) =
+        control(inventory.operator_namespace, CONTROL_CONFIGMAP_GLOBAL).and_then(paused_by)
+    {
+        return Some(Pause {
+            scope: PauseScope::Operator,
+            reason,
+        });
+    }
+    if let Some(reason) = control(namespace, CONTROL_CONFIGMAP_NAMESPACE).and_then(paused_by) {
+        return Some(Pause {
+            scope: PauseScope::Namespace,
+            reason,
+        });
+    }
+    cluster.filter(|c| c.spec.paused).map(|_| Pause {
+        scope: PauseScope::Cluster,
+        reason: None,
+    })
+}
+
+fn namespace_of<K: Resource>(object: &K) -> Option<&str> {
+    object.meta().namespace.as_deref()
+}

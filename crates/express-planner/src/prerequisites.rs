@@ -1,0 +1,568 @@
+//! Prerequisite resolution (DESIGN section 3): the default provisioning and upgrade orders,
+//! explicit prerequisites, substitution of intentionally-down nodes, cycle detection, and the
+//! test of whether one prerequisite is met right now.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use express_api::natural::natural_cmp;
+use express_api::{
+    DEFAULT_PREREQUISITE_CONDITION, DEFAULT_PREREQUISITE_STATUS, NodeKind, Prerequisite,
+};
+
+use crate::snapshot::{ClusterSnapshot, NodeObservation};
+
+/// Which of a node's two prerequisite lists applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// The node's pod is missing and must be created.
+    Provisioning,
+    /// The node's pod runs an old revision and must be replaced.
+    Upgrade,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Provisioning => "provisioning",
+            Phase::Upgrade => "upgrade",
+        })
+    }
+}
+
+/// What a prerequisite points at once names are looked up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target<'a> {
+    Node(usize),
+    /// No node of this cluster has that name (and kind).
+    Unknown {
+        name: &'a str,
+        kind: Option<NodeKind>,
+    },
+    /// No kind was given and both a Backend and a Frontend have that name.
+    Ambiguous {
+        name: &'a str,
+    },
+}
+
+/// One resolved prerequisite: a target and what its pod must show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requirement<'a> {
+    pub target: Target<'a>,
+    pub condition_type: &'a str,
+    pub condition_status: &'a str,
+    pub pinned_version: Option<&'a str>,
+    pub pinned_revision: Option<&'a str>,
+}
+
+impl<'a> Requirement<'a> {
+    fn default_on(target: usize) -> Self {
+        Requirement {
+            target: Target::Node(target),
+            condition_type: DEFAULT_PREREQUISITE_CONDITION,
+            condition_status: DEFAULT_PREREQUISITE_STATUS,
+            pinned_version: None,
+            pinned_revision: None,
+        }
+    }
+
+    fn explicit(target: Target<'a>, prerequisite: &'a Prerequisite) -> Self {
+        Requirement {
+            target,
+            condition_type: prerequisite.condition_type(),
+            condition_status: prerequisite.required_status(),
+            pinned_version: prerequisite.express_version.as_deref(),
+            pinned_revision: prerequisite.deployment_revision.as_deref(),
+        }
+    }
+}
+
+/// The prerequisites cannot be ordered: they form a cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cycle {
+    pub phase: Phase,
+    /// The nodes on the cycle, the first repeated at the end.
+    pub path: Vec<(NodeKind, String)>,
+}
+
+impl Cycle {
+    /// A cycle from node indices (first repeated at the end), rotated to start at its smallest
+    /// node so that the message does not depend on the order objects were listed in.
+    fn new(phase: Phase, nodes: &[NodeObservation], mut path: Vec<usize>) -> Self {
+        path.pop();
+        let start = (0..path.len())
+            .min_by(|&a, &b| {
+                let (x, y) = (&nodes[path[a]], &nodes[path[b]]);
+                x.kind
+                    .cmp(&y.kind)
+                    .then_with(|| natural_cmp(&x.name, &y.name))
+            })
+            .unwrap_or(0);
+        path.rotate_left(start);
+        if let Some(&first) = path.first() {
+            path.push(first);
+        }
+        Cycle {
+            phase,
+            path: path
+                .into_iter()
+                .map(|i| (nodes[i].kind, nodes[i].name.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl fmt::Display for Cycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} prerequisites form a cycle: ", self.phase)?;
+        for (i, (kind, name)) in self.path.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" -> ")?;
+            }
+            write!(f, "{kind} {name}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The resolved prerequisite graph of one cluster.
+#[derive(Debug)]
+pub struct Graph<'a> {
+    /// Up nodes in default provisioning order: backends, then frontends.
+    pub provisioning_order: Vec<usize>,
+    /// Up nodes in default upgrade order: the first `backendUpgradePosition` frontends, the
+    /// backends, the remaining frontends.
+    pub upgrade_order: Vec<usize>,
+    provisioning: Vec<Vec<Requirement<'a>>>,
+    upgrade: Vec<Vec<Requirement<'a>>>,
+}
+
+impl<'a> Graph<'a> {
+    pub fn requirements(&self, phase: Phase, node: usize) -> &[Requirement<'a>] {
+        match phase {
+            Phase::Provisioning => &self.provisioning[node],
+            Phase::Upgrade => &self.upgrade[node],
+        }
+    }
+
+    /// Whether `from`'s upgrade waits, directly or through other nodes, for `to`.
+    pub fn upgrade_waits_for(&self, from: usize, to: usize, cache: &mut ReachCache) -> bool {
+        cache
+            .reach
+            .entry(from)
+            .or_insert_with(|| reachable(&self.upgrade, from))[to]
+    }
+}
+
+/// Memo of upgrade-graph reachability, kept for the duration of one plan.
+#[derive(Debug, Default)]
+pub struct ReachCache {
+    reach: HashMap<usize, Vec<bool>>,
+}
+
+fn reachable(edges: &[Vec<Requirement<'_>>], from: usize) -> Vec<bool> {
+    let mut seen = vec![false; edges.len()];
+    let mut stack = vec![from];
+    while let Some(node) = stack.pop() {
+        for requirement in &edges[node] {
+            if let Target::Node(next) = requirement.target
+                && !seen[next]
+            {
+                seen[next] = true;
+                stack.push(next);
+            }
+        }
+    }
+    seen
+}
+
+/// Resolves every node's provisioning and upgrade prerequisites and checks both graphs for
+/// cycles.
+pub fn resolve(snapshot: &ClusterSnapshot) -> Result<Graph<'_>, Cycle> {
+    let nodes = &snapshot.nodes;
+    let mut backends: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].kind == NodeKind::Backend)
+        .collect();
+    let mut frontends: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].kind == NodeKind::Frontend)
+        .collect();
+    backends.sort_by(|&a, &b| natural_cmp(&nodes[a].name, &nodes[b].name));
+    frontends.sort_by(|&a, &b| natural_cmp(&nodes[a].name, &nodes[b].name));
+
+    let full_provisioning: Vec<usize> = backends.iter().chain(&frontends).copied().collect();
+    let split = (snapshot.settings.backend_upgrade_position as usize).min(frontends.len());
+    let full_upgrade: Vec<usize> = frontends[..split]
+        .iter()
+        .chain(&backends)
+        .chain(&frontends[split..])
+        .copied()
+        .collect();
+
+    let resolver = Resolver {
+        snapshot,
+        by_kind_and_name: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| ((n.kind, n.name.as_str()), i))
+            .collect(),
+        default_provisioning: nearest_up_predecessors(nodes, &full_provisioning),
+        default_upgrade: nearest_up_predecessors(nodes, &full_upgrade),
+    };
+
+    let mut provisioning = Vec::with_capacity(nodes.len());
+    let mut upgrade = Vec::with_capacity(nodes.len());
+    for node in 0..nodes.len() {
+        // A down node is never ordered itself; its prerequisites only matter where another
+        // node's prerequisite is substituted through it, and are resolved there.
+        if nodes[node].up {
+            provisioning.push(resolver.requirements(node, Phase::Provisioning, &mut Vec::new())?);
+            upgrade.push(resolver.requirements(node, Phase::Upgrade, &mut Vec::new())?);
+        } else {
+            provisioning.push(Vec::new());
+            upgrade.push(Vec::new());
+        }
+    }
+    let only_up =
+        |order: Vec<usize>| -> Vec<usize> { order.into_iter().filter(|&i| nodes[i].up).collect() };
+    let graph = Graph {
+        provisioning_order: only_up(full_provisioning),
+        upgrade_order: only_up(full_upgrade),
+        provisioning,
+        upgrade,
+    };
+    for phase in [Phase::Provisioning, Phase::Upgrade] {
+        if let Some(path) = find_cycle(nodes, |node| graph.requirements(phase, node)) {
+            return Err(Cycle::new(phase, nodes, path));
+        }
+    }
+    Ok(graph)
+}
+
+/// For each node, the nearest node before it in `order` that is up: each node waits for its
+/// predecessor once intentionally-down nodes are removed from the list (rule 1). A down node
+/// gets the same answer, which is exactly what substituting it needs.
+fn nearest_up_predecessors(nodes: &[NodeObservation], order: &[usize]) -> Vec<Option<usize>> {
+    let mut predecessor = vec![None; nodes.len()];
+    let mut last_up = None;
+    for &node in order {
+        predecessor[node] = last_up;
+        if nodes[node].up {
+            last_up = Some(node);
+        }
+    }
+    predecessor
+}
+
+struct Resolver<'a> {
+    snapshot: &'a ClusterSnapshot,
+    by_kind_and_name: HashMap<(NodeKind, &'a str), usize>,
+    default_provisioning: Vec<Option<usize>>,
+    default_upgrade: Vec<Option<usize>>,
+}
+
+impl<'a> Resolver<'a> {
+    /// `down_chain` holds the down nodes being substituted on the way here, to detect a cycle
+    /// that runs only through down nodes (it would otherwise never end).
+    fn requirements(
+        &self,
+        node: usize,
+        phase: Phase,
+        down_chain: &mut Vec<usize>,
+    ) -> Result<Vec<Requirement<'a>>, Cycle> {
+        let observation = &self.snapshot.nodes[node];
+        let dependencies = observation.dependencies.as_ref();
+        if self.snapshot.settings.dependencies_disabled || dependencies.is_some_and(|d| d.disabled)
+        {
+            return Ok(Vec::new());
+        }
+        let explicit = dependencies.and_then(|d| match phase {
+            Phase::Provisioning => d.provisioning_prerequisites.as_ref(),
+            Phase::Upgrade => d.upgrade_prerequisites.as_ref(),
+        });
+        let Some(explicit) = explicit else {
+            let default = match phase {
+                Phase::Provisioning => self.default_provisioning[node],
+                Phase::Upgrade => self.default_upgrade[node],
+            };
+            return Ok(default.map(Requirement::default_on).into_iter().collect());
+        };
+
+        let mut resolved = Vec::with_capacity(explicit.len());
+        for prerequisite in explicit {
+            let target = self.lookup(prerequisite);
+            match target {
+                Target::Node(down) if !self.snapshot.nodes[down].up => {
+                    if let Some(start) = down_chain.iter().position(|&n| n == down) {
+                        let mut path: Vec<usize> = down_chain[start..].to_vec();
+                        path.push(down);
+                        return Err(Cycle::new(phase, &self.snapshot.nodes, path));
+                    }
+                    down_chain.push(down);
+                    let substituted = self.requirements(down, phase, down_chain)?;
+                    down_chain.pop();
+                    resolved.extend(substituted);
+                }
+                target => resolved.push(Requirement::explicit(target, prerequisite)),
+            }
+        }
+        Ok(resolved)
+    }
+
+    fn lookup(&self, prerequisite: &'a Prerequisite) -> Target<'a> {
+        let name = prerequisite.express_node.as_str();
+        match prerequisite.kind {
+            Some(kind) => match self.by_kind_and_name.get(&(kind, name)) {
+                Some(&i) => Target::Node(i),
+                None => Target::Unknown {
+                    name,
+                    kind: Some(kind),
+                },
+            },
+            None => {
+                let backend = self.by_kind_and_name.get(&(NodeKind::Backend, name));
+                let frontend = self.by_kind_and_name.get(&(NodeKind::Frontend, name));
+                match (backend, frontend) {
+                    (Some(&i), None) | (None, Some(&i)) => Target::Node(i),
+                    (Some(_), Some(_)) => Target::Ambiguous { name },
+                    (None, None) => Target::Unknown { name, kind: None },
+                }
+            }
+        }
+    }
+}
+
+/// Finds one cycle among the edges of up nodes, iteratively (chains can be thousands long).
+fn find_cycle<'r, 'a: 'r>(
+    nodes: &[NodeObservation],
+    edges: impl Fn(usize) -> &'r [Requirement<'a>],
+) -> Option<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; nodes.len()];
+    for root in (0..nodes.len()).filter(|&i| nodes[i].up) {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        // Each frame: a node on the current path and the index of its next edge to follow.
+        let mut path: Vec<(usize, usize)> = vec![(root, 0)];
+        mark[root] = Mark::OnPath;
+        while let Some(&mut (node, ref mut next_edge)) = path.last_mut() {
+            let node_edges = edges(node);
+            if *next_edge == node_edges.len() {
+                mark[node] = Mark::Done;
+                path.pop();
+                continue;
+            }
+            let edge = node_edges[*next_edge];
+            *next_edge += 1;
+            let Target::Node(next) = edge.target else {
+                continue;
+            };
+            match mark[next] {
+                Mark::Done => {}
+                Mark::New => {
+                    mark[next] = Mark::OnPath;
+                    path.push((next, 0));
+                }
+                Mark::OnPath => {
+                    let start = path.iter().position(|&(n, _)| n == next).unwrap_or(0);
+                    let mut cycle: Vec<usize> = path[start..].iter().map(|&(n, _)| n).collect();
+                    cycle.push(next);
+                    return Some(cycle);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A prerequisite that is not met, named for the status of the waiting node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unmet {
+    pub node: String,
+    pub kind: Option<NodeKind>,
+    pub reason: UnmetReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnmetReason {
+    UnknownNode {
+        cluster: String,
+    },
+    AmbiguousNode,
+    InvalidSpec,
+    PodMissing,
+    PodTerminating,
+    PodNotOwned,
+    ChangingNow,
+    Condition {
+        type_: String,
+        required: String,
+        actual: Option<String>,
+    },
+    Revision {
+        required: String,
+        running: Option<String>,
+    },
+    Version {
+        required: String,
+        running: Option<String>,
+    },
+}
+
+impl fmt::Display for UnmetReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UnmetReason::UnknownNode { cluster } => {
+                write!(f, "no such node in Express cluster {cluster}")
+            }
+            UnmetReason::AmbiguousNode => f.write_str(
+                "both a Backend and a Frontend have this name; set kind on the prerequisite",
+            ),
+            UnmetReason::InvalidSpec => f.write_str("its spec is invalid"),
+            UnmetReason::PodMissing => f.write_str("pod does not exist"),
+            UnmetReason::PodTerminating => f.write_str("pod is terminating"),
+            UnmetReason::PodNotOwned => f.write_str("pod is not managed by the operator"),
+            UnmetReason::ChangingNow => f.write_str("is being changed in the same step"),
+            UnmetReason::Condition {
+                type_,
+                required,
+                actual: Some(actual),
+            } => write!(f, "pod condition {type_} is {actual}, needs {required}"),
+            UnmetReason::Condition {
+                type_,
+                required,
+                actual: None,
+            } => write!(f, "pod has no condition {type_}, needs {required}"),
+            UnmetReason::Revision { required, running } => write!(
+                f,
+                "pod runs revision {}, needs {required}",
+                running.as_deref().unwrap_or("(none)")
+            ),
+            UnmetReason::Version { required, running } => write!(
+                f,
+                "pod runs version {}, needs {required}",
+                running.as_deref().unwrap_or("(unknown)")
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Unmet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            Some(kind) => write!(f, "{kind} {}: {}", self.node, self.reason),
+            None => write!(f, "{}: {}", self.node, self.reason),
+        }
+    }
+}
+
+/// Context for checking whether requirements are met right now.
+pub struct Checker<'s, 'g> {
+    pub snapshot: &'s ClusterSnapshot,
+    pub graph: &'g Graph<'s>,
+    /// Nodes chosen for a change in this same plan: they are about to stop being Ready.
+    pub changing_now: &'g [bool],
+}
+
+impl Checker<'_, '_> {
+    /// Rule 2: the target's pod exists, runs the required revision (or pinned version/revision)
+    /// and shows the required condition.
+    ///
+    /// One deliberate relaxation, for provisioning only: when the target's own upgrade waits
+    /// (directly or transitively) for the waiting node, "runs its desired revision" is replaced
+    /// by "runs any revision". The upgrade order already runs the waiting node's new revision
+    /// beside the target's old one, and insisting would deadlock: e.g. a frontend whose pod is
+    /// lost mid-upgrade would wait for a backend whose upgrade waits for that frontend.
+    pub fn check(
+        &self,
+        waiting: usize,
+        phase: Phase,
+        requirement: &Requirement<'_>,
+        cache: &mut ReachCache,
+    ) -> Option<Unmet> {
+        let target = match requirement.target {
+            Target::Node(target) => target,
+            Target::Unknown { name, kind } => {
+                return Some(Unmet {
+                    node: name.to_owned(),
+                    kind,
+                    reason: UnmetReason::UnknownNode {
+                        cluster: self.snapshot.cluster_name.clone(),
+                    },
+                });
+            }
+            Target::Ambiguous { name } => {
+                return Some(Unmet {
+                    node: name.to_owned(),
+                    kind: None,
+                    reason: UnmetReason::AmbiguousNode,
+                });
+            }
+        };
+        let node = &self.snapshot.nodes[target];
+        let unmet = |reason| {
+            Some(Unmet {
+                node: node.name.clone(),
+                kind: Some(node.kind),
+                reason,
+            })
+        };
+        let Some(pod) = &node.pod else {
+            return unmet(UnmetReason::PodMissing);
+        };
+        if !pod.owned {
+            return unmet(UnmetReason::PodNotOwned);
+        }
+        if pod.terminating {
+            return unmet(UnmetReason::PodTerminating);
+        }
+        if let Some(required) = requirement.pinned_revision
+            && pod.revision.as_deref() != Some(required)
+        {
+            return unmet(UnmetReason::Revision {
+                required: required.to_owned(),
+                running: pod.revision.clone(),
+            });
+        }
+        if let Some(required) = requirement.pinned_version
+            && pod.version.as_deref() != Some(required)
+        {
+            return unmet(UnmetReason::Version {
+                required: required.to_owned(),
+                running: pod.version.clone(),
+            });
+        }
+        if requirement.pinned_revision.is_none() && requirement.pinned_version.is_none() {
+            let Ok(desired) = &node.desired else {
+                return unmet(UnmetReason::InvalidSpec);
+            };
+            let on_desired = pod.revision.as_deref() == Some(desired.revision.as_str());
+            let relaxed = phase == Phase::Provisioning
+                && self.graph.upgrade_waits_for(target, waiting, cache);
+            if !on_desired && !relaxed {
+                return unmet(UnmetReason::Revision {
+                    required: desired.revision.clone(),
+                    running: pod.revision.clone(),
+                });
+            }
+        }
+        let actual = pod.condition(requirement.condition_type);
+        if actual != Some(requirement.condition_status) {
+            return unmet(UnmetReason::Condition {
+                type_: requirement.condition_type.to_owned(),
+                required: requirement.condition_status.to_owned(),
+                actual: actual.map(str::to_owned),
+            });
+        }
+        // Met as observed, but the target is about to be disrupted by this very plan.
+        if self.changing_now[target] {
+            return unmet(UnmetReason::ChangingNow);
+        }
+        None
+    }
+}

@@ -1,0 +1,136 @@
+//! The planner's input: what was observed of one Express cluster, reduced to the facts the
+//! ordering rules need. Built by [`crate::observe`] from API objects, or by hand in tests.
+
+use express_api::{DeploymentDependencies, NodeKind};
+
+/// Everything the planner knows about one Express cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterSnapshot {
+    pub namespace: String,
+    pub cluster_name: String,
+    pub settings: ClusterSettings,
+    pub nodes: Vec<NodeObservation>,
+    pub pause: Option<Pause>,
+    /// Problems with the cluster as a whole (e.g. two ExpressClusters claiming it). Any entry
+    /// blocks every action, like a cycle.
+    pub spec_errors: Vec<String>,
+}
+
+/// The ordering and rollout settings of an ExpressCluster, or the built-in defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSettings {
+    pub dependencies_disabled: bool,
+    pub backend_upgrade_position: u32,
+    pub max_concurrent: u32,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            dependencies_disabled: false,
+            backend_upgrade_position: express_api::DEFAULT_BACKEND_UPGRADE_POSITION,
+            max_concurrent: 1,
+        }
+    }
+}
+
+/// One Backend or Frontend object and its pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeObservation {
+    pub name: String,
+    pub kind: NodeKind,
+    /// `spec.up`: false means intentionally down.
+    pub up: bool,
+    /// What the node's pod should run, or why that cannot be computed (shown to the user).
+    pub desired: Result<DesiredState, String>,
+    pub dependencies: Option<DeploymentDependencies>,
+    pub pod: Option<PodObservation>,
+    /// The operator recorded (in the node's status) that it started replacing this node's pod
+    /// and has not yet created the replacement.
+    pub replacing: bool,
+}
+
+/// The revision and version a node's pod should run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DesiredState {
+    pub revision: String,
+    pub version: String,
+}
+
+/// The observed pod named after a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodObservation {
+    /// The pod's controller owner reference points at the node object.
+    pub owned: bool,
+    /// Its `express.dev/deployment-revision` label.
+    pub revision: Option<String>,
+    /// The Express version it runs.
+    pub version: Option<String>,
+    pub phase: PodPhase,
+    pub conditions: Vec<PodCondition>,
+    /// It has a deletionTimestamp.
+    pub terminating: bool,
+    pub restarts: i32,
+}
+
+impl PodObservation {
+    /// Status of a pod condition, if the pod reports it.
+    pub fn condition(&self, type_: &str) -> Option<&str> {
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.status.as_str())
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.condition("Ready") == Some("True")
+    }
+
+    /// The pod's containers have stopped for good (phase Succeeded or Failed).
+    pub fn has_ended(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodCondition {
+    pub type_: String,
+    pub status: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+/// Why nothing may be changed right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pause {
+    pub scope: PauseScope,
+    pub reason: Option<String>,
+}
+
+/// Where a pause was requested (DESIGN section 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PauseScope {
+    /// ConfigMap `express-operator-control` in the operator's namespace.
+    Operator,
+    /// ConfigMap `express-control` in the cluster's namespace.
+    Namespace,
+    /// `ExpressCluster.spec.paused`.
+    Cluster,
+}
+
+impl std::fmt::Display for PauseScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PauseScope::Operator => "operator-wide (ConfigMap express-operator-control)",
+            PauseScope::Namespace => "namespace (ConfigMap express-control)",
+            PauseScope::Cluster => "cluster (ExpressCluster spec.paused)",
+        })
+    }
+}
