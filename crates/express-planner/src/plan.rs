@@ -255,6 +255,7 @@ pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
 
     let mut free_slots = (snapshot.settings.max_concurrent as usize).saturating_sub(in_flight);
     let mut cache = ReachCache::default();
+    let pending: Vec<Option<Phase>> = node_plans.iter().map(|p| p.state.phase()).collect();
     for node in start_candidates(snapshot, &graph, &node_plans) {
         let node_plan = &mut node_plans[node];
         let (operation, phase) = match node_plan.state {
@@ -274,6 +275,7 @@ pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
                 snapshot,
                 graph: &graph,
                 changing_now: &chosen,
+                pending: &pending,
             };
             node_plan.waiting_for = requirements
                 .iter()

@@ -145,35 +145,38 @@ impl<'a> Graph<'a> {
         }
     }
 
-    /// Whether `from`'s upgrade waits, directly or through other nodes, for `to`.
-    pub fn upgrade_waits_for(&self, from: usize, to: usize, cache: &mut ReachCache) -> bool {
-        cache
-            .reach
-            .entry(from)
-            .or_insert_with(|| reachable(&self.upgrade, from))[to]
+    /// Whether `from`'s pending change waits, directly or through other nodes' pending changes,
+    /// for `to`. `pending[n]` is the phase node `n` needs now (None: it needs no gated change).
+    pub fn change_waits_for(
+        &self,
+        pending: &[Option<Phase>],
+        from: usize,
+        to: usize,
+        cache: &mut ReachCache,
+    ) -> bool {
+        cache.reach.entry(from).or_insert_with(|| {
+            let mut seen = vec![false; pending.len()];
+            let mut stack = vec![from];
+            while let Some(node) = stack.pop() {
+                let Some(phase) = pending[node] else { continue };
+                for requirement in self.requirements(phase, node) {
+                    if let Target::Node(next) = requirement.target
+                        && !seen[next]
+                    {
+                        seen[next] = true;
+                        stack.push(next);
+                    }
+                }
+            }
+            seen
+        })[to]
     }
 }
 
-/// Memo of upgrade-graph reachability, kept for the duration of one plan.
+/// Memo of wait-for reachability, kept for the duration of one plan.
 #[derive(Debug, Default)]
 pub struct ReachCache {
     reach: HashMap<usize, Vec<bool>>,
-}
-
-fn reachable(edges: &[Vec<Requirement<'_>>], from: usize) -> Vec<bool> {
-    let mut seen = vec![false; edges.len()];
-    let mut stack = vec![from];
-    while let Some(node) = stack.pop() {
-        for requirement in &edges[node] {
-            if let Target::Node(next) = requirement.target
-                && !seen[next]
-            {
-                seen[next] = true;
-                stack.push(next);
-            }
-        }
-    }
-    seen
 }
 
 /// Resolves every node's provisioning and upgrade prerequisites and checks both graphs for
@@ -467,17 +470,21 @@ pub struct Checker<'s, 'g> {
     pub graph: &'g Graph<'s>,
     /// Nodes chosen for a change in this same plan: they are about to stop being Ready.
     pub changing_now: &'g [bool],
+    /// The phase of the change each node needs now, if any.
+    pub pending: &'g [Option<Phase>],
 }
 
 impl Checker<'_, '_> {
     /// Rule 2: the target's pod exists, runs the required revision (or pinned version/revision)
     /// and shows the required condition.
     ///
-    /// One deliberate relaxation, for provisioning only: when the target's own upgrade waits
-    /// (directly or transitively) for the waiting node, "runs its desired revision" is replaced
-    /// by "runs any revision". The upgrade order already runs the waiting node's new revision
-    /// beside the target's old one, and insisting would deadlock: e.g. a frontend whose pod is
-    /// lost mid-upgrade would wait for a backend whose upgrade waits for that frontend.
+    /// One deliberate relaxation, for provisioning only: when the target still needs an upgrade
+    /// and that upgrade waits, directly or through other nodes' pending changes, for the
+    /// waiting node, "runs its desired revision" becomes "runs any revision". Insisting would
+    /// deadlock: a frontend whose pod is lost mid-upgrade would wait for a backend whose upgrade
+    /// waits for that frontend. Provisioning and upgrade lists are each acyclic, so every such
+    /// circle has a provisioning edge into a node awaiting its upgrade; relaxing exactly those
+    /// edges breaks every circle and nothing else.
     pub fn check(
         &self,
         waiting: usize,
@@ -543,7 +550,10 @@ impl Checker<'_, '_> {
             };
             let on_desired = pod.revision.as_deref() == Some(desired.revision.as_str());
             let relaxed = phase == Phase::Provisioning
-                && self.graph.upgrade_waits_for(target, waiting, cache);
+                && self.pending[target] == Some(Phase::Upgrade)
+                && self
+                    .graph
+                    .change_waits_for(self.pending, target, waiting, cache);
             if !on_desired && !relaxed {
                 return unmet(UnmetReason::Revision {
                     required: desired.revision.clone(),
