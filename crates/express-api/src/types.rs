@@ -253,7 +253,7 @@ pub struct NodeStatus {
 
 macro_rules! node_kind {
     ($spec:ident, $kind:literal, $plural:literal, $short:literal) => {
-        #[doc = concat!("Spec of one `", $kind, "` node; see [`NodeSpec`].")]
+        #[doc = concat!("One Express ", $kind, " node: its cluster, version, pod template overrides and ordering prerequisites.")]
         #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
         #[kube(
             group = "express.dev",

@@ -203,11 +203,7 @@ pub fn resolve(snapshot: &ClusterSnapshot) -> Result<Graph<'_>, Cycle> {
 
     let resolver = Resolver {
         snapshot,
-        by_kind_and_name: nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| ((n.kind, n.name.as_str()), i))
-            .collect(),
+        index: NodeIndex::new(nodes),
         default_provisioning: nearest_up_predecessors(nodes, &full_provisioning),
         default_upgrade: nearest_up_predecessors(nodes, &full_upgrade),
     };
@@ -256,9 +252,112 @@ fn nearest_up_predecessors(nodes: &[NodeObservation], order: &[usize]) -> Vec<Op
     predecessor
 }
 
+/// Finds the node a prerequisite names.
+struct NodeIndex<'a> {
+    by_kind_and_name: HashMap<(NodeKind, &'a str), usize>,
+}
+
+impl<'a> NodeIndex<'a> {
+    fn new(nodes: &'a [NodeObservation]) -> Self {
+        NodeIndex {
+            by_kind_and_name: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| ((n.kind, n.name.as_str()), i))
+                .collect(),
+        }
+    }
+
+    fn lookup(&self, prerequisite: &'a Prerequisite) -> Target<'a> {
+        let name = prerequisite.express_node.as_str();
+        match prerequisite.kind {
+            Some(kind) => match self.by_kind_and_name.get(&(kind, name)) {
+                Some(&i) => Target::Node(i),
+                None => Target::Unknown {
+                    name,
+                    kind: Some(kind),
+                },
+            },
+            None => {
+                let backend = self.by_kind_and_name.get(&(NodeKind::Backend, name));
+                let frontend = self.by_kind_and_name.get(&(NodeKind::Frontend, name));
+                match (backend, frontend) {
+                    (Some(&i), None) | (None, Some(&i)) => Target::Node(i),
+                    (Some(_), Some(_)) => Target::Ambiguous { name },
+                    (None, None) => Target::Unknown { name, kind: None },
+                }
+            }
+        }
+    }
+}
+
+/// An explicit prerequisite that names no node of its cluster, or names one ambiguously.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DanglingPrerequisite {
+    pub node: String,
+    pub kind: NodeKind,
+    pub phase: Phase,
+    pub reference: String,
+    pub problem: String,
+}
+
+impl fmt::Display for DanglingPrerequisite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}: {} prerequisite {}: {}",
+            self.kind, self.node, self.phase, self.reference, self.problem
+        )
+    }
+}
+
+/// Every explicit prerequisite, of either phase and whatever the nodes' states, that can never
+/// be met because its node does not exist (or is ambiguous). The planner only makes such a node
+/// wait; tools that check manifests before they are applied report these as errors.
+pub fn dangling_prerequisites(snapshot: &ClusterSnapshot) -> Vec<DanglingPrerequisite> {
+    let index = NodeIndex::new(&snapshot.nodes);
+    let mut dangling = Vec::new();
+    for node in &snapshot.nodes {
+        let Some(dependencies) = &node.dependencies else {
+            continue;
+        };
+        let lists = [
+            (
+                Phase::Provisioning,
+                &dependencies.provisioning_prerequisites,
+            ),
+            (Phase::Upgrade, &dependencies.upgrade_prerequisites),
+        ];
+        for (phase, list) in lists {
+            for prerequisite in list.iter().flatten() {
+                let problem = match index.lookup(prerequisite) {
+                    Target::Node(_) => continue,
+                    Target::Unknown { .. } => {
+                        format!("no such node in Express cluster {}", snapshot.cluster_name)
+                    }
+                    Target::Ambiguous { .. } => {
+                        "both a Backend and a Frontend have this name; set kind".to_owned()
+                    }
+                };
+                dangling.push(DanglingPrerequisite {
+                    node: node.name.clone(),
+                    kind: node.kind,
+                    phase,
+                    reference: match prerequisite.kind {
+                        Some(kind) => format!("{kind} {}", prerequisite.express_node),
+                        None => prerequisite.express_node.clone(),
+                    },
+                    problem,
+                });
+            }
+        }
+    }
+    dangling
+}
+
 struct Resolver<'a> {
     snapshot: &'a ClusterSnapshot,
-    by_kind_and_name: HashMap<(NodeKind, &'a str), usize>,
+    index: NodeIndex<'a>,
     default_provisioning: Vec<Option<usize>>,
     default_upgrade: Vec<Option<usize>>,
 }
@@ -292,7 +391,7 @@ impl<'a> Resolver<'a> {
 
         let mut resolved = Vec::with_capacity(explicit.len());
         for prerequisite in explicit {
-            let target = self.lookup(prerequisite);
+            let target = self.index.lookup(prerequisite);
             match target {
                 Target::Node(down) if !self.snapshot.nodes[down].up => {
                     if let Some(start) = down_chain.iter().position(|&n| n == down) {
@@ -309,28 +408,6 @@ impl<'a> Resolver<'a> {
             }
         }
         Ok(resolved)
-    }
-
-    fn lookup(&self, prerequisite: &'a Prerequisite) -> Target<'a> {
-        let name = prerequisite.express_node.as_str();
-        match prerequisite.kind {
-            Some(kind) => match self.by_kind_and_name.get(&(kind, name)) {
-                Some(&i) => Target::Node(i),
-                None => Target::Unknown {
-                    name,
-                    kind: Some(kind),
-                },
-            },
-            None => {
-                let backend = self.by_kind_and_name.get(&(NodeKind::Backend, name));
-                let frontend = self.by_kind_and_name.get(&(NodeKind::Frontend, name));
-                match (backend, frontend) {
-                    (Some(&i), None) | (None, Some(&i)) => Target::Node(i),
-                    (Some(_), Some(_)) => Target::Ambiguous { name },
-                    (None, None) => Target::Unknown { name, kind: None },
-                }
-            }
-        }
     }
 }
 

@@ -644,3 +644,32 @@ fn removal_of_a_down_node_is_a_delete_step() {
     assert_eq!(simulation.steps[0].kind, NodeKind::Frontend);
     assert!(simulation.pending.is_empty());
 }
+
+#[test]
+fn dangling_prerequisites_are_listed_for_both_phases() {
+    let mut snapshot = cluster(&[("be", Pod::New), ("fe1", Pod::New)]);
+    set_upgrade_prerequisites(
+        &mut snapshot,
+        "fe1",
+        &[prerequisite("fe7"), prerequisite("be")],
+    );
+    set_provisioning_prerequisites(&mut snapshot, "be", &[prerequisite("be2")]);
+    let found: Vec<String> = express_planner::prerequisites::dangling_prerequisites(&snapshot)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "Backend acme-be: provisioning prerequisite Backend acme-be2: no such node in Express cluster acme",
+            "Frontend acme-fe1: upgrade prerequisite Frontend acme-fe7: no such node in Express cluster acme",
+        ]
+    );
+    // All pods are up to date, so the planner itself has nothing to wait for.
+    assert!(
+        plan(&snapshot)
+            .nodes
+            .iter()
+            .all(|n| n.waiting_for.is_empty())
+    );
+}
