@@ -396,6 +396,8 @@ impl Default for RolloutSettings {
 }
 
 /// Cluster-wide settings of one Express cluster. Optional: without it built-in defaults apply.
+// Each printcolumn repeats `type_ = ...`, which this lint mistakes for a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "express.dev",

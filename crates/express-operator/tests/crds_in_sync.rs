@@ -2,6 +2,8 @@
 //! to the API types cannot ship without its CRD (regenerate with
 //! `cargo run -p express-operator -- crd --output-dir deploy/crds`).
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
 use std::path::PathBuf;
 use std::process::Command;
 

@@ -49,14 +49,25 @@ struct NodeRef<'a> {
     replacing: bool,
 }
 
+/// The objects of one (namespace, clusterName).
+#[derive(Default)]
+struct ClusterGroup<'a> {
+    /// ExpressClusters governing it: normally one, more is a spec error.
+    claimants: Vec<&'a ExpressCluster>,
+    nodes: Vec<NodeRef<'a>>,
+}
+
 /// One snapshot per Express cluster: per (namespace, clusterName) found on nodes or on
 /// ExpressClusters, sorted by namespace and name.
 pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
-    let mut groups: BTreeMap<(&str, &str), (Vec<&ExpressCluster>, Vec<NodeRef<'_>>)> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<(&str, &str), ClusterGroup<'_>> = BTreeMap::new();
     for cluster in inventory.clusters {
         if let (Some(namespace), Some(name)) = (namespace_of(cluster), cluster.cluster_name()) {
-            groups.entry((namespace, name)).or_default().0.push(cluster);
+            groups
+                .entry((namespace, name))
+                .or_default()
+                .claimants
+                .push(cluster);
         }
     }
     let nodes = inventory
@@ -80,7 +91,7 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
             groups
                 .entry((namespace, cluster_name))
                 .or_default()
-                .1
+                .nodes
                 .push(node);
         }
     }
@@ -91,7 +102,7 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
         .filter_map(|p| Some(((namespace_of(p)?, p.metadata.name.as_deref()?), p)))
         .collect();
     let mut names_per_namespace: HashMap<(&str, &str), Vec<NodeKind>> = HashMap::new();
-    for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), (_, n))| (ns, n)) {
+    for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), g)| (ns, &g.nodes)) {
         for node in cluster_nodes {
             if let Some(name) = node.meta.name.as_deref() {
                 names_per_namespace
@@ -104,7 +115,7 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
 
     groups
         .into_iter()
-        .map(|((namespace, cluster_name), (clusters, nodes))| {
+        .map(|((namespace, cluster_name), ClusterGroup { claimants: clusters, nodes })| {
             let governing = clusters.first().copied();
             let mut spec_errors = Vec::new();
             if clusters.len() > 1 {

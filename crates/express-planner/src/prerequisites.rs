@@ -210,10 +210,10 @@ pub fn resolve(snapshot: &ClusterSnapshot) -> Result<Graph<'_>, Cycle> {
 
     let mut provisioning = Vec::with_capacity(nodes.len());
     let mut upgrade = Vec::with_capacity(nodes.len());
-    for node in 0..nodes.len() {
+    for (node, observation) in nodes.iter().enumerate() {
         // A down node is never ordered itself; its prerequisites only matter where another
         // node's prerequisite is substituted through it, and are resolved there.
-        if nodes[node].up {
+        if observation.up {
             provisioning.push(resolver.requirements(node, Phase::Provisioning, &mut Vec::new())?);
             upgrade.push(resolver.requirements(node, Phase::Upgrade, &mut Vec::new())?);
         } else {

@@ -4,6 +4,8 @@
 //! scans, recursion), written separately from the planner's resolver, so that the planner is
 //! checked against the rules rather than against itself.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
 mod support;
 
 use std::cmp::Ordering;
@@ -31,7 +33,7 @@ fn arb_pod_state() -> impl Strategy<Value = Pod> {
         1 => Just(Pod::Terminating),
         1 => Just(Pod::Ended),
         1 => Just(Pod::Down),
-        1 => Just(Pod::DownWithPod),
+        1 => Just(Pod::DownStillRunning),
     ]
 }
 
@@ -178,7 +180,7 @@ fn arb_convergent_cluster() -> impl Strategy<Value = (ClusterSnapshot, Vec<bool>
                         3 => Just(Pod::Missing), 4 => Just(Pod::Old), 4 => Just(Pod::New),
                         1 => Just(Pod::OldNotReady), 1 => Just(Pod::NewNotReady),
                         1 => Just(Pod::Terminating), 1 => Just(Pod::Ended),
-                        1 => Just(Pod::Down), 1 => Just(Pod::DownWithPod),
+                        1 => Just(Pod::Down), 1 => Just(Pod::DownStillRunning),
                     ],
                     count,
                 ),

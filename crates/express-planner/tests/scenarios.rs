@@ -1,6 +1,8 @@
 //! Table tests: every scenario of DESIGN section 3 (rule 7 and the rules before it), each
 //! asserting the exact order in which nodes are started.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
 mod support;
 
 use express_api::NodeKind;
@@ -581,7 +583,7 @@ fn recorded_replacement_is_finished_without_gating() {
 
 #[test]
 fn pods_not_owned_by_the_node_are_never_touched() {
-    let mut snapshot = cluster(&[("be", Pod::Old), ("fe1", Pod::DownWithPod)]);
+    let mut snapshot = cluster(&[("be", Pod::Old), ("fe1", Pod::DownStillRunning)]);
     for name in ["be", "fe1"] {
         node_mut(&mut snapshot, name)
             .pod
@@ -636,7 +638,7 @@ fn removal_of_a_down_node_is_a_delete_step() {
     let snapshot = cluster(&[
         ("be", Pod::New),
         ("fe1", Pod::New),
-        ("fe2", Pod::DownWithPod),
+        ("fe2", Pod::DownStillRunning),
     ]);
     let simulation = simulate(&snapshot, Some(1));
     assert_eq!(simulation.steps.len(), 1);

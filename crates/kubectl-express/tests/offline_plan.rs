@@ -1,6 +1,8 @@
 //! `kubectl-express plan --offline`, run as a process: output shapes, orders, and a clear
 //! message with a non-zero exit for every kind of bad input.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -27,7 +27,7 @@ pub enum Pod {
     /// The node is `up: false` and has no pod.
     Down,
     /// The node is `up: false` but its old pod still runs.
-    DownWithPod,
+    DownStillRunning,
 }
 
 /// `be`, `be2` are Backends, `fe1`... Frontends; every name gets the `acme-` prefix.
@@ -57,7 +57,7 @@ pub fn pod(revision: &str, ready: bool) -> PodObservation {
 pub fn node(short: &str, state: Pod) -> NodeObservation {
     let pod = match state {
         Pod::Missing | Pod::Down => None,
-        Pod::Old | Pod::DownWithPod => Some(pod(OLD, true)),
+        Pod::Old | Pod::DownStillRunning => Some(pod(OLD, true)),
         Pod::New => Some(pod(NEW, true)),
         Pod::OldNotReady => Some(pod(OLD, false)),
         Pod::NewNotReady => Some(pod(NEW, false)),
@@ -73,7 +73,7 @@ pub fn node(short: &str, state: Pod) -> NodeObservation {
     NodeObservation {
         name: full(short),
         kind: kind_of(short),
-        up: !matches!(state, Pod::Down | Pod::DownWithPod),
+        up: !matches!(state, Pod::Down | Pod::DownStillRunning),
         desired: Ok(DesiredState {
             revision: NEW.into(),
             version: NEW.into(),

@@ -1,0 +1,297 @@
+//! Building snapshots from API objects: grouping, effective revisions, pod ownership, pause.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
+use express_api::{Backend, ExpressCluster, Frontend};
+use express_planner::observe::{Inventory, PodOwnership, snapshots};
+use express_planner::{ClusterSnapshot, PauseScope, PodPhase};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+fn object<T: DeserializeOwned>(value: serde_json::Value) -> T {
+    serde_json::from_value(value).expect("valid object")
+}
+
+fn frontend(ns: &str, name: &str, cluster: &str, extra: serde_json::Value) -> Frontend {
+    let mut spec = json!({"clusterConfig": {"clusterName": cluster}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    object(
+        json!({"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}")}, "spec": spec}),
+    )
+}
+
+fn backend(ns: &str, name: &str, cluster: &str) -> Backend {
+    object(
+        json!({"apiVersion": "express.dev/v1alpha1", "kind": "Backend",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-{name}")},
+        "spec": {"clusterConfig": {"clusterName": cluster}}}),
+    )
+}
+
+fn express_cluster(ns: &str, name: &str, spec: serde_json::Value) -> ExpressCluster {
+    object(
+        json!({"apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec}),
+    )
+}
+
+fn owned_pod(ns: &str, name: &str, kind: &str, uid: &str, extra_meta: serde_json::Value) -> Pod {
+    let mut metadata = json!({"name": name, "namespace": ns, "ownerReferences": [{
+        "apiVersion": "express.dev/v1alpha1", "kind": kind, "name": name, "uid": uid, "controller": true}]});
+    if let (Some(m), Some(extra)) = (metadata.as_object_mut(), extra_meta.as_object()) {
+        m.extend(extra.clone());
+    }
+    object(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+        "spec": {"containers": [{"name": "express", "image": "reg:5000/express:v7"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                   "containerStatuses": [{"name": "express", "image": "x", "imageID": "", "ready": true, "restartCount": 3}]}}),
+    )
+}
+
+fn control(ns: &str, name: &str, paused: &str, reason: Option<&str>) -> ConfigMap {
+    let mut data = json!({"paused": paused});
+    if let Some(reason) = reason {
+        data["reason"] = json!(reason);
+    }
+    object(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": data}),
+    )
+}
+
+#[derive(Default)]
+struct Objects {
+    clusters: Vec<ExpressCluster>,
+    backends: Vec<Backend>,
+    frontends: Vec<Frontend>,
+    pods: Vec<Pod>,
+    config_maps: Vec<ConfigMap>,
+}
+
+impl Objects {
+    fn snapshots(&self) -> Vec<ClusterSnapshot> {
+        snapshots(&Inventory {
+            clusters: &self.clusters,
+            backends: &self.backends,
+            frontends: &self.frontends,
+            pods: &self.pods,
+            config_maps: &self.config_maps,
+            operator_namespace: "express-system",
+            ownership: PodOwnership::OwnerReference,
+        })
+    }
+}
+
+#[test]
+fn nodes_group_by_namespace_and_cluster_name() {
+    let objects = Objects {
+        clusters: vec![express_cluster(
+            "a",
+            "named-differently",
+            json!({"clusterName": "acme",
+            "defaults": {"frontend": {"expressVersion": "v2"}, "backend": {"expressVersion": "v3"}},
+            "rollout": {"maxConcurrent": 3}, "dependencies": {"backendUpgradePosition": 0}}),
+        )],
+        backends: vec![backend("a", "acme-be", "acme")],
+        frontends: vec![
+            frontend("a", "acme-fe1", "acme", json!({})),
+            frontend("a", "other-fe1", "other", json!({"expressVersion": "v1"})),
+            frontend("b", "acme-fe1", "acme", json!({"expressVersion": "v1"})),
+        ],
+        ..Objects::default()
+    };
+    let found = objects.snapshots();
+    let keys: Vec<(String, String, usize)> = found
+        .iter()
+        .map(|s| (s.namespace.clone(), s.cluster_name.clone(), s.nodes.len()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("a".into(), "acme".into(), 2),
+            ("a".into(), "other".into(), 1),
+            ("b".into(), "acme".into(), 1)
+        ]
+    );
+    let acme = &found[0];
+    assert_eq!(acme.settings.max_concurrent, 3);
+    assert_eq!(acme.settings.backend_upgrade_position, 0);
+    let versions: Vec<&str> = acme
+        .nodes
+        .iter()
+        .map(|n| n.desired.as_ref().expect("valid").version.as_str())
+        .collect();
+    assert_eq!(versions, ["v3", "v2"], "per-kind defaults apply");
+    // Without an ExpressCluster, built-in defaults apply and the node must carry a version.
+    assert_eq!(found[2].settings, Default::default());
+}
+
+#[test]
+fn revision_label_on_the_node_overrides_the_computed_revision() {
+    let mut node = frontend("a", "acme-fe1", "acme", json!({"expressVersion": "v1"}));
+    let computed = Objects {
+        frontends: vec![node.clone()],
+        ..Objects::default()
+    }
+    .snapshots()[0]
+        .nodes[0]
+        .desired
+        .clone()
+        .expect("valid")
+        .revision;
+    assert_eq!(computed.len(), 10);
+    node.metadata.labels = Some(
+        [(
+            "express.dev/deployment-revision".to_owned(),
+            "from-helm".to_owned(),
+        )]
+        .into(),
+    );
+    let pinned = Objects {
+        frontends: vec![node],
+        ..Objects::default()
+    }
+    .snapshots()[0]
+        .nodes[0]
+        .desired
+        .clone()
+        .expect("valid")
+        .revision;
+    assert_eq!(pinned, "from-helm");
+}
+
+#[test]
+fn pods_are_matched_and_owned_only_through_a_controller_reference() {
+    let objects = Objects {
+        frontends: vec![
+            frontend("a", "acme-fe1", "acme", json!({"expressVersion": "v1"})),
+            frontend("a", "acme-fe2", "acme", json!({"expressVersion": "v1"})),
+            frontend("a", "acme-fe3", "acme", json!({"expressVersion": "v1"})),
+        ],
+        pods: vec![
+            owned_pod(
+                "a",
+                "acme-fe1",
+                "Frontend",
+                "uid-acme-fe1",
+                json!({"labels": {"express.dev/deployment-revision": "r1"}}),
+            ),
+            owned_pod(
+                "a",
+                "acme-fe2",
+                "Frontend",
+                "uid-of-an-older-object",
+                json!({}),
+            ),
+            owned_pod(
+                "a",
+                "acme-fe3",
+                "Backend",
+                "uid-acme-fe3",
+                json!({"annotations": {"express.dev/express-version": "v9"}}),
+            ),
+            owned_pod("other", "acme-fe1", "Frontend", "uid-acme-fe1", json!({})),
+        ],
+        ..Objects::default()
+    };
+    let snapshot = &objects.snapshots()[0];
+    let fe1 = snapshot.nodes[0].pod.as_ref().expect("fe1 pod");
+    assert!(fe1.owned);
+    assert_eq!(fe1.revision.as_deref(), Some("r1"));
+    assert_eq!(
+        fe1.version.as_deref(),
+        Some("v7"),
+        "version from the image tag, registry port kept apart"
+    );
+    assert_eq!(fe1.restarts, 3);
+    assert_eq!(fe1.phase, PodPhase::Running);
+    assert!(fe1.is_ready());
+    assert!(
+        !snapshot.nodes[1].pod.as_ref().expect("fe2 pod").owned,
+        "uid mismatch: a previous incarnation's pod"
+    );
+    let fe3 = snapshot.nodes[2].pod.as_ref().expect("fe3 pod");
+    assert!(
+        !fe3.owned,
+        "owned by a Backend of that name, not this Frontend"
+    );
+    assert_eq!(
+        fe3.version.as_deref(),
+        Some("v9"),
+        "annotation wins over the image"
+    );
+}
+
+#[test]
+fn pause_scopes_widest_first() {
+    let mut objects = Objects {
+        clusters: vec![express_cluster("a", "acme", json!({"paused": true}))],
+        frontends: vec![frontend(
+            "a",
+            "acme-fe1",
+            "acme",
+            json!({"expressVersion": "v1"}),
+        )],
+        ..Objects::default()
+    };
+    let pause = |o: &Objects| o.snapshots()[0].pause.clone();
+    assert_eq!(pause(&objects).map(|p| p.scope), Some(PauseScope::Cluster));
+
+    objects
+        .config_maps
+        .push(control("a", "express-control", "True", Some("freeze")));
+    let namespace = pause(&objects).expect("paused");
+    assert_eq!(
+        (namespace.scope, namespace.reason.as_deref()),
+        (PauseScope::Namespace, Some("freeze"))
+    );
+
+    objects.config_maps.push(control(
+        "express-system",
+        "express-operator-control",
+        "true",
+        None,
+    ));
+    assert_eq!(pause(&objects).map(|p| p.scope), Some(PauseScope::Operator));
+
+    // "false", other names and other namespaces do not pause.
+    objects.clusters[0].spec.paused = false;
+    objects.config_maps = vec![
+        control("a", "express-control", "false", None),
+        control("b", "express-control", "true", None),
+        control("a", "express-operator-control", "true", None),
+    ];
+    assert_eq!(pause(&objects), None);
+}
+
+#[test]
+fn two_express_clusters_claiming_one_cluster_is_a_spec_error() {
+    let objects = Objects {
+        clusters: vec![
+            express_cluster("a", "acme", json!({})),
+            express_cluster("a", "acme-too", json!({"clusterName": "acme"})),
+        ],
+        ..Objects::default()
+    };
+    let snapshot = &objects.snapshots()[0];
+    assert_eq!(
+        snapshot.spec_errors,
+        ["ExpressClusters acme, acme-too all claim Express cluster acme; keep one"]
+    );
+}
+
+#[test]
+fn recorded_replacement_is_read_from_status() {
+    let mut node = frontend("a", "acme-fe1", "acme", json!({"expressVersion": "v1"}));
+    node.status = Some(object(json!({"replacement": {"toRevision": "r2"}})));
+    let snapshot = &Objects {
+        frontends: vec![node],
+        ..Objects::default()
+    }
+    .snapshots()[0];
+    assert!(snapshot.nodes[0].replacing);
+}
