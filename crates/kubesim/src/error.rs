@@ -1,0 +1,161 @@
+//! API errors, rendered as Kubernetes `Status` objects with reason, code and message.
+
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+    /// Seconds for a Retry-After header (429, injected 5xx).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        self
+    }
+
+    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        let resource = qualified(group, plural);
+        Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))
+            .with_details(group, plural, name)
+    }
+
+    pub fn path_not_found(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        let resource = qualified(group, plural);
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{resource} \"{name}\" already exists"),
+        )
+        .with_details(group, plural, name)
+    }
+
+    pub fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        let resource = qualified(group, plural);
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {resource} \"{name}\": {why}"),
+        )
+        .with_details(group, plural, name)
+    }
+
+    pub fn stale(group: &str, plural: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            plural,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    pub fn invalid(group: &str, kind: &str, name: &str, why: impl Into<String>) -> Self {
+        let why = why.into();
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {why}"),
+        )
+        .with_details(group, kind, name)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message)
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn too_many_requests(retry_after: u64) -> Self {
+        let mut err = Self::new(
+            429,
+            "TooManyRequests",
+            "injected: too many requests, please try again later",
+        );
+        err.retry_after = Some(retry_after);
+        err
+    }
+
+    pub fn injected(code: u16) -> Self {
+        let reason = match code {
+            500 => "InternalError",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        Self::new(code, reason, format!("injected fault: HTTP {code}"))
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `Status` object sent as the response body (or inside a watch ERROR event).
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_owned()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+impl ApiError {
+    pub fn forbidden_terminating(namespace: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        )
+    }
+}

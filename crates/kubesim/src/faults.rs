@@ -1,0 +1,151 @@
+//! Request counters and fault injection, shared by the server, the library API and the
+//! `/kubesim/*` HTTP endpoints.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+/// Requests served, by verb and resource, and in total by reads and writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// `"<verb> <resource>"`, e.g. `"create pods"`, `"patch frontends.express.dev/status"`.
+    pub by_verb_and_resource: BTreeMap<String, u64>,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl Counters {
+    pub fn count(&self, verb: &str, resource: &str) -> u64 {
+        self.by_verb_and_resource
+            .get(&format!("{verb} {resource}"))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Write requests whose resource starts with `resource` (e.g. `pods`).
+    pub fn writes_to(&self, resource: &str) -> u64 {
+        self.by_verb_and_resource
+            .iter()
+            .filter(|(k, _)| {
+                let (verb, res) = k.split_once(' ').unwrap_or(("", ""));
+                is_write(verb) && (res == resource || res.starts_with(&format!("{resource}/")))
+            })
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+pub fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
+}
+
+/// One injected failure: requests matching verb and resource (None = any) fail with `status`
+/// at `rate` (0.0 to 1.0). 429 responses carry `Retry-After`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultRule {
+    #[serde(default)]
+    pub verb: Option<String>,
+    #[serde(default)]
+    pub resource: Option<String>,
+    pub rate: f64,
+    pub status: u16,
+    #[serde(default)]
+    pub retry_after_seconds: Option<u64>,
+}
+
+pub struct Faults {
+    rules: Mutex<Vec<FaultRule>>,
+    latency: Mutex<Duration>,
+    counters: Mutex<Counters>,
+    /// Bumped to close every open watch.
+    watch_epoch: watch::Sender<u64>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            rules: Mutex::new(Vec::new()),
+            latency: Mutex::new(Duration::ZERO),
+            counters: Mutex::new(Counters::default()),
+            watch_epoch: watch::channel(0).0,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Faults {
+    pub fn add_rule(&self, rule: FaultRule) {
+        lock(&self.rules).push(rule);
+    }
+
+    pub fn clear(&self) {
+        lock(&self.rules).clear();
+        *lock(&self.latency) = Duration::ZERO;
+    }
+
+    pub fn set_latency(&self, latency: Duration) {
+        *lock(&self.latency) = latency;
+    }
+
+    pub fn latency(&self) -> Duration {
+        *lock(&self.latency)
+    }
+
+    pub fn rules(&self) -> Vec<FaultRule> {
+        lock(&self.rules).clone()
+    }
+
+    /// The injected failure for this request, if the dice say so.
+    pub fn roll(&self, verb: &str, resource: &str) -> Option<FaultRule> {
+        let rules = lock(&self.rules);
+        rules
+            .iter()
+            .find(|r| {
+                r.verb.as_deref().is_none_or(|v| v == verb)
+                    && r.resource
+                        .as_deref()
+                        .is_none_or(|x| x == resource || resource.starts_with(&format!("{x}/")))
+                    && rand::random::<f64>() < r.rate
+            })
+            .cloned()
+    }
+
+    pub fn count(&self, verb: &str, resource: &str) {
+        let mut counters = lock(&self.counters);
+        *counters
+            .by_verb_and_resource
+            .entry(format!("{verb} {resource}"))
+            .or_default() += 1;
+        if is_write(verb) {
+            counters.writes += 1;
+        } else {
+            counters.reads += 1;
+        }
+    }
+
+    pub fn counters(&self) -> Counters {
+        lock(&self.counters).clone()
+    }
+
+    pub fn reset_counters(&self) {
+        *lock(&self.counters) = Counters::default();
+    }
+
+    pub fn close_watches(&self) {
+        self.watch_epoch.send_modify(|epoch| *epoch += 1);
+    }
+
+    pub fn watch_epoch(&self) -> watch::Receiver<u64> {
+        self.watch_epoch.subscribe()
+    }
+}

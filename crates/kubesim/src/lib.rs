@@ -1,0 +1,199 @@
+//! kubesim: a local Kubernetes API server emulator with a simulated kubelet, for the operator's
+//! end-to-end tests, benchmarks and the `dev` demo. Never the production path: the operator
+//! only ever talks to it through the ordinary kube client.
+//!
+//! [`KubeSim::start`] serves plain HTTP on loopback inside the calling process and hands back
+//! a [`kube::Client`], a kubeconfig, the URL, request counters and fault injection. The
+//! `kubesim serve` binary runs the same server standalone.
+
+pub mod api;
+pub mod apply;
+pub mod clock;
+pub mod error;
+pub mod faults;
+pub mod patch;
+pub mod registry;
+pub mod selector;
+pub mod server;
+pub mod store;
+pub mod table;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub use faults::{Counters, FaultRule};
+
+/// How to start kubesim.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where to listen; port 0 picks a free port.
+    pub addr: SocketAddr,
+    /// Listening on anything but loopback must be asked for explicitly.
+    pub allow_non_loopback: bool,
+    /// How often watches that asked for bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// Changes kept for watches resuming from a resourceVersion.
+    pub history_limit: usize,
+    /// Simulated termination time of a deleted pod that does not say otherwise.
+    pub pod_termination_seconds: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            allow_non_loopback: false,
+            bookmark_interval: Duration::from_secs(5),
+            history_limit: 100_000,
+            pod_termination_seconds: 1.0,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(
+        "refusing to listen on {0}: kubesim serves unauthenticated HTTP; pass the flag that allows non-loopback addresses if you really mean it"
+    )]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A running kubesim. Dropping it stops the server.
+pub struct KubeSim {
+    url: String,
+    shared: Arc<server::Shared>,
+    shutdown: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+impl KubeSim {
+    pub async fn start(config: Config) -> Result<KubeSim, StartError> {
+        if !config.addr.ip().is_loopback() && !config.allow_non_loopback {
+            return Err(StartError::NotLoopback(config.addr));
+        }
+        let listener = tokio::net::TcpListener::bind(config.addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: config.addr,
+                source,
+            })?;
+        let local = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.addr,
+            source,
+        })?;
+        let shared = Arc::new(server::Shared {
+            cluster: Mutex::new(api::Cluster::new(
+                config.pod_termination_seconds,
+                config.history_limit,
+            )),
+            faults: faults::Faults::default(),
+            bookmark_interval: config.bookmark_interval,
+            changed: Notify::new(),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = server::router(shared.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(KubeSim {
+            url: format!("http://{local}"),
+            shared,
+            shutdown: Mutex::new(Some(stop)),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A kubeconfig whose current context points at this server.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig_for(&self.url)
+    }
+
+    /// A kube client for this server.
+    pub fn client(&self) -> Result<kube::Client, kube::Error> {
+        let url = self
+            .url
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
+        kube::Client::try_from(kube::Config::new(url))
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.shared.faults.counters()
+    }
+
+    pub fn reset_counters(&self) {
+        self.shared.faults.reset_counters();
+    }
+
+    pub fn faults(&self) -> &faults::Faults {
+        &self.shared.faults
+    }
+
+    /// Forgets watch history: resuming from any earlier resourceVersion gets 410 Gone.
+    pub fn compact(&self) {
+        self.shared.lock().store.compact();
+    }
+
+    /// The current (highest) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().store.revision()
+    }
+
+    pub fn shared(&self) -> &Arc<server::Shared> {
+        &self.shared
+    }
+
+    pub fn stop(&self) {
+        if let Some(stop) = self
+            .shutdown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = stop.send(());
+        }
+        self.shared.faults.close_watches();
+    }
+}
+
+impl Drop for KubeSim {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub fn kubeconfig_for(url: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: kubesim
+  cluster:
+    server: {url}
+contexts:
+- name: kubesim
+  context:
+    cluster: kubesim
+    user: kubesim
+    namespace: default
+current-context: kubesim
+users:
+- name: kubesim
+  user: {{}}
+"
+    )
+}

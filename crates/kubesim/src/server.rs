@@ -1,0 +1,789 @@
+//! The HTTP face of kubesim: routes Kubernetes API paths to [`crate::api`] verbs, serves
+//! discovery, OpenAPI and Table output, streams watches, and applies counters and faults.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, broadcast, mpsc};
+
+use crate::api::{Cluster, DeleteOptions, ListOptions, PatchType, WriteOptions};
+use crate::error::ApiError;
+use crate::faults::{FaultRule, Faults};
+use crate::registry::ResourceType;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::Event;
+use crate::table;
+
+/// State shared by the server, the simulated kubelet, the garbage collector and the library.
+pub struct Shared {
+    pub cluster: Mutex<Cluster>,
+    pub faults: Faults,
+    pub bookmark_interval: Duration,
+    /// Woken after every write, for the background controllers.
+    pub changed: Notify,
+}
+
+impl Shared {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Cluster> {
+        self.cluster
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+pub fn router(shared: Arc<Shared>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(shared)
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error_response(err: &ApiError) -> Response {
+    let status = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(status, &err.status());
+    if let Some(seconds) = err.retry_after
+        && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let decoded = match bytes[i] {
+            b'%' => bytes
+                .get(i + 1..i + 3)
+                .and_then(|hex| std::str::from_utf8(hex).ok())
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok()),
+            _ => None,
+        };
+        match (decoded, bytes[i]) {
+            (Some(byte), _) => {
+                out.push(byte);
+                i += 3;
+            }
+            (None, b'+') => {
+                out.push(b' ');
+                i += 1;
+            }
+            (None, other) => {
+                out.push(other);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(raw: Option<&str>) -> Self {
+        Query(
+            raw.unwrap_or("")
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|pair| {
+                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                    (percent_decode(k), percent_decode(v))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true" | "1"))
+    }
+}
+
+/// A parsed resource path.
+struct Target {
+    rt: ResourceType,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+impl Target {
+    fn counter_name(&self) -> String {
+        let mut name = if self.rt.group.is_empty() {
+            self.rt.plural.clone()
+        } else {
+            format!("{}.{}", self.rt.plural, self.rt.group)
+        };
+        if let Some(sub) = &self.subresource {
+            name.push('/');
+            name.push_str(sub);
+        }
+        name
+    }
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return error_response(&ApiError::bad_request(
+                "request body too large or unreadable",
+            ));
+        }
+    };
+    let query = Query::parse(parts.uri.query());
+    let path = parts.uri.path().trim_end_matches('/').to_owned();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        ["version"] => return json_response(StatusCode::OK, &version()),
+        ["healthz" | "readyz" | "livez"] => return (StatusCode::OK, "ok").into_response(),
+        ["openapi", "v2"] => return json_response(StatusCode::OK, &openapi_v2()),
+        ["kubesim", rest @ ..] => return control(&shared, &parts.method, rest, &body),
+        ["api"] => {
+            return json_response(
+                StatusCode::OK,
+                &json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1")}]}),
+            );
+        }
+        ["apis"] => return json_response(StatusCode::OK, &group_list(&shared)),
+        ["apis", group] => {
+            return match group_list(&shared)["groups"]
+                .as_array()
+                .and_then(|g| g.iter().find(|g| g["name"] == *group))
+            {
+                Some(found) => {
+                    let mut g = found.clone();
+                    g["kind"] = json!("APIGroup");
+                    g["apiVersion"] = json!("v1");
+                    json_response(StatusCode::OK, &g)
+                }
+                None => error_response(&ApiError::path_not_found(&path)),
+            };
+        }
+        ["api", "v1"] => return resource_list(&shared, "", "v1", &path),
+        ["apis", group, version] => return resource_list(&shared, group, version, &path),
+        _ => {}
+    }
+    let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (group, version, rest),
+        _ => return error_response(&ApiError::path_not_found(&path)),
+    };
+    let target = match resolve(&shared, group, version, rest) {
+        Ok(target) => target,
+        Err(err) => return error_response(&err),
+    };
+    let verb = verb_of(&parts.method, &target, &query);
+    shared.faults.count(verb, &target.counter_name());
+    let latency = shared.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(rule) = shared.faults.roll(verb, &target.counter_name()) {
+        let err = if rule.status == 429 {
+            ApiError::too_many_requests(rule.retry_after_seconds.unwrap_or(1))
+        } else {
+            let mut err = ApiError::injected(rule.status);
+            err.retry_after = rule.retry_after_seconds;
+            err
+        };
+        return error_response(&err);
+    }
+    let as_table = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("as=Table"));
+    let result = match verb {
+        "watch" => return watch(shared, target, &query, as_table),
+        "list" => list(&shared, &target, &query, as_table),
+        "get" => get(&shared, &target, as_table),
+        "create" => parse_body(&body).and_then(|object| {
+            let namespace = target.namespace.clone().unwrap_or_default();
+            shared
+                .lock()
+                .create(&target.rt, &namespace, object, &write_options(&query))
+        }),
+        "update" => parse_body(&body).and_then(|object| {
+            shared.lock().update(
+                &target.rt,
+                target.namespace.as_deref().unwrap_or(""),
+                target.name.as_deref().unwrap_or(""),
+                target.subresource.as_deref(),
+                object,
+                &write_options(&query),
+            )
+        }),
+        "patch" => patch_type(&parts.headers).and_then(|patch_type| {
+            shared.lock().patch(
+                &target.rt,
+                target.namespace.as_deref().unwrap_or(""),
+                target.name.as_deref().unwrap_or(""),
+                target.subresource.as_deref(),
+                patch_type,
+                &body,
+                &write_options(&query),
+            )
+        }),
+        "delete" => delete_options(&body, &query).and_then(|options| {
+            shared.lock().delete(
+                &target.rt,
+                target.namespace.as_deref().unwrap_or(""),
+                target.name.as_deref().unwrap_or(""),
+                &options,
+            )
+        }),
+        "deletecollection" => delete_collection(&shared, &target, &query, &body),
+        _ => Err(ApiError::method_not_allowed(format!(
+            "{} is not supported here",
+            parts.method
+        ))),
+    };
+    if matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    ) {
+        shared.changed.notify_waiters();
+    }
+    match result {
+        Ok(value) => {
+            let status = if verb == "create" && query.get("dryRun").is_none_or(|d| d != "All") {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            json_response(status, &value)
+        }
+        Err(err) => error_response(&err),
+    }
+}
+
+fn verb_of(method: &Method, target: &Target, query: &Query) -> &'static str {
+    match (method.as_str(), target.name.is_some()) {
+        ("GET", false) if query.flag("watch") => "watch",
+        ("GET", false) => "list",
+        ("GET", true) => "get",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unsupported",
+    }
+}
+
+fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> Result<Target, ApiError> {
+    let cluster = shared.lock();
+    let find = |plural: &str| {
+        cluster
+            .registry
+            .find(group, version, plural)
+            .cloned()
+            .ok_or_else(|| ApiError::path_not_found(&format!("{group}/{version}/{plural}")))
+    };
+    let target = |rt, namespace: Option<&str>, name: Option<&str>, sub: Option<&str>| Target {
+        rt,
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+        subresource: sub.map(str::to_owned),
+    };
+    Ok(match rest {
+        ["namespaces", ns, plural, tail @ ..] if !matches!(*plural, "status" | "finalize") => {
+            let rt = find(plural)?;
+            if !rt.namespaced {
+                return Err(ApiError::path_not_found(&format!(
+                    "{plural} is not namespaced"
+                )));
+            }
+            match tail {
+                [] => target(rt, Some(ns), None, None),
+                [name] => target(rt, Some(ns), Some(name), None),
+                [name, sub] => target(rt, Some(ns), Some(name), Some(sub)),
+                _ => return Err(ApiError::path_not_found(&rest.join("/"))),
+            }
+        }
+        [plural] => target(find(plural)?, None, None, None),
+        [plural, name] => target(find(plural)?, None, Some(name), None),
+        [plural, name, sub] => target(find(plural)?, None, Some(name), Some(sub)),
+        _ => return Err(ApiError::path_not_found(&rest.join("/"))),
+    })
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .or_else(|_| {
+            std::str::from_utf8(body)
+                .ok()
+                .and_then(|text| serde_yaml::from_str(text).ok())
+                .ok_or(())
+        })
+        .map_err(|_| ApiError::bad_request("the request body is not a valid JSON or YAML object"))
+}
+
+fn write_options(query: &Query) -> WriteOptions {
+    WriteOptions {
+        dry_run: query.get("dryRun") == Some("All"),
+        field_manager: query.get("fieldManager").map(str::to_owned),
+        force: query.flag("force"),
+    }
+}
+
+fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    match media {
+        "application/json-patch+json" => Ok(PatchType::Json),
+        "application/merge-patch+json" => Ok(PatchType::Merge),
+        "application/strategic-merge-patch+json" => Ok(PatchType::StrategicMerge),
+        "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchType::Apply),
+        other => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format ({other:?})"
+        ))),
+    }
+}
+
+fn delete_options(body: &Bytes, query: &Query) -> Result<DeleteOptions, ApiError> {
+    let body: Value = if body.is_empty() {
+        json!({})
+    } else {
+        parse_body(body)?
+    };
+    let dry_run = query.get("dryRun") == Some("All")
+        || body["dryRun"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|v| v == "All"));
+    Ok(DeleteOptions {
+        dry_run,
+        grace_period_seconds: query
+            .get("gracePeriodSeconds")
+            .and_then(|g| g.parse().ok())
+            .or_else(|| body["gracePeriodSeconds"].as_i64()),
+        propagation: query
+            .get("propagationPolicy")
+            .map(str::to_owned)
+            .or_else(|| body["propagationPolicy"].as_str().map(str::to_owned)),
+        precondition_uid: body["preconditions"]["uid"].as_str().map(str::to_owned),
+        precondition_resource_version: body["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(str::to_owned),
+    })
+}
+
+fn list_options(query: &Query) -> Result<ListOptions, ApiError> {
+    Ok(ListOptions {
+        labels: LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?,
+        fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or(""))?,
+        limit: query
+            .get("limit")
+            .and_then(|l| l.parse().ok())
+            .filter(|l| *l > 0),
+        continue_token: query
+            .get("continue")
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned),
+    })
+}
+
+fn get(shared: &Shared, target: &Target, as_table: bool) -> Result<Value, ApiError> {
+    if let Some(sub) = &target.subresource
+        && !(sub == "status" && target.rt.status_subresource)
+    {
+        return Err(ApiError::path_not_found(&format!("subresource {sub}")));
+    }
+    let cluster = shared.lock();
+    let object = cluster.get(
+        &target.rt,
+        target.namespace.as_deref().unwrap_or(""),
+        target.name.as_deref().unwrap_or(""),
+    )?;
+    if as_table {
+        return Ok(table::table(
+            &target.rt,
+            &[&object],
+            object["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+        ));
+    }
+    Ok((*object).clone())
+}
+
+fn list(
+    shared: &Shared,
+    target: &Target,
+    query: &Query,
+    as_table: bool,
+) -> Result<Value, ApiError> {
+    let options = list_options(query)?;
+    let cluster = shared.lock();
+    let list = cluster.list(&target.rt, target.namespace.as_deref(), &options)?;
+    if as_table {
+        let items: Vec<&Value> = list["items"]
+            .as_array()
+            .map(|i| i.iter().collect())
+            .unwrap_or_default();
+        let mut table = table::table(
+            &target.rt,
+            &items,
+            list["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+        );
+        if let Some(token) = list["metadata"].get("continue") {
+            table["metadata"]["continue"] = token.clone();
+        }
+        return Ok(table);
+    }
+    Ok(list)
+}
+
+fn delete_collection(
+    shared: &Shared,
+    target: &Target,
+    query: &Query,
+    body: &Bytes,
+) -> Result<Value, ApiError> {
+    let options = list_options(query)?;
+    let delete = delete_options(body, query)?;
+    let mut cluster = shared.lock();
+    let list = cluster.list(&target.rt, target.namespace.as_deref(), &options)?;
+    let mut deleted = Vec::new();
+    for item in list["items"].as_array().into_iter().flatten() {
+        let namespace = item["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let name = item["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        if let Ok(object) = cluster.delete(&target.rt, &namespace, &name, &delete) {
+            deleted.push(object);
+        }
+    }
+    Ok(
+        json!({"kind": format!("{}List", target.rt.kind), "apiVersion": target.rt.api_version(),
+              "metadata": {"resourceVersion": cluster.store.revision().to_string()}, "items": deleted}),
+    )
+}
+
+/// Whether a stored change belongs in this watch.
+fn wanted(
+    target: &Target,
+    key: &str,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+    event: &Event,
+) -> bool {
+    event.resource == key
+        && target
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| !target.rt.namespaced || ns == event.namespace)
+        && labels.matches(&event.object)
+        && fields.matches(&event.object)
+}
+
+fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> Response {
+    let options = match list_options(query) {
+        Ok(options) => options,
+        Err(err) => return error_response(&err),
+    };
+    let send_initial = query.flag("sendInitialEvents");
+    if send_initial && query.get("resourceVersionMatch") != Some("NotOlderThan") {
+        return error_response(&ApiError::invalid(
+            "",
+            "ListOptions",
+            "",
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires resourceVersionMatch=NotOlderThan",
+        ));
+    }
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let key = target.rt.storage_key();
+    let requested = query.get("resourceVersion").unwrap_or("");
+
+    let (initial, receiver, start_revision) = {
+        let cluster = shared.lock();
+        let receiver = cluster.store.subscribe();
+        let current = cluster.store.revision();
+        let existing = || -> Vec<Value> {
+            cluster
+                .store
+                .list(
+                    &key,
+                    target.namespace.as_deref().filter(|_| target.rt.namespaced),
+                )
+                .filter(|(_, o)| options.labels.matches(o) && options.fields.matches(o))
+                .map(|(_, o)| json!({"type": "ADDED", "object": served(&target.rt, o)}))
+                .collect()
+        };
+        if send_initial || requested.is_empty() || requested == "0" {
+            let mut initial = existing();
+            if send_initial {
+                initial.push(json!({"type": "BOOKMARK", "object": {
+                    "kind": target.rt.kind, "apiVersion": target.rt.api_version(),
+                    "metadata": {"resourceVersion": current.to_string(),
+                                 "annotations": {"k8s.io/initial-events-end": "true"}}}}));
+            }
+            (initial, Some(receiver), current)
+        } else {
+            match requested.parse::<u64>() {
+                Err(_) => {
+                    return error_response(&ApiError::bad_request(format!(
+                        "invalid resourceVersion {requested:?}"
+                    )));
+                }
+                Ok(since) => match cluster.store.changes_since(since) {
+                    Ok(changes) => {
+                        let replay = changes
+                            .iter()
+                            .filter(|e| wanted(&target, &key, &options.labels, &options.fields, e))
+                            .map(|e| json!({"type": e.kind.as_str(), "object": served(&target.rt, &e.object)}))
+                            .collect();
+                        (replay, Some(receiver), current)
+                    }
+                    Err(too_old) => {
+                        let err = ApiError::gone(format!(
+                            "too old resource version: {since} ({})",
+                            too_old.oldest
+                        ));
+                        (
+                            vec![json!({"type": "ERROR", "object": err.status()})],
+                            None,
+                            current,
+                        )
+                    }
+                },
+            }
+        }
+    };
+
+    let (sender, mut outgoing) = mpsc::channel::<Bytes>(256);
+    let mut epoch = shared.faults.watch_epoch();
+    let interval = shared.bookmark_interval;
+    let rt = target.rt.clone();
+    tokio::spawn(async move {
+        let encode = |event: &Value| -> Bytes {
+            let event = if as_table && event["type"] != "BOOKMARK" && event["type"] != "ERROR" {
+                let object = &event["object"];
+                json!({"type": event["type"], "object": table::table(&rt, &[object], object["metadata"]["resourceVersion"].as_str().unwrap_or(""))})
+            } else {
+                event.clone()
+            };
+            let mut line = event.to_string();
+            line.push('\n');
+            Bytes::from(line)
+        };
+        for event in &initial {
+            if sender.send(encode(event)).await.is_err() {
+                return;
+            }
+        }
+        let Some(mut receiver) = receiver else { return };
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut ticker = tokio::time::interval(interval);
+        ticker.tick().await;
+        let mut last_revision = start_revision;
+        loop {
+            let sleep_until_deadline = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                received = receiver.recv() => match received {
+                    Ok(event) => {
+                        if event.revision <= start_revision || !wanted(&target, &key, &options.labels, &options.fields, &event) {
+                            continue;
+                        }
+                        last_revision = event.revision;
+                        let line = encode(&json!({"type": event.kind.as_str(), "object": served(&target.rt, &event.object)}));
+                        if sender.send(line).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let err = ApiError::gone("watch fell too far behind; too old resource version");
+                        let _ = sender.send(encode(&json!({"type": "ERROR", "object": err.status()}))).await;
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = ticker.tick(), if bookmarks => {
+                    let bookmark = json!({"type": "BOOKMARK", "object": {"kind": target.rt.kind, "apiVersion": target.rt.api_version(),
+                        "metadata": {"resourceVersion": last_revision.to_string()}}});
+                    if sender.send(encode(&bookmark)).await.is_err() {
+                        return;
+                    }
+                }
+                _ = epoch.changed() => return,
+                _ = sleep_until_deadline => return,
+                _ = sender.closed() => return,
+            }
+        }
+    });
+    let stream = futures::stream::poll_fn(move |cx| {
+        outgoing.poll_recv(cx).map(|b| b.map(Ok::<_, Infallible>))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn served(rt: &ResourceType, object: &Value) -> Value {
+    let mut copy = object.clone();
+    copy["apiVersion"] = Value::String(rt.api_version());
+    copy
+}
+
+fn version() -> Value {
+    json!({"major": "1", "minor": "37", "gitVersion": "v1.37.0-kubesim", "gitCommit": "kubesim",
+           "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
+           "compiler": "gc", "platform": "linux/amd64"})
+}
+
+fn openapi_v2() -> Value {
+    // No schemas: kubectl's client-side validation then has nothing to reject, and the server
+    // accepts any well-formed object.
+    json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.37.0"}, "paths": {}, "definitions": {}})
+}
+
+fn group_list(shared: &Shared) -> Value {
+    let groups: Vec<Value> = shared
+        .lock()
+        .registry
+        .groups()
+        .into_iter()
+        .map(|(group, versions)| {
+            let entries: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+                .collect();
+            json!({"name": group, "versions": entries, "preferredVersion": entries.first().cloned().unwrap_or(Value::Null)})
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+fn resource_list(shared: &Shared, group: &str, version: &str, path: &str) -> Response {
+    let cluster = shared.lock();
+    let types: Vec<&ResourceType> = cluster
+        .registry
+        .all()
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+        .collect();
+    if types.is_empty() {
+        return error_response(&ApiError::path_not_found(path));
+    }
+    let verbs = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ];
+    let mut resources = Vec::new();
+    for t in types {
+        let mut entry = json!({"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced,
+            "kind": t.kind, "verbs": verbs});
+        if !t.short_names.is_empty() {
+            entry["shortNames"] = json!(t.short_names);
+        }
+        if !t.categories.is_empty() {
+            entry["categories"] = json!(t.categories);
+        }
+        resources.push(entry);
+        if t.status_subresource {
+            resources.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
+                "kind": t.kind, "verbs": ["get", "patch", "update"]}));
+        }
+    }
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    json_response(
+        StatusCode::OK,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1",
+        "groupVersion": group_version, "resources": resources}),
+    )
+}
+
+/// `/kubesim/...`: counters, faults, watch closing and history compaction over HTTP.
+fn control(shared: &Shared, method: &Method, rest: &[&str], body: &Bytes) -> Response {
+    match (method.as_str(), rest) {
+        ("GET", ["counters"]) => json_response(StatusCode::OK, &json!(shared.faults.counters())),
+        ("DELETE", ["counters"]) => {
+            shared.faults.reset_counters();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("GET", ["faults"]) => json_response(
+            StatusCode::OK,
+            &json!({"rules": shared.faults.rules(), "latencyMillis": shared.faults.latency().as_millis() as u64}),
+        ),
+        ("POST", ["faults"]) => match serde_json::from_slice::<FaultRule>(body) {
+            Ok(rule) => {
+                shared.faults.add_rule(rule);
+                json_response(StatusCode::OK, &json!({}))
+            }
+            Err(e) => error_response(&ApiError::bad_request(format!("invalid fault rule: {e}"))),
+        },
+        ("POST", ["latency"]) => match serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| v["millis"].as_u64())
+        {
+            Some(millis) => {
+                shared.faults.set_latency(Duration::from_millis(millis));
+                json_response(StatusCode::OK, &json!({}))
+            }
+            None => error_response(&ApiError::bad_request("expected {\"millis\": N}")),
+        },
+        ("DELETE", ["faults"]) => {
+            shared.faults.clear();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("POST", ["close-watches"]) => {
+            shared.faults.close_watches();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("POST", ["compact"]) => {
+            shared.lock().store.compact();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        _ => error_response(&ApiError::path_not_found(&format!(
+            "/kubesim/{}",
+            rest.join("/")
+        ))),
+    }
+}

@@ -1,0 +1,401 @@
+//! kubesim through kube-rs: CRUD semantics, conflicts, status isolation, generation, CRDs served
+//! at run time, selectors, pagination, patches, server-side apply and dryRun.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
+use std::time::Duration;
+
+use express_api::{Frontend, FrontendSpec, NodeSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ObjectMeta;
+use kubesim::{Config, KubeSim};
+use serde_json::json;
+
+async fn start() -> (KubeSim, kube::Client) {
+    let sim = KubeSim::start(Config::default())
+        .await
+        .expect("kubesim starts");
+    let client = sim.client().expect("client");
+    (sim, client)
+}
+
+fn config_map(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+async fn install_crds(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in express_api::crd::all() {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("CRD created");
+    }
+    for crd in express_api::crd::all() {
+        let name = crd.metadata.name.clone().unwrap();
+        let established = kube::runtime::wait::await_condition(
+            crds.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(Duration::from_secs(5), established)
+            .await
+            .expect("in time")
+            .expect("established");
+    }
+}
+
+fn frontend(name: &str, version: &str) -> Frontend {
+    Frontend::new(
+        name,
+        FrontendSpec(NodeSpec {
+            express_version: Some(version.into()),
+            ..NodeSpec::for_cluster("acme")
+        }),
+    )
+}
+
+#[tokio::test]
+async fn crud_conflicts_and_no_op_updates() {
+    let (sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = cms
+        .create(&PostParams::default(), &config_map("a", &[("k", "1")]))
+        .await
+        .expect("create");
+    assert!(created.metadata.uid.is_some());
+    let rv1 = created.metadata.resource_version.clone().expect("rv");
+
+    let err = cms
+        .create(&PostParams::default(), &config_map("a", &[]))
+        .await
+        .expect_err("exists");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err:?}"
+    );
+
+    let mut changed = created.clone();
+    changed.data = Some([("k".to_string(), "2".to_string())].into());
+    let updated = cms
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .expect("update");
+    assert_ne!(
+        updated.metadata.resource_version.as_deref(),
+        Some(rv1.as_str())
+    );
+    // The same write again with the old resourceVersion is stale.
+    let err = cms
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "Conflict"),
+        "{err:?}"
+    );
+
+    // A write that changes nothing does not bump resourceVersion.
+    let before = sim.resource_version();
+    let same = cms
+        .replace("a", &PostParams::default(), &updated)
+        .await
+        .expect("no-op");
+    assert_eq!(
+        same.metadata.resource_version,
+        updated.metadata.resource_version
+    );
+    assert_eq!(sim.resource_version(), before);
+
+    let err = cms.get("missing").await.expect_err("404");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404 && s.reason == "NotFound" && s.message.contains("\"missing\" not found")),
+        "{err:?}"
+    );
+
+    let other: Api<ConfigMap> = Api::namespaced(client.clone(), "nope");
+    let err = other
+        .create(&PostParams::default(), &config_map("x", &[]))
+        .await
+        .expect_err("no namespace");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404),
+        "{err:?}"
+    );
+
+    cms.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert!(cms.get_opt("a").await.expect("get").is_none());
+    assert_eq!(sim.counters().count("create", "configmaps"), 3);
+}
+
+#[tokio::test]
+async fn selectors_and_pagination() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..7 {
+        let mut cm = config_map(&format!("cm-{i}"), &[]);
+        cm.metadata.labels = Some(
+            [(
+                "parity".to_string(),
+                if i % 2 == 0 { "even" } else { "odd" }.to_string(),
+            )]
+            .into(),
+        );
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .expect("create");
+    }
+    let even = cms
+        .list(&ListParams::default().labels("parity=even"))
+        .await
+        .expect("list");
+    assert_eq!(even.items.len(), 4);
+    assert!(
+        even.metadata
+            .resource_version
+            .is_some_and(|rv| !rv.is_empty())
+    );
+    let named = cms
+        .list(&ListParams::default().fields("metadata.name=cm-3"))
+        .await
+        .expect("list");
+    assert_eq!(named.items.len(), 1);
+
+    let mut seen = Vec::new();
+    let mut params = ListParams::default().limit(3);
+    loop {
+        let page = cms.list(&params).await.expect("page");
+        assert!(page.items.len() <= 3);
+        seen.extend(page.items.iter().filter_map(|c| c.metadata.name.clone()));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, (0..7).map(|i| format!("cm-{i}")).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn crds_become_served_with_status_isolation_and_generation() {
+    let (_sim, client) = start().await;
+    install_crds(&client).await;
+    let frontends: Api<Frontend> = Api::namespaced(client.clone(), "default");
+    let created = frontends
+        .create(&PostParams::default(), &frontend("acme-fe1", "v1"))
+        .await
+        .expect("create");
+    assert_eq!(created.metadata.generation, Some(1));
+
+    // Status through the main resource is ignored; through /status it lands, and does not
+    // change generation.
+    let status = json!({"status": {"phase": "Ready", "ready": true}});
+    let main = frontends
+        .patch("acme-fe1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch");
+    assert!(main.status.is_none());
+    let with_status = frontends
+        .patch_status("acme-fe1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("status");
+    assert_eq!(
+        with_status.status.as_ref().and_then(|s| s.ready),
+        Some(true)
+    );
+    assert_eq!(with_status.metadata.generation, Some(1));
+
+    // Labels do not change generation; the spec does.
+    let labelled = frontends
+        .patch(
+            "acme-fe1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .expect("label");
+    assert_eq!(labelled.metadata.generation, Some(1));
+    let respec = frontends
+        .patch(
+            "acme-fe1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"expressVersion": "v2"}})),
+        )
+        .await
+        .expect("spec");
+    assert_eq!(respec.metadata.generation, Some(2));
+    // Status writes ignore spec.
+    let sneaky = frontends
+        .patch_status(
+            "acme-fe1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"expressVersion": "v9"}, "status": {"phase": "Down"}})),
+        )
+        .await
+        .expect("status");
+    assert_eq!(sneaky.spec.express_version.as_deref(), Some("v2"));
+
+    // Strategic merge is refused for custom resources.
+    let err = frontends
+        .patch(
+            "acme-fe1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"up": false}})),
+        )
+        .await
+        .expect_err("415");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 415),
+        "{err:?}"
+    );
+
+    // JSON patch with a failing test changes nothing.
+    let guarded = json_patch::Patch(
+        serde_json::from_value(json!([
+            {"op": "test", "path": "/spec/expressVersion", "value": "v1"},
+            {"op": "replace", "path": "/spec/expressVersion", "value": "v3"}
+        ]))
+        .unwrap(),
+    );
+    assert!(
+        frontends
+            .patch(
+                "acme-fe1",
+                &PatchParams::default(),
+                &Patch::<()>::Json(guarded)
+            )
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        frontends
+            .get("acme-fe1")
+            .await
+            .expect("get")
+            .spec
+            .express_version
+            .as_deref(),
+        Some("v2")
+    );
+}
+
+#[tokio::test]
+async fn server_side_apply_tracks_managers_and_conflicts() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let alice = PatchParams::apply("alice");
+    let applied = cms
+        .patch("shared", &alice, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"a": "1", "b": "1"}})))
+        .await
+        .expect("apply creates");
+    let managers: Vec<String> = applied
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, ["alice"]);
+
+    // Bob setting alice's field to another value conflicts; forced, he takes it over.
+    let bob = PatchParams::apply("bob");
+    let err = cms
+        .patch("shared", &bob, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"a": "2"}})))
+        .await
+        .expect_err("conflict");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.message.contains("alice")),
+        "{err:?}"
+    );
+    let forced = cms
+        .patch("shared", &bob.clone().force(), &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {"a": "2"}})))
+        .await
+        .expect("forced");
+    assert_eq!(
+        forced
+            .data
+            .as_ref()
+            .and_then(|d| d.get("a"))
+            .map(String::as_str),
+        Some("2")
+    );
+
+    // Alice stops applying b: it is removed (nobody else owns it).
+    let shrunk = cms
+        .patch("shared", &alice, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {}})))
+        .await
+        .expect("apply");
+    let data = shrunk.data.unwrap_or_default();
+    assert_eq!(data.get("b"), None);
+    assert_eq!(
+        data.get("a").map(String::as_str),
+        Some("2"),
+        "bob's field stays"
+    );
+}
+
+#[tokio::test]
+async fn dry_run_changes_nothing() {
+    let (sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let before = sim.resource_version();
+    let pretend = cms
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &config_map("dry", &[]),
+        )
+        .await
+        .expect("dry create");
+    assert_eq!(pretend.metadata.name.as_deref(), Some("dry"));
+    assert!(cms.get_opt("dry").await.expect("get").is_none());
+    assert_eq!(sim.resource_version(), before);
+}
+
+#[tokio::test]
+async fn finalizers_hold_deletion_until_removed() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut cm = config_map("held", &[]);
+    cm.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("create");
+    cms.delete("held", &DeleteParams::default())
+        .await
+        .expect("delete accepted");
+    let terminating = cms.get("held").await.expect("still there");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    assert!(cms.get_opt("held").await.expect("get").is_none());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    assert!(namespaces.get("default").await.is_ok());
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .is_empty()
+    );
+}
