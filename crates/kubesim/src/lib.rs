@@ -11,6 +11,8 @@ pub mod apply;
 pub mod clock;
 pub mod error;
 pub mod faults;
+pub mod gc;
+pub mod kubelet;
 pub mod patch;
 pub mod registry;
 pub mod selector;
@@ -39,6 +41,8 @@ pub struct Config {
     pub history_limit: usize,
     /// Simulated termination time of a deleted pod that does not say otherwise.
     pub pod_termination_seconds: f64,
+    /// Pod startup delay and behaviour rules of the simulated kubelet.
+    pub kubelet: kubelet::KubeletConfig,
 }
 
 impl Default for Config {
@@ -49,6 +53,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(5),
             history_limit: 100_000,
             pod_termination_seconds: 1.0,
+            kubelet: kubelet::KubeletConfig::default(),
         }
     }
 }
@@ -70,6 +75,7 @@ pub enum StartError {
 pub struct KubeSim {
     url: String,
     shared: Arc<server::Shared>,
+    kubelet: Arc<kubelet::Kubelet>,
     shutdown: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
@@ -97,6 +103,12 @@ impl KubeSim {
             bookmark_interval: config.bookmark_interval,
             changed: Notify::new(),
         });
+        let kubelet = Arc::new(kubelet::Kubelet::new(kubelet::KubeletConfig {
+            terminate_seconds: config.pod_termination_seconds,
+            ..config.kubelet.clone()
+        }));
+        let kubelet_task = tokio::spawn(kubelet::run(shared.clone(), kubelet.clone()));
+        let gc_task = tokio::spawn(gc::run(shared.clone()));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let app = server::router(shared.clone());
         tokio::spawn(async move {
@@ -105,10 +117,13 @@ impl KubeSim {
                     let _ = stopped.await;
                 })
                 .await;
+            kubelet_task.abort();
+            gc_task.abort();
         });
         Ok(KubeSim {
             url: format!("http://{local}"),
             shared,
+            kubelet,
             shutdown: Mutex::new(Some(stop)),
         })
     }
@@ -151,6 +166,11 @@ impl KubeSim {
     /// The current (highest) resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.shared.lock().store.revision()
+    }
+
+    /// The simulated kubelet, to set behaviour rules at run time.
+    pub fn kubelet(&self) -> &kubelet::Kubelet {
+        &self.kubelet
     }
 
     pub fn shared(&self) -> &Arc<server::Shared> {

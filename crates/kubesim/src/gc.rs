@@ -1,0 +1,293 @@
+//! Background controllers of the API server: owner-reference garbage collection (background,
+//! foreground and orphan propagation) and namespace deletion.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::api::{Cluster, DeleteOptions, NAMESPACE_KEY};
+use crate::server::Shared;
+use crate::store::EventType;
+
+const FOREGROUND: &str = "foregroundDeletion";
+const ORPHAN: &str = "orphan";
+
+/// Runs the collector until the event stream closes. It rescans only after a change that can
+/// matter: a deletion, a deletionTimestamp, or an object carrying owner references.
+pub async fn run(shared: Arc<Shared>) {
+    let dirty = Arc::new(AtomicBool::new(true));
+    let mut events = shared.lock().store.subscribe();
+    let watcher_dirty = dirty.clone();
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let wake_collector = wake.clone();
+    tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(event) => {
+                    let relevant = event.kind == EventType::Deleted
+                        || event.object["metadata"]["deletionTimestamp"].is_string()
+                        || event.object["metadata"]["ownerReferences"].is_array();
+                    if relevant {
+                        watcher_dirty.store(true, Ordering::SeqCst);
+                        wake.notify_one();
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
+                    watcher_dirty.store(true, Ordering::SeqCst);
+                    wake.notify_one();
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+    loop {
+        if dirty.swap(false, Ordering::SeqCst) {
+            let changed = collect(&mut shared.lock());
+            if changed {
+                shared.changed.notify_waiters();
+                dirty.store(true, Ordering::SeqCst);
+            }
+        }
+        tokio::select! {
+            _ = wake_collector.notified() => {}
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+        // Let bursts of changes settle into one scan.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+struct Live {
+    key: String,
+    namespace: String,
+    name: String,
+    deleting: bool,
+    finalizers: Vec<String>,
+}
+
+/// One pass of garbage collection; returns whether it changed anything.
+pub fn collect(cluster: &mut Cluster) -> bool {
+    let mut keys: Vec<String> = cluster
+        .registry
+        .all()
+        .iter()
+        .map(|t| t.storage_key())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut by_uid: HashMap<String, Live> = HashMap::new();
+    let mut dependents: Vec<(String, String, String, Vec<Value>)> = Vec::new();
+    for key in &keys {
+        for ((namespace, name), object) in cluster.store.list(key, None) {
+            let meta = &object["metadata"];
+            if let Some(uid) = meta["uid"].as_str() {
+                by_uid.insert(
+                    uid.to_owned(),
+                    Live {
+                        key: key.clone(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        deleting: meta["deletionTimestamp"].is_string(),
+                        finalizers: meta["finalizers"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|f| f.as_str().map(str::to_owned))
+                            .collect(),
+                    },
+                );
+            }
+            if let Some(references) = meta["ownerReferences"].as_array().filter(|r| !r.is_empty()) {
+                dependents.push((
+                    key.clone(),
+                    namespace.clone(),
+                    name.clone(),
+                    references.clone(),
+                ));
+            }
+        }
+    }
+    let mut changed = false;
+    let mut has_dependents: HashMap<String, bool> = HashMap::new();
+    for (key, namespace, name, references) in dependents {
+        let owner_of = |r: &Value| r["uid"].as_str().and_then(|uid| by_uid.get(uid));
+        let orphaned_by: Vec<String> = references
+            .iter()
+            .filter(|r| {
+                owner_of(r).is_some_and(|o| o.deleting && o.finalizers.iter().any(|f| f == ORPHAN))
+            })
+            .filter_map(|r| r["uid"].as_str().map(str::to_owned))
+            .collect();
+        if !orphaned_by.is_empty() {
+            changed |= drop_references(cluster, &key, &namespace, &name, &orphaned_by);
+            continue;
+        }
+        for r in &references {
+            if let Some(uid) = r["uid"].as_str() {
+                has_dependents.insert(uid.to_owned(), true);
+            }
+        }
+        let all_gone = references.iter().all(|r| owner_of(r).is_none());
+        let owner_in_foreground = references.iter().any(|r| {
+            owner_of(r).is_some_and(|o| o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND))
+        });
+        if all_gone || owner_in_foreground {
+            changed |= delete(
+                cluster,
+                &key,
+                &namespace,
+                &name,
+                if owner_in_foreground {
+                    "Foreground"
+                } else {
+                    "Background"
+                },
+            );
+        }
+    }
+    for (uid, owner) in &by_uid {
+        if !owner.deleting {
+            continue;
+        }
+        let release = |f: &str| {
+            owner.finalizers.iter().any(|x| x == f)
+                && (f == ORPHAN || !has_dependents.contains_key(uid))
+        };
+        for finalizer in [FOREGROUND, ORPHAN] {
+            if release(finalizer) {
+                changed |= remove_finalizer(
+                    cluster,
+                    &owner.key,
+                    &owner.namespace,
+                    &owner.name,
+                    finalizer,
+                );
+            }
+        }
+        if owner.key == NAMESPACE_KEY {
+            changed |= finish_namespace(cluster, &owner.name);
+        }
+    }
+    changed
+}
+
+fn delete(
+    cluster: &mut Cluster,
+    key: &str,
+    namespace: &str,
+    name: &str,
+    propagation: &str,
+) -> bool {
+    let Some(rt) = cluster.type_for_key(key) else {
+        return false;
+    };
+    let Some(object) = cluster.store.get(key, namespace, name) else {
+        return false;
+    };
+    if object["metadata"]["deletionTimestamp"].is_string() {
+        return false;
+    }
+    let options = DeleteOptions {
+        propagation: Some(propagation.to_owned()),
+        ..Default::default()
+    };
+    cluster.delete(&rt, namespace, name, &options).is_ok()
+}
+
+fn rewrite(
+    cluster: &mut Cluster,
+    key: &str,
+    namespace: &str,
+    name: &str,
+    change: impl FnOnce(&mut Value),
+) -> bool {
+    let Some(rt) = cluster.type_for_key(key) else {
+        return false;
+    };
+    let Some(current) = cluster.store.get(key, namespace, name).cloned() else {
+        return false;
+    };
+    let mut next = (*current).clone();
+    change(&mut next);
+    if next == *current {
+        return false;
+    }
+    next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    cluster
+        .update(&rt, namespace, name, None, next, &Default::default())
+        .is_ok()
+}
+
+fn drop_references(
+    cluster: &mut Cluster,
+    key: &str,
+    namespace: &str,
+    name: &str,
+    owners: &[String],
+) -> bool {
+    rewrite(cluster, key, namespace, name, |object| {
+        if let Some(references) = object["metadata"]["ownerReferences"].as_array_mut() {
+            references.retain(|r| {
+                !r["uid"]
+                    .as_str()
+                    .is_some_and(|u| owners.iter().any(|o| o == u))
+            });
+        }
+    })
+}
+
+fn remove_finalizer(
+    cluster: &mut Cluster,
+    key: &str,
+    namespace: &str,
+    name: &str,
+    finalizer: &str,
+) -> bool {
+    rewrite(cluster, key, namespace, name, |object| {
+        if let Some(finalizers) = object["metadata"]["finalizers"].as_array_mut() {
+            finalizers.retain(|f| f != finalizer);
+        }
+    })
+}
+
+/// Deletes everything in a terminating namespace, then the namespace itself.
+fn finish_namespace(cluster: &mut Cluster, namespace: &str) -> bool {
+    let mut keys: Vec<(String, bool)> = cluster
+        .registry
+        .all()
+        .iter()
+        .map(|t| (t.storage_key(), t.namespaced))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut remaining = 0;
+    let mut changed = false;
+    for (key, _) in keys.iter().filter(|(_, namespaced)| *namespaced) {
+        let names: Vec<String> = cluster
+            .store
+            .list(key, Some(namespace))
+            .map(|((_, n), _)| n.clone())
+            .collect();
+        for name in names {
+            remaining += 1;
+            changed |= delete(cluster, key, namespace, &name, "Background");
+        }
+    }
+    if remaining == 0 {
+        changed |= cluster.store.remove(NAMESPACE_KEY, "", namespace).is_some();
+    } else if let Some(ns) = cluster.store.get(NAMESPACE_KEY, "", namespace).cloned()
+        && ns["status"]["phase"] != json!("Terminating")
+    {
+        let mut next = (*ns).clone();
+        next["status"]["phase"] = json!("Terminating");
+        cluster
+            .store
+            .put(NAMESPACE_KEY, "", namespace, next, EventType::Modified);
+        changed = true;
+    }
+    changed
+}

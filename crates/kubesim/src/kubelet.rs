@@ -1,0 +1,415 @@
+//! The simulated kubelet: pods go Pending → Running → Ready after a startup delay, deletions
+//! finish after a simulated termination time, and per-pod behaviour comes from annotations
+//! (`kubesim.dev/behavior`, `kubesim.dev/startup-seconds`, `kubesim.dev/terminate-seconds`) or
+//! from rules matching the image or labels, settable at start and at run time.
+//!
+//! It reacts to store events (a pod created, a pod marked for deletion) with one timer task per
+//! transition, so idle pods cost nothing. Its writes go straight to the store (they are not
+//! client requests and are not counted).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::api::POD_KEY;
+use crate::clock;
+use crate::server::Shared;
+use crate::store::{EventType, Object};
+
+pub const ANNOTATION_BEHAVIOR: &str = "kubesim.dev/behavior";
+pub const ANNOTATION_STARTUP: &str = "kubesim.dev/startup-seconds";
+pub const ANNOTATION_TERMINATE: &str = "kubesim.dev/terminate-seconds";
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Behavior {
+    #[default]
+    Ready,
+    NeverReady,
+    CrashLoop,
+    StuckTerminating,
+}
+
+impl Behavior {
+    fn parse(text: &str) -> Option<Behavior> {
+        match text.trim() {
+            "ready" => Some(Behavior::Ready),
+            "never-ready" => Some(Behavior::NeverReady),
+            "crash-loop" => Some(Behavior::CrashLoop),
+            "stuck-terminating" => Some(Behavior::StuckTerminating),
+            _ => None,
+        }
+    }
+}
+
+/// Behaviour for pods whose image contains `image` and/or whose labels include `labels`.
+/// The first matching rule wins; pod annotations win over rules.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletRule {
+    #[serde(default)]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub behavior: Option<Behavior>,
+    #[serde(default)]
+    pub startup_seconds: Option<f64>,
+    #[serde(default)]
+    pub terminate_seconds: Option<f64>,
+}
+
+impl KubeletRule {
+    fn matches(&self, pod: &Value) -> bool {
+        let image_ok = self.image.as_deref().is_none_or(|wanted| {
+            pod["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["image"].as_str().is_some_and(|i| i.contains(wanted)))
+        });
+        let labels_ok = self
+            .labels
+            .iter()
+            .all(|(k, v)| pod["metadata"]["labels"][k].as_str() == Some(v.as_str()));
+        image_ok && labels_ok
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletConfig {
+    pub startup_seconds: f64,
+    pub terminate_seconds: f64,
+    pub rules: Vec<KubeletRule>,
+}
+
+impl Default for KubeletConfig {
+    fn default() -> Self {
+        KubeletConfig {
+            startup_seconds: 1.0,
+            terminate_seconds: 1.0,
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// What the kubelet does with one pod.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Plan {
+    behavior: Behavior,
+    startup: Duration,
+    terminate: Duration,
+}
+
+pub struct Kubelet {
+    config: Mutex<KubeletConfig>,
+    /// Uids of pods whose termination clock is running.
+    terminating: Mutex<std::collections::HashSet<String>>,
+}
+
+fn seconds(value: f64) -> Duration {
+    Duration::from_secs_f64(if value.is_finite() {
+        value.clamp(0.0, 86_400.0)
+    } else {
+        0.0
+    })
+}
+
+impl Kubelet {
+    pub fn new(config: KubeletConfig) -> Self {
+        Kubelet {
+            config: Mutex::new(config),
+            terminating: Mutex::new(std::collections::HashSet::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, KubeletConfig> {
+        self.config.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_rules(&self, rules: Vec<KubeletRule>) {
+        self.lock().rules = rules;
+    }
+
+    pub fn add_rule(&self, rule: KubeletRule) {
+        self.lock().rules.push(rule);
+    }
+
+    pub fn rules(&self) -> Vec<KubeletRule> {
+        self.lock().rules.clone()
+    }
+
+    fn plan(&self, pod: &Value) -> Plan {
+        let config = self.lock();
+        let rule = config.rules.iter().find(|r| r.matches(pod));
+        let annotation = |key: &str| pod["metadata"]["annotations"][key].as_str();
+        let number = |key: &str| annotation(key).and_then(|v| v.trim().parse::<f64>().ok());
+        Plan {
+            behavior: annotation(ANNOTATION_BEHAVIOR)
+                .and_then(Behavior::parse)
+                .or(rule.and_then(|r| r.behavior))
+                .unwrap_or_default(),
+            startup: seconds(
+                number(ANNOTATION_STARTUP)
+                    .or(rule.and_then(|r| r.startup_seconds))
+                    .unwrap_or(config.startup_seconds),
+            ),
+            terminate: seconds(
+                number(ANNOTATION_TERMINATE)
+                    .or(rule.and_then(|r| r.terminate_seconds))
+                    .unwrap_or(config.terminate_seconds),
+            ),
+        }
+    }
+}
+
+/// Runs the kubelet until the server's event stream closes.
+pub async fn run(shared: Arc<Shared>, kubelet: Arc<Kubelet>) {
+    let mut events = shared.lock().store.subscribe();
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(RecvError::Lagged(_)) => {
+                // Missed events: look at every pod again.
+                let pods: Vec<Object> = shared
+                    .lock()
+                    .store
+                    .list(POD_KEY, None)
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                for pod in pods {
+                    react(&shared, &kubelet, &pod, None);
+                }
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        if event.resource != POD_KEY || event.kind == EventType::Deleted {
+            continue;
+        }
+        react(&shared, &kubelet, &event.object, Some(event.kind));
+    }
+}
+
+fn uid(pod: &Value) -> String {
+    pod["metadata"]["uid"].as_str().unwrap_or("").to_owned()
+}
+
+fn react(shared: &Arc<Shared>, kubelet: &Arc<Kubelet>, pod: &Value, kind: Option<EventType>) {
+    let terminating = pod["metadata"]["deletionTimestamp"].is_string();
+    let started = pod["status"]["startTime"].is_string();
+    let plan = kubelet.plan(pod);
+    let namespace = pod["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let name = pod["metadata"]["name"].as_str().unwrap_or("").to_owned();
+    let uid = uid(pod);
+    if terminating {
+        // Only the event that set deletionTimestamp starts the termination clock.
+        let first = kubelet
+            .terminating
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid.clone());
+        if !first {
+            return;
+        }
+        mark_not_ready(shared, &namespace, &name, &uid);
+        if plan.behavior == Behavior::StuckTerminating {
+            return;
+        }
+        let shared = shared.clone();
+        let kubelet = kubelet.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(plan.terminate).await;
+            finish_termination(&shared, &namespace, &name, &uid);
+            kubelet
+                .terminating
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&uid);
+        });
+        return;
+    }
+    if !started && (kind == Some(EventType::Added) || kind.is_none()) {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            start(&shared, &namespace, &name, &uid, plan).await;
+        });
+    }
+}
+
+fn with_pod(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    change: impl FnOnce(&mut Value) -> bool,
+) {
+    let mut cluster = shared.lock();
+    let Some(current) = cluster.store.get(POD_KEY, namespace, name) else {
+        return;
+    };
+    if current["metadata"]["uid"].as_str() != Some(uid) {
+        return;
+    }
+    let mut next = (**current).clone();
+    if change(&mut next) {
+        cluster
+            .store
+            .put(POD_KEY, namespace, name, next, EventType::Modified);
+        drop(cluster);
+        shared.changed.notify_waiters();
+    }
+}
+
+fn condition(type_: &str, status: bool, now: &str) -> Value {
+    json!({"type": type_, "status": if status { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": now})
+}
+
+fn pod_status(
+    pod: &Value,
+    ready: bool,
+    restarts: i64,
+    waiting_reason: Option<&str>,
+    now: &str,
+    started: &str,
+) -> Value {
+    let containers: Vec<Value> = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let state = match waiting_reason {
+                Some(reason) => json!({"waiting": {"reason": reason, "message": "back-off restarting failed container"}}),
+                None => json!({"running": {"startedAt": started}}),
+            };
+            json!({"name": c["name"], "image": c["image"], "imageID": format!("kubesim://{}", c["image"].as_str().unwrap_or("")),
+                   "ready": ready, "started": waiting_reason.is_none(), "restartCount": restarts, "state": state,
+                   "containerID": format!("kubesim://{}", c["name"].as_str().unwrap_or(""))})
+        })
+        .collect();
+    json!({
+        "phase": "Running",
+        "conditions": [
+            condition("PodReadyToStartContainers", true, now),
+            condition("Initialized", true, now),
+            condition("Ready", ready, now),
+            condition("ContainersReady", ready, now),
+            condition("PodScheduled", true, now),
+        ],
+        "hostIP": "10.0.0.1",
+        "podIP": "10.244.0.10",
+        "podIPs": [{"ip": "10.244.0.10"}],
+        "startTime": started,
+        "qosClass": "BestEffort",
+        "containerStatuses": containers,
+    })
+}
+
+async fn start(shared: &Arc<Shared>, namespace: &str, name: &str, uid: &str, plan: Plan) {
+    let started = clock::now();
+    // Scheduled and started at once; Ready only after the startup delay.
+    with_pod(shared, namespace, name, uid, |pod| {
+        if pod["metadata"]["deletionTimestamp"].is_string() {
+            return false;
+        }
+        pod["status"] = pod_status(pod, false, 0, None, &started, &started);
+        true
+    });
+    tokio::time::sleep(plan.startup).await;
+    match plan.behavior {
+        Behavior::Ready | Behavior::StuckTerminating => {
+            with_pod(shared, namespace, name, uid, |pod| {
+                if pod["metadata"]["deletionTimestamp"].is_string() {
+                    return false;
+                }
+                pod["status"] = pod_status(pod, true, 0, None, &clock::now(), &started);
+                true
+            })
+        }
+        Behavior::NeverReady => {}
+        Behavior::CrashLoop => {
+            let mut restarts = 0;
+            let period = plan.startup.max(Duration::from_millis(200));
+            loop {
+                restarts += 1;
+                let mut alive = false;
+                with_pod(shared, namespace, name, uid, |pod| {
+                    if pod["metadata"]["deletionTimestamp"].is_string() {
+                        return false;
+                    }
+                    alive = true;
+                    pod["status"] = pod_status(
+                        pod,
+                        false,
+                        restarts,
+                        Some("CrashLoopBackOff"),
+                        &clock::now(),
+                        &started,
+                    );
+                    true
+                });
+                if !alive {
+                    return;
+                }
+                tokio::time::sleep(period).await;
+            }
+        }
+    }
+}
+
+/// A terminating pod's containers are shutting down: it is no longer Ready.
+fn mark_not_ready(shared: &Shared, namespace: &str, name: &str, uid: &str) {
+    with_pod(shared, namespace, name, uid, |pod| {
+        if !pod["status"]["conditions"].is_array() {
+            return false;
+        }
+        if let Some(containers) = pod["status"]["containerStatuses"].as_array_mut() {
+            for c in containers {
+                c["ready"] = json!(false);
+            }
+        }
+        if let Some(conditions) = pod["status"]["conditions"].as_array_mut() {
+            for c in conditions
+                .iter_mut()
+                .filter(|c| c["type"] == "Ready" || c["type"] == "ContainersReady")
+            {
+                c["status"] = json!("False");
+            }
+        }
+        true
+    });
+}
+
+/// The containers have stopped: the pod goes away unless finalizers hold it, in which case
+/// the API server removes it when the last finalizer goes (grace is over).
+fn finish_termination(shared: &Shared, namespace: &str, name: &str, uid: &str) {
+    let mut cluster = shared.lock();
+    let Some(current) = cluster.store.get(POD_KEY, namespace, name).cloned() else {
+        return;
+    };
+    if current["metadata"]["uid"].as_str() != Some(uid) {
+        return;
+    }
+    let held = current["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty());
+    if held {
+        let mut next = (*current).clone();
+        next["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        cluster
+            .store
+            .put(POD_KEY, namespace, name, next, EventType::Modified);
+    } else {
+        cluster.store.remove(POD_KEY, namespace, name);
+    }
+    drop(cluster);
+    shared.changed.notify_waiters();
+}
