@@ -316,7 +316,11 @@ impl Cluster {
         meta.remove("deletionTimestamp");
         meta.remove("deletionGracePeriodSeconds");
         meta.remove("resourceVersion");
-        meta.insert("generation".into(), json!(1));
+        if rt.tracks_generation() {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
         object["apiVersion"] = Value::String(rt.api_version());
         object["kind"] = Value::String(rt.kind.clone());
         if rt.status_subresource

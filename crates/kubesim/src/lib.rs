@@ -94,19 +94,20 @@ impl KubeSim {
             addr: config.addr,
             source,
         })?;
+        let kubelet = Arc::new(kubelet::Kubelet::new(kubelet::KubeletConfig {
+            terminate_seconds: config.pod_termination_seconds,
+            ..config.kubelet.clone()
+        }));
         let shared = Arc::new(server::Shared {
             cluster: Mutex::new(api::Cluster::new(
                 config.pod_termination_seconds,
                 config.history_limit,
             )),
             faults: faults::Faults::default(),
+            kubelet: kubelet.clone(),
             bookmark_interval: config.bookmark_interval,
             changed: Notify::new(),
         });
-        let kubelet = Arc::new(kubelet::Kubelet::new(kubelet::KubeletConfig {
-            terminate_seconds: config.pod_termination_seconds,
-            ..config.kubelet.clone()
-        }));
         let kubelet_task = tokio::spawn(kubelet::run(shared.clone(), kubelet.clone()));
         let gc_task = tokio::spawn(gc::run(shared.clone()));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

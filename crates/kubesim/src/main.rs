@@ -30,6 +30,19 @@ enum Command {
         /// Allow listening on a non-loopback address (unauthenticated!).
         #[arg(long)]
         allow_non_loopback: bool,
+        /// Seconds between watch bookmarks (for watches that ask for them).
+        #[arg(long, default_value_t = 5.0)]
+        bookmark_interval: f64,
+        /// Seconds a new pod takes to become Ready (unless it or a rule says otherwise).
+        #[arg(long, default_value_t = 1.0)]
+        startup_seconds: f64,
+        /// Seconds a deleted pod takes to terminate (unless it or a rule says otherwise).
+        #[arg(long, default_value_t = 1.0)]
+        terminate_seconds: f64,
+        /// YAML or JSON file with a list of kubelet rules ({image, labels, behavior,
+        /// startupSeconds, terminateSeconds}).
+        #[arg(long, value_name = "FILE")]
+        kubelet_rules: Option<PathBuf>,
     },
 }
 
@@ -39,7 +52,22 @@ fn main() -> ExitCode {
         addr,
         kubeconfig,
         allow_non_loopback,
+        bookmark_interval,
+        startup_seconds,
+        terminate_seconds,
+        kubelet_rules,
     } = cli.command;
+    let rules = match kubelet_rules.as_deref().map(read_rules).transpose() {
+        Ok(rules) => rules.unwrap_or_default(),
+        Err(message) => {
+            eprintln!("kubesim: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    if !(bookmark_interval.is_finite() && bookmark_interval > 0.0) {
+        eprintln!("kubesim: --bookmark-interval must be a positive number of seconds");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -51,6 +79,13 @@ fn main() -> ExitCode {
         let config = kubesim::Config {
             addr,
             allow_non_loopback,
+            bookmark_interval: std::time::Duration::from_secs_f64(bookmark_interval),
+            pod_termination_seconds: terminate_seconds,
+            kubelet: kubesim::kubelet::KubeletConfig {
+                startup_seconds,
+                terminate_seconds,
+                rules,
+            },
             ..kubesim::Config::default()
         };
         let sim = match kubesim::KubeSim::start(config).await {
@@ -78,6 +113,13 @@ fn main() -> ExitCode {
         sim.stop();
         ExitCode::SUCCESS
     })
+}
+
+fn read_rules(path: &std::path::Path) -> Result<Vec<kubesim::kubelet::KubeletRule>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_yaml::from_str(&text)
+        .map_err(|e| format!("{}: not a list of kubelet rules: {e}", path.display()))
 }
 
 async fn wait_for_signal() {

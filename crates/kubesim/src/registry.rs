@@ -48,9 +48,10 @@ impl ResourceType {
         format!("{}/{}", self.group, self.plural)
     }
 
-    /// Whether the metadata.generation of this kind follows spec changes.
+    /// Whether objects of this kind carry a metadata.generation that follows spec changes:
+    /// custom resources and pods do; ConfigMaps, Secrets, Leases... do not.
     pub fn tracks_generation(&self) -> bool {
-        true
+        !self.builtin || self.plural == "pods"
     }
 }
 

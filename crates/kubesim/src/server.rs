@@ -24,6 +24,7 @@ use crate::table;
 pub struct Shared {
     pub cluster: Mutex<Cluster>,
     pub faults: Faults,
+    pub kubelet: Arc<crate::kubelet::Kubelet>,
     pub bookmark_interval: Duration,
     /// Woken after every write, for the background controllers.
     pub changed: Notify,
@@ -159,6 +160,13 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         ["version"] => return json_response(StatusCode::OK, &version()),
         ["healthz" | "readyz" | "livez"] => return (StatusCode::OK, "ok").into_response(),
         ["openapi", "v2"] => return json_response(StatusCode::OK, &openapi_v2()),
+        ["openapi", "v3"] => return json_response(StatusCode::OK, &openapi_v3_root(&shared)),
+        ["openapi", "v3", "api", "v1"] => {
+            return openapi_v3_group_version(&shared, "", "v1", &path);
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return openapi_v3_group_version(&shared, group, version, &path);
+        }
         ["kubesim", rest @ ..] => return control(&shared, &parts.method, rest, &body),
         ["api"] => {
             return json_response(
@@ -211,6 +219,18 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         };
         return error_response(&err);
     }
+    // kubesim speaks JSON (and YAML for apply). Refusing protobuf with 415 makes client-go
+    // switch that client to JSON, as it does against any server without protobuf.
+    if parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .is_some_and(|c| c.contains("protobuf"))
+    {
+        return error_response(&ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
     let as_table = parts
         .headers
         .get(header::ACCEPT)
@@ -220,12 +240,14 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         "watch" => return watch(shared, target, &query, as_table),
         "list" => list(&shared, &target, &query, as_table),
         "get" => get(&shared, &target, as_table),
-        "create" => parse_body(&body).and_then(|object| {
-            let namespace = target.namespace.clone().unwrap_or_default();
-            shared
-                .lock()
-                .create(&target.rt, &namespace, object, &write_options(&query))
-        }),
+        "create" => parse_body(&body)
+            .map_err(|e| with_content_type(e, &parts.headers))
+            .and_then(|object| {
+                let namespace = target.namespace.clone().unwrap_or_default();
+                shared
+                    .lock()
+                    .create(&target.rt, &namespace, object, &write_options(&query))
+            }),
         "update" => parse_body(&body).and_then(|object| {
             shared.lock().update(
                 &target.rt,
@@ -340,6 +362,21 @@ fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
                 .ok_or(())
         })
         .map_err(|_| ApiError::bad_request("the request body is not a valid JSON or YAML object"))
+}
+
+/// Names the media type in a body error: a client sending protobuf must learn that kubesim
+/// speaks JSON only.
+fn with_content_type(mut err: ApiError, headers: &HeaderMap) -> ApiError {
+    if let Some(content_type) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+    {
+        err.message = format!(
+            "{} (Content-Type {content_type}; kubesim accepts JSON and YAML)",
+            err.message
+        );
+    }
+    err
 }
 
 fn write_options(query: &Query) -> WriteOptions {
@@ -674,6 +711,100 @@ fn openapi_v2() -> Value {
     json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.37.0"}, "paths": {}, "definitions": {}})
 }
 
+/// The OpenAPI v3 index: one document per served group-version.
+fn openapi_v3_root(shared: &Shared) -> Value {
+    let cluster = shared.lock();
+    let revision = cluster.store.revision();
+    let mut paths = serde_json::Map::new();
+    for t in cluster.registry.all() {
+        let path = if t.group.is_empty() {
+            format!("api/{}", t.version)
+        } else {
+            format!("apis/{}/{}", t.group, t.version)
+        };
+        paths.insert(
+            path.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={revision}")}),
+        );
+    }
+    json!({"paths": paths})
+}
+
+/// One group-version's OpenAPI v3 document. It describes every resource's operations with
+/// their group-version-kind and the `fieldValidation` parameter, which tells kubectl to leave
+/// validation to the server; component schemas are the CRD's schema where there is one.
+fn openapi_v3_group_version(shared: &Shared, group: &str, version: &str, path: &str) -> Response {
+    let cluster = shared.lock();
+    let types: Vec<&ResourceType> = cluster
+        .registry
+        .all()
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+        .collect();
+    if types.is_empty() {
+        return error_response(&ApiError::path_not_found(path));
+    }
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    for t in types {
+        let gvk = json!({"group": t.group, "version": t.version, "kind": t.kind});
+        let parameter = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
+        let operation = |action: &str, id: &str| {
+            json!({
+                "operationId": format!("{id}{}", t.kind),
+                "parameters": [parameter("dryRun"), parameter("fieldManager"), parameter("fieldValidation")],
+                "x-kubernetes-action": action,
+                "x-kubernetes-group-version-kind": gvk,
+                "responses": {"200": {"description": "OK"}},
+            })
+        };
+        let base = if t.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}/{}", t.plural)
+        } else {
+            format!("{prefix}/{}", t.plural)
+        };
+        paths.insert(
+            base.clone(),
+            json!({"post": operation("post", "create"), "get": operation("list", "list")}),
+        );
+        paths.insert(
+            format!("{base}/{{name}}"),
+            json!({
+            "get": operation("get", "read"), "put": operation("put", "replace"),
+            "patch": operation("patch", "patch"), "delete": operation("delete", "delete")}),
+        );
+        let schema_name = format!(
+            "{}.{}.{}",
+            if t.group.is_empty() {
+                "io.k8s.api.core"
+            } else {
+                t.group.as_str()
+            },
+            t.version,
+            t.kind
+        );
+        let mut schema = t.schema.clone().unwrap_or_else(
+            || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        );
+        schema["x-kubernetes-group-version-kind"] = json!([gvk]);
+        schemas.insert(schema_name, schema);
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": "v1.37.0"},
+            "paths": paths,
+            "components": {"schemas": schemas},
+        }),
+    )
+}
+
 fn group_list(shared: &Shared) -> Value {
     let groups: Vec<Value> = shared
         .lock()
@@ -771,6 +902,24 @@ fn control(shared: &Shared, method: &Method, rest: &[&str], body: &Bytes) -> Res
         },
         ("DELETE", ["faults"]) => {
             shared.faults.clear();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("GET", ["kubelet", "rules"]) => {
+            json_response(StatusCode::OK, &json!(shared.kubelet.rules()))
+        }
+        ("POST", ["kubelet", "rules"]) => {
+            match serde_json::from_slice::<crate::kubelet::KubeletRule>(body) {
+                Ok(rule) => {
+                    shared.kubelet.add_rule(rule);
+                    json_response(StatusCode::OK, &json!({}))
+                }
+                Err(e) => {
+                    error_response(&ApiError::bad_request(format!("invalid kubelet rule: {e}")))
+                }
+            }
+        }
+        ("DELETE", ["kubelet", "rules"]) => {
+            shared.kubelet.set_rules(Vec::new());
             json_response(StatusCode::OK, &json!({}))
         }
         ("POST", ["close-watches"]) => {

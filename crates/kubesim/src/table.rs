@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::clock;
 use crate::registry::ResourceType;
 
 /// Evaluates a simple JSONPath (`.status.phase`, `.spec.containers[0].image`).
@@ -64,17 +65,19 @@ pub fn table(rt: &ResourceType, objects: &[&Value], resource_version: &str) -> V
                    "description": name, "priority": priority})
         })
         .collect();
+    let now = clock::parse_rfc3339(&clock::now()).unwrap_or(0);
     let rows: Vec<Value> = objects
         .iter()
         .map(|object| {
             let cells: Vec<Value> = columns
                 .iter()
                 .map(|(_, type_, path, _)| match json_path(object, path) {
-                    None | Some(Value::Null) => {
-                        if type_ == "string" {
-                            json!("<none>")
-                        } else {
-                            Value::Null
+                    None | Some(Value::Null) => Value::Null,
+                    // Like the API server, dates are shown as ages.
+                    Some(Value::String(date)) if type_ == "date" => {
+                        match clock::parse_rfc3339(date) {
+                            Some(then) => json!(clock::human_duration(now - then)),
+                            None => json!(date),
                         }
                     }
                     Some(value) => value.clone(),
