@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 /// Requests served, by verb and resource, and in total by reads and writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Counters {
     /// `"<verb> <resource>"`, e.g. `"create pods"`, `"patch frontends.express.dev/status"`.
     pub by_verb_and_resource: BTreeMap<String, u64>,

@@ -138,13 +138,25 @@ impl KubeSim {
         kubeconfig_for(&self.url)
     }
 
-    /// A kube client for this server.
+    /// A kube client for this server, configured as in production (it retries 429, 503 and
+    /// 504 responses).
     pub fn client(&self) -> Result<kube::Client, kube::Error> {
+        kube::Client::try_from(self.client_config()?)
+    }
+
+    /// A kube client that never retries, for tests that must see every response as sent.
+    pub fn client_without_retries(&self) -> Result<kube::Client, kube::Error> {
+        let mut config = self.client_config()?;
+        config.default_retry = false;
+        kube::Client::try_from(config)
+    }
+
+    fn client_config(&self) -> Result<kube::Config, kube::Error> {
         let url = self
             .url
             .parse()
             .map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
-        kube::Client::try_from(kube::Config::new(url))
+        Ok(kube::Config::new(url))
     }
 
     pub fn counters(&self) -> Counters {

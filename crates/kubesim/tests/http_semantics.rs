@@ -1,0 +1,389 @@
+//! Semantics checked at the HTTP level (status codes, headers, raw bodies, watch streams),
+//! through kube's raw request API so nothing is hidden by a typed client.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
+use std::time::Duration;
+
+use futures::{AsyncBufReadExt, TryStreamExt};
+use kube::client::Body;
+use kubesim::{Config, FaultRule, KubeSim};
+use serde_json::{Value, json};
+
+async fn start() -> (KubeSim, kube::Client) {
+    let config = Config {
+        bookmark_interval: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let sim = KubeSim::start(config).await.expect("start");
+    let client = sim.client_without_retries().expect("client");
+    (sim, client)
+}
+
+async fn call(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Value,
+) -> (u16, http::HeaderMap, Value) {
+    let body = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(&body).unwrap()
+    };
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(body)
+        .unwrap();
+    let response = client
+        .send(request.map(Body::from))
+        .await
+        .expect("response");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, headers, value)
+}
+
+async fn get(client: &kube::Client, path: &str) -> (u16, Value) {
+    let (status, _, value) = call(client, "GET", path, "application/json", Value::Null).await;
+    (status, value)
+}
+
+async fn post(client: &kube::Client, path: &str, body: Value) -> (u16, Value) {
+    let (status, _, value) = call(client, "POST", path, "application/json", body).await;
+    (status, value)
+}
+
+/// Reads watch events (one JSON object per line) until `count` arrive or the stream ends.
+async fn watch_lines(client: &kube::Client, path: &str, count: usize) -> Vec<Value> {
+    let request = http::Request::builder().uri(path).body(Vec::new()).unwrap();
+    let lines = client
+        .request_stream(request)
+        .await
+        .expect("stream")
+        .lines();
+    let mut lines = std::pin::pin!(lines);
+    let mut events = Vec::new();
+    while events.len() < count {
+        match tokio::time::timeout(Duration::from_secs(5), lines.try_next()).await {
+            Ok(Ok(Some(line))) => events.push(serde_json::from_str(&line).expect("event JSON")),
+            _ => break,
+        }
+    }
+    events
+}
+
+fn cm(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+}
+
+#[tokio::test]
+async fn discovery_version_and_openapi() {
+    let (_sim, client) = start().await;
+    let (status, version) = get(&client, "/version").await;
+    assert_eq!((status, version["major"].as_str()), (200, Some("1")));
+    let (_, api) = get(&client, "/api").await;
+    assert_eq!(api["versions"], json!(["v1"]));
+    let (_, groups) = get(&client, "/apis").await;
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"coordination.k8s.io")
+            && names.contains(&"apps")
+            && names.contains(&"events.k8s.io"),
+        "{names:?}"
+    );
+    let (_, core) = get(&client, "/api/v1").await;
+    let resources: Vec<&str> = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "namespaces",
+        "pods",
+        "pods/status",
+        "configmaps",
+        "secrets",
+        "services",
+        "events",
+    ] {
+        assert!(
+            resources.contains(&wanted),
+            "{wanted} missing from {resources:?}"
+        );
+    }
+    let (status, _) = get(&client, "/apis/express.dev/v1alpha1").await;
+    assert_eq!(status, 404, "not served before its CRD exists");
+    let (_, v3) = get(&client, "/openapi/v3").await;
+    let url = v3["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, doc) = get(&client, &url).await;
+    assert_eq!(status, 200);
+    assert!(
+        doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]["parameters"]
+            .to_string()
+            .contains("fieldValidation")
+    );
+    let (status, v2) = get(&client, "/openapi/v2").await;
+    assert_eq!((status, v2["swagger"].as_str()), (200, Some("2.0")));
+}
+
+#[tokio::test]
+async fn crd_becomes_served_with_table_columns() {
+    let (_sim, client) = start().await;
+    let crd = serde_json::to_value(express_api::crd::all().remove(2)).unwrap();
+    let (status, created) = post(
+        &client,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        crd,
+    )
+    .await;
+    assert_eq!(status, 201);
+    let established = created["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["type"] == "Established" && c["status"] == "True");
+    assert!(established);
+    let (status, resources) = get(&client, "/apis/express.dev/v1alpha1").await;
+    assert_eq!(status, 200);
+    assert!(resources.to_string().contains("frontends/status"));
+    let frontend = json!({"apiVersion": "express.dev/v1alpha1", "kind": "Frontend", "metadata": {"name": "acme-fe1"},
+        "spec": {"clusterConfig": {"clusterName": "acme"}}});
+    assert_eq!(
+        post(
+            &client,
+            "/apis/express.dev/v1alpha1/namespaces/default/frontends",
+            frontend
+        )
+        .await
+        .0,
+        201
+    );
+    let request = http::Request::builder()
+        .uri("/apis/express.dev/v1alpha1/namespaces/default/frontends")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = client.request(request).await.expect("table");
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(&columns[..3], ["Name", "Cluster", "Phase"]);
+    assert_eq!(table["rows"][0]["cells"][0], "acme-fe1");
+    assert_eq!(table["rows"][0]["cells"][1], "acme");
+}
+
+#[tokio::test]
+async fn status_errors_carry_reason_code_and_message() {
+    let (_sim, client) = start().await;
+    let (status, body) = get(&client, "/api/v1/namespaces/default/configmaps/nope").await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        (
+            body["kind"].as_str(),
+            body["reason"].as_str(),
+            body["code"].as_u64()
+        ),
+        (Some("Status"), Some("NotFound"), Some(404))
+    );
+    assert_eq!(body["message"], "configmaps \"nope\" not found");
+    let (status, body) = post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "Bad_Name"}}),
+    )
+    .await;
+    assert_eq!((status, body["reason"].as_str()), (422, Some("Invalid")));
+    let (status, _) = get(&client, "/api/v1/namespaces/default/widgets").await;
+    assert_eq!(status, 404);
+    let (status, _, body) = call(
+        &client,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/nope",
+        "text/plain",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (415, Some("UnsupportedMediaType"))
+    );
+}
+
+#[tokio::test]
+async fn watch_resumes_bookmarks_and_410_in_stream() {
+    let (sim, client) = start().await;
+    post(&client, "/api/v1/namespaces/default/configmaps", cm("a")).await;
+    let (_, list) = get(&client, "/api/v1/namespaces/default/configmaps").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    post(&client, "/api/v1/namespaces/default/configmaps", cm("b")).await;
+
+    let events = watch_lines(&client, &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"), 2).await;
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(
+        events[0]["object"]["metadata"]["name"], "b",
+        "resumes after the list"
+    );
+    assert_eq!(events[1]["type"], "BOOKMARK");
+
+    sim.compact();
+    // Too old: HTTP 200 and an ERROR event carrying a 410 Status, then the stream ends.
+    let request = http::Request::builder()
+        .uri(format!(
+            "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"
+        ))
+        .body(Vec::new())
+        .unwrap();
+    let response = client
+        .send(request.map(Body::from))
+        .await
+        .expect("response");
+    assert_eq!(response.status().as_u16(), 200);
+    let events = watch_lines(
+        &client,
+        &format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"),
+        3,
+    )
+    .await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["type"], "ERROR");
+    assert_eq!(
+        (
+            events[0]["object"]["code"].as_u64(),
+            events[0]["object"]["reason"].as_str()
+        ),
+        (Some(410), Some("Expired"))
+    );
+}
+
+#[tokio::test]
+async fn send_initial_events_ends_with_the_marked_bookmark() {
+    let (_sim, client) = start().await;
+    for name in ["a", "b"] {
+        post(&client, "/api/v1/namespaces/default/configmaps", cm(name)).await;
+    }
+    let events = watch_lines(&client, "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", 3).await;
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ADDED", "ADDED", "BOOKMARK"]);
+    assert_eq!(
+        events[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    let (status, body) = get(
+        &client,
+        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true",
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (422, Some("Invalid")),
+        "refused without resourceVersionMatch"
+    );
+}
+
+#[tokio::test]
+async fn faults_counters_and_closed_watches() {
+    let (sim, client) = start().await;
+    sim.faults().add_rule(FaultRule {
+        verb: Some("create".into()),
+        resource: Some("configmaps".into()),
+        rate: 1.0,
+        status: 429,
+        retry_after_seconds: Some(2),
+    });
+    let (status, headers, body) = call(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        cm("x"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (429, Some("TooManyRequests"))
+    );
+    assert_eq!(
+        headers.get("retry-after").and_then(|v| v.to_str().ok()),
+        Some("2")
+    );
+    sim.faults().clear();
+    sim.faults().add_rule(FaultRule {
+        verb: None,
+        resource: Some("secrets".into()),
+        rate: 1.0,
+        status: 503,
+        retry_after_seconds: None,
+    });
+    assert_eq!(
+        get(&client, "/api/v1/namespaces/default/secrets").await.0,
+        503
+    );
+    assert_eq!(
+        get(&client, "/api/v1/namespaces/default/configmaps")
+            .await
+            .0,
+        200,
+        "other resources unaffected"
+    );
+    sim.faults().clear();
+
+    sim.faults().set_latency(Duration::from_millis(150));
+    let started = std::time::Instant::now();
+    get(&client, "/api/v1/namespaces/default/configmaps").await;
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    sim.faults().set_latency(Duration::ZERO);
+
+    let counters = sim.counters();
+    assert_eq!(counters.count("create", "configmaps"), 1);
+    assert_eq!(counters.count("list", "secrets"), 1);
+    let (_, over_http) = get(&client, "/kubesim/counters").await;
+    assert_eq!(over_http["byVerbAndResource"]["create configmaps"], 1);
+
+    // Closing all watches ends open streams.
+    let watching = tokio::spawn({
+        let client = client.clone();
+        async move {
+            watch_lines(
+                &client,
+                "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0",
+                100,
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sim.faults().close_watches();
+    let events = tokio::time::timeout(Duration::from_secs(3), watching)
+        .await
+        .expect("watch ended")
+        .expect("task");
+    assert!(events.len() < 100);
+}
