@@ -237,7 +237,21 @@ fn entries(object: &Value) -> Vec<Entry> {
         .collect()
 }
 
+/// Writes the managed fields back, dropping ownership of fields the object no longer has (a
+/// field removed by any write is owned by nobody).
 fn write_entries(object: &mut Value, entries: &[Entry], api_version: &str) {
+    let entries: Vec<Entry> = entries
+        .iter()
+        .map(|e| Entry {
+            fields: e
+                .fields
+                .iter()
+                .filter(|p| lookup(object, p).is_some())
+                .cloned()
+                .collect(),
+            ..e.clone()
+        })
+        .collect();
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
@@ -323,10 +337,21 @@ pub fn server_side_apply(
             "apply configuration must be an object",
         ));
     }
-    if config["metadata"]["name"].as_str() != Some(name) {
-        return Err(ApiError::bad_request(format!(
-            "the name of the applied object must be {name}"
-        )));
+    let mut config = config;
+    match config["metadata"]["name"].as_str() {
+        // The name comes from the URL when the configuration leaves it out.
+        None => {
+            if !config["metadata"].is_object() {
+                config["metadata"] = json!({});
+            }
+            config["metadata"]["name"] = json!(name);
+        }
+        Some(given) if given != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the applied object ({given}) does not match the name on the URL ({name})"
+            )));
+        }
+        Some(_) => {}
     }
     let applied = fields_of(&config);
     let Some(current) = current else {

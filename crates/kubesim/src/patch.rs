@@ -6,8 +6,16 @@ use serde_json::{Map, Value};
 use crate::error::ApiError;
 
 pub fn json_patch(target: &Value, body: &[u8]) -> Result<Value, ApiError> {
-    let patch: json_patch::Patch = serde_json::from_slice(body)
+    let mut patch: json_patch::Patch = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+    // Kubernetes' JSON patch reads a missing value as null, so `test` of a missing path against
+    // null passes (kube's finalizer helper relies on it); the json-patch crate would fail it.
+    patch.0.retain(|operation| match operation {
+        json_patch::PatchOperation::Test(test) => {
+            !(test.value.is_null() && target.pointer(test.path.as_str()).is_none())
+        }
+        _ => true,
+    });
     let mut patched = target.clone();
     json_patch::patch(&mut patched, &patch).map_err(|e| {
         // A failed `test` or a missing path makes the whole patch fail, with no change.
@@ -139,6 +147,20 @@ mod tests {
         assert_eq!(
             deleted["spec"]["containers"],
             json!([{"name": "b", "image": "y"}])
+        );
+    }
+
+    #[test]
+    fn test_of_a_missing_path_against_null_passes() {
+        let o = json!({"metadata": {}});
+        let ok = json_patch(&o, br#"[{"op": "test", "path": "/metadata/finalizers", "value": null}, {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]"#).expect("ok");
+        assert_eq!(ok["metadata"]["finalizers"], json!(["f"]));
+        assert!(
+            json_patch(
+                &o,
+                br#"[{"op": "test", "path": "/metadata/finalizers", "value": ["x"]}]"#
+            )
+            .is_err()
         );
     }
 
