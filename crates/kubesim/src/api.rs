@@ -51,6 +51,41 @@ pub enum PatchType {
     Apply,
 }
 
+/// A list response whose items are shared with the store (no copies until serialized).
+pub struct List {
+    pub kind: String,
+    pub api_version: String,
+    pub metadata: Value,
+    pub items: Vec<Object>,
+}
+
+impl List {
+    /// The list as a JSON document, written straight from the stored objects.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(64 + self.items.len() * 2048);
+        out.push_str("{\"kind\":");
+        out.push_str(&Value::String(self.kind.clone()).to_string());
+        out.push_str(",\"apiVersion\":");
+        out.push_str(&Value::String(self.api_version.clone()).to_string());
+        out.push_str(",\"metadata\":");
+        out.push_str(&self.metadata.to_string());
+        out.push_str(",\"items\":[");
+        for (i, item) in self.items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&item.to_string());
+        }
+        out.push_str("]}");
+        out
+    }
+
+    pub fn to_value(&self) -> Value {
+        json!({"kind": self.kind, "apiVersion": self.api_version, "metadata": self.metadata,
+               "items": self.items.iter().map(|o| (**o).clone()).collect::<Vec<_>>()})
+    }
+}
+
 /// The API server's state: what is served and what is stored.
 pub struct Cluster {
     pub registry: Registry,
@@ -183,7 +218,7 @@ impl Cluster {
         rt: &ResourceType,
         namespace: Option<&str>,
         options: &ListOptions,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<List, ApiError> {
         let after = match &options.continue_token {
             Some(token) => Some(decode_continue(token)?),
             None => None,
@@ -193,10 +228,12 @@ impl Cluster {
         let mut last_key = None;
         let mut remaining = 0usize;
         let filtered = options.labels.is_empty() && options.fields.is_empty();
-        for (key, object) in self.store.list(&rt.storage_key(), namespace) {
-            if after.as_ref().is_some_and(|a| key <= a) {
-                continue;
-            }
+        let key_of_resource = rt.storage_key();
+        let objects: Box<dyn Iterator<Item = (&(String, String), &Object)>> = match &after {
+            Some(after) => Box::new(self.store.list_after(&key_of_resource, namespace, after)),
+            None => Box::new(self.store.list(&key_of_resource, namespace)),
+        };
+        for (key, object) in objects {
             if !options.labels.matches(object) || !options.fields.matches(object) {
                 continue;
             }
@@ -216,12 +253,12 @@ impl Cluster {
                 metadata["remainingItemCount"] = json!(remaining);
             }
         }
-        Ok(json!({
-            "kind": format!("{}List", rt.kind),
-            "apiVersion": rt.api_version(),
-            "metadata": metadata,
-            "items": items.iter().map(|o| (**o).clone()).collect::<Vec<_>>(),
-        }))
+        Ok(List {
+            kind: format!("{}List", rt.kind),
+            api_version: rt.api_version(),
+            metadata,
+            items,
+        })
     }
 
     fn check_type(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {

@@ -238,7 +238,12 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .is_some_and(|a| a.contains("as=Table"));
     let result = match verb {
         "watch" => return watch(shared, target, &query, as_table),
-        "list" => list(&shared, &target, &query, as_table),
+        "list" => {
+            return match list(&shared, &target, &query, as_table) {
+                Ok(response) => response,
+                Err(err) => error_response(&err),
+            };
+        }
         "get" => get(&shared, &target, as_table),
         "create" => parse_body(&body)
             .map_err(|e| with_content_type(e, &parts.headers))
@@ -473,26 +478,30 @@ fn list(
     target: &Target,
     query: &Query,
     as_table: bool,
-) -> Result<Value, ApiError> {
+) -> Result<Response, ApiError> {
     let options = list_options(query)?;
-    let cluster = shared.lock();
-    let list = cluster.list(&target.rt, target.namespace.as_deref(), &options)?;
+    // Serialized after the lock is released: the items are shared, immutable snapshots.
+    let list = shared
+        .lock()
+        .list(&target.rt, target.namespace.as_deref(), &options)?;
     if as_table {
-        let items: Vec<&Value> = list["items"]
-            .as_array()
-            .map(|i| i.iter().collect())
-            .unwrap_or_default();
+        let items: Vec<&Value> = list.items.iter().map(|o| &**o).collect();
         let mut table = table::table(
             &target.rt,
             &items,
-            list["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+            list.metadata["resourceVersion"].as_str().unwrap_or(""),
         );
-        if let Some(token) = list["metadata"].get("continue") {
+        if let Some(token) = list.metadata.get("continue") {
             table["metadata"]["continue"] = token.clone();
         }
-        return Ok(table);
+        return Ok(json_response(StatusCode::OK, &table));
     }
-    Ok(list)
+    let mut response = (StatusCode::OK, list.to_json()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
 }
 
 fn delete_collection(
@@ -506,7 +515,7 @@ fn delete_collection(
     let mut cluster = shared.lock();
     let list = cluster.list(&target.rt, target.namespace.as_deref(), &options)?;
     let mut deleted = Vec::new();
-    for item in list["items"].as_array().into_iter().flatten() {
+    for item in &list.items {
         let namespace = item["metadata"]["namespace"]
             .as_str()
             .unwrap_or("")

@@ -97,6 +97,24 @@ impl Store {
             })
     }
 
+    /// Objects after `after` (exclusive) in key order, within `namespace` when given: the
+    /// continuation of a paged list, found by range instead of a scan from the start.
+    pub fn list_after<'a>(
+        &'a self,
+        resource: &str,
+        namespace: Option<&'a str>,
+        after: &'a (String, String),
+    ) -> impl Iterator<Item = (&'a (String, String), &'a Object)> + 'a {
+        use std::ops::Bound;
+        self.collections
+            .get(resource)
+            .into_iter()
+            .flat_map(move |objects| {
+                objects.range((Bound::Excluded(after.clone()), Bound::Unbounded))
+            })
+            .take_while(move |((ns, _), _)| namespace.is_none_or(|wanted| ns == wanted))
+    }
+
     pub fn count(&self, resource: &str) -> usize {
         self.collections.get(resource).map_or(0, BTreeMap::len)
     }
