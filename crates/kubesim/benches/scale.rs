@@ -35,7 +35,7 @@ where
     F: Fn(usize) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
 {
     futures::stream::iter(0..count)
-        .map(|i| make(i))
+        .map(make)
         .buffer_unordered(concurrency)
         .for_each(|_| async {})
         .await;

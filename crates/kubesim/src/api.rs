@@ -227,7 +227,6 @@ impl Cluster {
         let mut items = Vec::new();
         let mut last_key = None;
         let mut remaining = 0usize;
-        let filtered = options.labels.is_empty() && options.fields.is_empty();
         let key_of_resource = rt.storage_key();
         let objects: Box<dyn Iterator<Item = (&(String, String), &Object)>> = match &after {
             Some(after) => Box::new(self.store.list_after(&key_of_resource, namespace, after)),
@@ -238,8 +237,10 @@ impl Cluster {
                 continue;
             }
             if options.limit.is_some_and(|limit| items.len() >= limit) {
+                // One more match is enough to know a continue token is needed; counting all of
+                // them (remainingItemCount, which is optional) would make every page O(n).
                 remaining += 1;
-                continue;
+                break;
             }
             items.push(self.served(rt, object));
             last_key = Some(key.clone());
@@ -249,9 +250,6 @@ impl Cluster {
             && let Some((ns, name)) = last_key
         {
             metadata["continue"] = Value::String(encode_continue(&ns, &name));
-            if filtered {
-                metadata["remainingItemCount"] = json!(remaining);
-            }
         }
         Ok(List {
             kind: format!("{}List", rt.kind),

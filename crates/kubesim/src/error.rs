@@ -8,7 +8,7 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
     /// Seconds for a Retry-After header (429, injected 5xx).
     pub retry_after: Option<u64>,
 }
@@ -25,7 +25,9 @@ impl ApiError {
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        self.details = Some(Box::new(
+            json!({"name": name, "group": group, "kind": kind}),
+        ));
         self
     }
 
@@ -134,7 +136,7 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(details) = &self.details {
-            status["details"] = details.clone();
+            status["details"] = (**details).clone();
         }
         status
     }
