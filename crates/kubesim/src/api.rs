@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::patch;
 use crate::registry::{Registry, ResourceType, established_crd_status};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{EventType, Object, Store};
+use crate::store::{EventType, Object, Store, Stored};
 
 pub const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
 pub const NAMESPACE_KEY: &str = "/namespaces";
@@ -56,7 +56,7 @@ pub struct List {
     pub kind: String,
     pub api_version: String,
     pub metadata: Value,
-    pub items: Vec<Object>,
+    pub items: Vec<Stored>,
 }
 
 impl List {
@@ -74,16 +74,34 @@ impl List {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&item.to_string());
+            out.push_str(&served_text(item, &self.api_version));
         }
         out.push_str("]}");
         out
     }
 
-    pub fn to_value(&self) -> Value {
-        json!({"kind": self.kind, "apiVersion": self.api_version, "metadata": self.metadata,
-               "items": self.items.iter().map(|o| (**o).clone()).collect::<Vec<_>>()})
+    /// The items parsed, as served.
+    pub fn values(&self) -> Vec<Value> {
+        self.items
+            .iter()
+            .map(|item| {
+                let mut value = item.value();
+                value["apiVersion"] = Value::String(self.api_version.clone());
+                value
+            })
+            .collect()
     }
+}
+
+/// An object's JSON text as served under `api_version`: all versions of a resource share
+/// storage, so only the apiVersion may need rewriting (parsing only then).
+pub fn served_text<'a>(item: &'a Stored, api_version: &str) -> std::borrow::Cow<'a, str> {
+    if item.index.api_version == api_version {
+        return std::borrow::Cow::Borrowed(&item.json);
+    }
+    let mut value = item.value();
+    value["apiVersion"] = Value::String(api_version.to_owned());
+    std::borrow::Cow::Owned(value.to_string())
 }
 
 /// The API server's state: what is served and what is stored.
@@ -208,7 +226,7 @@ impl Cluster {
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Object, ApiError> {
         self.store
             .get(&rt.storage_key(), self.scope(rt, namespace), name)
-            .map(|o| self.served(rt, o))
+            .map(|o| self.served(rt, &o))
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
     }
 
@@ -228,12 +246,14 @@ impl Cluster {
         let mut last_key = None;
         let mut remaining = 0usize;
         let key_of_resource = rt.storage_key();
-        let objects: Box<dyn Iterator<Item = (&(String, String), &Object)>> = match &after {
+        let objects: Box<dyn Iterator<Item = (&(String, String), &Stored)>> = match &after {
             Some(after) => Box::new(self.store.list_after(&key_of_resource, namespace, after)),
             None => Box::new(self.store.list(&key_of_resource, namespace)),
         };
         for (key, object) in objects {
-            if !options.labels.matches(object) || !options.fields.matches(object) {
+            if !options.labels.matches_stored(object)
+                || (!options.fields.is_empty() && !options.fields.matches(&object.value()))
+            {
                 continue;
             }
             if options.limit.is_some_and(|limit| items.len() >= limit) {
@@ -242,7 +262,7 @@ impl Cluster {
                 remaining += 1;
                 break;
             }
-            items.push(self.served(rt, object));
+            items.push(object.clone());
             last_key = Some(key.clone());
         }
         let mut metadata = json!({"resourceVersion": self.store.revision().to_string()});
@@ -450,7 +470,6 @@ impl Cluster {
         let current = self
             .store
             .get(&rt.storage_key(), &namespace, name)
-            .cloned()
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
         if let Some(expected) = object["metadata"]["resourceVersion"].as_str()
             && !expected.is_empty()
@@ -620,7 +639,7 @@ impl Cluster {
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let namespace = self.scope(rt, namespace).to_owned();
-        let current = self.store.get(&rt.storage_key(), &namespace, name).cloned();
+        let current = self.store.get(&rt.storage_key(), &namespace, name);
         if patch_type == PatchType::Apply {
             return crate::apply::server_side_apply(
                 self,
@@ -673,7 +692,6 @@ impl Cluster {
         let current = self
             .store
             .get(&key, &namespace, name)
-            .cloned()
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
         if let Some(uid) = &options.precondition_uid
             && current["metadata"]["uid"].as_str() != Some(uid.as_str())

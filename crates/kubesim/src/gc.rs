@@ -28,9 +28,10 @@ pub async fn run(shared: Arc<Shared>) {
         loop {
             match events.recv().await {
                 Ok(event) => {
+                    let index = &event.object.index;
                     let relevant = event.kind == EventType::Deleted
-                        || event.object["metadata"]["deletionTimestamp"].is_string()
-                        || event.object["metadata"]["ownerReferences"].is_array();
+                        || index.deleting
+                        || !index.owner_uids.is_empty();
                     if relevant {
                         watcher_dirty.store(true, Ordering::SeqCst);
                         wake.notify_one();
@@ -80,60 +81,56 @@ pub fn collect(cluster: &mut Cluster) -> bool {
     keys.sort();
     keys.dedup();
     let mut by_uid: HashMap<String, Live> = HashMap::new();
-    let mut dependents: Vec<(String, String, String, Vec<Value>)> = Vec::new();
+    // Read from each object's index only: a scan never parses an object.
+    let mut dependents: Vec<(String, String, String, Vec<String>)> = Vec::new();
     for key in &keys {
         for ((namespace, name), object) in cluster.store.list(key, None) {
-            let meta = &object["metadata"];
-            if let Some(uid) = meta["uid"].as_str() {
+            let index = &object.index;
+            if !index.uid.is_empty() {
                 by_uid.insert(
-                    uid.to_owned(),
+                    index.uid.clone(),
                     Live {
                         key: key.clone(),
                         namespace: namespace.clone(),
                         name: name.clone(),
-                        deleting: meta["deletionTimestamp"].is_string(),
-                        finalizers: meta["finalizers"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|f| f.as_str().map(str::to_owned))
-                            .collect(),
+                        deleting: index.deleting,
+                        finalizers: index.finalizers.clone(),
                     },
                 );
             }
-            if let Some(references) = meta["ownerReferences"].as_array().filter(|r| !r.is_empty()) {
+            if !index.owner_uids.is_empty() {
                 dependents.push((
                     key.clone(),
                     namespace.clone(),
                     name.clone(),
-                    references.clone(),
+                    index.owner_uids.clone(),
                 ));
             }
         }
     }
     let mut changed = false;
     let mut has_dependents: HashMap<String, bool> = HashMap::new();
-    for (key, namespace, name, references) in dependents {
-        let owner_of = |r: &Value| r["uid"].as_str().and_then(|uid| by_uid.get(uid));
-        let orphaned_by: Vec<String> = references
+    for (key, namespace, name, owners) in dependents {
+        let owner_of = |uid: &String| by_uid.get(uid);
+        let orphaned_by: Vec<String> = owners
             .iter()
-            .filter(|r| {
-                owner_of(r).is_some_and(|o| o.deleting && o.finalizers.iter().any(|f| f == ORPHAN))
+            .filter(|uid| {
+                owner_of(uid)
+                    .is_some_and(|o| o.deleting && o.finalizers.iter().any(|f| f == ORPHAN))
             })
-            .filter_map(|r| r["uid"].as_str().map(str::to_owned))
+            .cloned()
             .collect();
         if !orphaned_by.is_empty() {
             changed |= drop_references(cluster, &key, &namespace, &name, &orphaned_by);
             continue;
         }
-        for r in &references {
-            if let Some(uid) = r["uid"].as_str() {
-                has_dependents.insert(uid.to_owned(), true);
-            }
+        for uid in &owners {
+            has_dependents.insert(uid.clone(), true);
         }
-        let all_gone = references.iter().all(|r| owner_of(r).is_none());
-        let owner_in_foreground = references.iter().any(|r| {
-            owner_of(r).is_some_and(|o| o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND))
+        let all_gone = owners.iter().all(|uid| owner_of(uid).is_none());
+        let owner_in_foreground = owners.iter().any(|uid| {
+            owner_of(uid)
+                .is_some_and(|o| o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND))
         });
         if all_gone || owner_in_foreground {
             changed |= delete(
@@ -208,7 +205,7 @@ fn rewrite(
     let Some(rt) = cluster.type_for_key(key) else {
         return false;
     };
-    let Some(current) = cluster.store.get(key, namespace, name).cloned() else {
+    let Some(current) = cluster.store.get(key, namespace, name) else {
         return false;
     };
     let mut next = (*current).clone();
@@ -279,7 +276,7 @@ fn finish_namespace(cluster: &mut Cluster, namespace: &str) -> bool {
     }
     if remaining == 0 {
         changed |= cluster.store.remove(NAMESPACE_KEY, "", namespace).is_some();
-    } else if let Some(ns) = cluster.store.get(NAMESPACE_KEY, "", namespace).cloned()
+    } else if let Some(ns) = cluster.store.get(NAMESPACE_KEY, "", namespace)
         && ns["status"]["phase"] != json!("Terminating")
     {
         let mut next = (*ns).clone();

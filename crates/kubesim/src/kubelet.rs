@@ -180,7 +180,7 @@ pub async fn run(shared: Arc<Shared>, kubelet: Arc<Kubelet>) {
                     .lock()
                     .store
                     .list(POD_KEY, None)
-                    .map(|(_, p)| p.clone())
+                    .map(|(_, p)| p.object())
                     .collect();
                 for pod in pods {
                     react(&shared, &kubelet, &pod, None);
@@ -192,7 +192,7 @@ pub async fn run(shared: Arc<Shared>, kubelet: Arc<Kubelet>) {
         if event.resource != POD_KEY || event.kind == EventType::Deleted {
             continue;
         }
-        react(&shared, &kubelet, &event.object, Some(event.kind));
+        react(&shared, &kubelet, &event.object.value(), Some(event.kind));
     }
 }
 
@@ -259,7 +259,7 @@ fn with_pod(
     if current["metadata"]["uid"].as_str() != Some(uid) {
         return;
     }
-    let mut next = (**current).clone();
+    let mut next = (*current).clone();
     if change(&mut next) {
         cluster
             .store
@@ -392,7 +392,7 @@ fn mark_not_ready(shared: &Shared, namespace: &str, name: &str, uid: &str) {
 /// the API server removes it when the last finalizer goes (grace is over).
 fn finish_termination(shared: &Shared, namespace: &str, name: &str, uid: &str) {
     let mut cluster = shared.lock();
-    let Some(current) = cluster.store.get(POD_KEY, namespace, name).cloned() else {
+    let Some(current) = cluster.store.get(POD_KEY, namespace, name) else {
         return;
     };
     if current["metadata"]["uid"].as_str() != Some(uid) {

@@ -56,7 +56,15 @@ impl LabelSelector {
 
     pub fn matches(&self, object: &Value) -> bool {
         let labels = &object["metadata"]["labels"];
-        let get = |key: &str| labels.get(key).and_then(Value::as_str);
+        self.matches_with(|key| labels.get(key).and_then(Value::as_str))
+    }
+
+    /// Matches a stored object through its label index, without parsing it.
+    pub fn matches_stored(&self, object: &crate::store::Stored) -> bool {
+        self.matches_with(|key| object.label(key))
+    }
+
+    fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.0.iter().all(|r| match r {
             LabelRequirement::Equals(k, v) => get(k) == Some(v.as_str()),
             LabelRequirement::NotEquals(k, v) => get(k) != Some(v.as_str()),

@@ -12,12 +12,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, mpsc};
 
+use crate::api::served_text;
 use crate::api::{Cluster, DeleteOptions, ListOptions, PatchType, WriteOptions};
 use crate::error::ApiError;
 use crate::faults::{FaultRule, Faults};
 use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::Event;
+use crate::store::{Event, Stored};
 use crate::table;
 
 /// State shared by the server, the simulated kubelet, the garbage collector and the library.
@@ -485,7 +486,8 @@ fn list(
         .lock()
         .list(&target.rt, target.namespace.as_deref(), &options)?;
     if as_table {
-        let items: Vec<&Value> = list.items.iter().map(|o| &**o).collect();
+        let values = list.values();
+        let items: Vec<&Value> = values.iter().collect();
         let mut table = table::table(
             &target.rt,
             &items,
@@ -515,7 +517,7 @@ fn delete_collection(
     let mut cluster = shared.lock();
     let list = cluster.list(&target.rt, target.namespace.as_deref(), &options)?;
     let mut deleted = Vec::new();
-    for item in &list.items {
+    for item in list.values() {
         let namespace = item["metadata"]["namespace"]
             .as_str()
             .unwrap_or("")
@@ -532,6 +534,8 @@ fn delete_collection(
 }
 
 /// Whether a stored change belongs in this watch.
+/// Whether a stored change belongs in this watch (labels from the index; the object is parsed
+/// only for a field selector).
 fn wanted(
     target: &Target,
     key: &str,
@@ -544,8 +548,19 @@ fn wanted(
             .namespace
             .as_deref()
             .is_none_or(|ns| !target.rt.namespaced || ns == event.namespace)
-        && labels.matches(&event.object)
-        && fields.matches(&event.object)
+        && selected(labels, fields, &event.object)
+}
+
+fn selected(labels: &LabelSelector, fields: &FieldSelector, object: &Stored) -> bool {
+    labels.matches_stored(object) && (fields.is_empty() || fields.matches(&object.value()))
+}
+
+/// One line of a watch stream, before encoding.
+enum Outgoing {
+    /// ADDED, MODIFIED or DELETED, with the object as stored.
+    Change(&'static str, Stored),
+    /// BOOKMARK or ERROR, built here.
+    Synthetic(Value),
 }
 
 fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> Response {
@@ -570,58 +585,56 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
     let key = target.rt.storage_key();
     let requested = query.get("resourceVersion").unwrap_or("");
 
+    // Under the lock only cheap clones of stored objects are taken; encoding happens later.
     let (initial, receiver, start_revision) = {
         let cluster = shared.lock();
         let receiver = cluster.store.subscribe();
         let current = cluster.store.revision();
-        let existing = || -> Vec<Value> {
-            cluster
+        if send_initial || requested.is_empty() || requested == "0" {
+            let mut initial: Vec<Outgoing> = cluster
                 .store
                 .list(
                     &key,
                     target.namespace.as_deref().filter(|_| target.rt.namespaced),
                 )
-                .filter(|(_, o)| options.labels.matches(o) && options.fields.matches(o))
-                .map(|(_, o)| json!({"type": "ADDED", "object": served(&target.rt, o)}))
-                .collect()
-        };
-        if send_initial || requested.is_empty() || requested == "0" {
-            let mut initial = existing();
+                .filter(|(_, o)| selected(&options.labels, &options.fields, o))
+                .map(|(_, o)| Outgoing::Change("ADDED", o.clone()))
+                .collect();
             if send_initial {
-                initial.push(json!({"type": "BOOKMARK", "object": {
+                initial.push(Outgoing::Synthetic(json!({"type": "BOOKMARK", "object": {
                     "kind": target.rt.kind, "apiVersion": target.rt.api_version(),
                     "metadata": {"resourceVersion": current.to_string(),
-                                 "annotations": {"k8s.io/initial-events-end": "true"}}}}));
+                                 "annotations": {"k8s.io/initial-events-end": "true"}}}})));
             }
             (initial, Some(receiver), current)
         } else {
-            match requested.parse::<u64>() {
-                Err(_) => {
-                    return error_response(&ApiError::bad_request(format!(
-                        "invalid resourceVersion {requested:?}"
-                    )));
+            let Ok(since) = requested.parse::<u64>() else {
+                return error_response(&ApiError::bad_request(format!(
+                    "invalid resourceVersion {requested:?}"
+                )));
+            };
+            match cluster.store.changes_since(since) {
+                Ok(changes) => {
+                    let replay = changes
+                        .iter()
+                        .filter(|e| wanted(&target, &key, &options.labels, &options.fields, e))
+                        .map(|e| Outgoing::Change(e.kind.as_str(), e.object.clone()))
+                        .collect();
+                    (replay, Some(receiver), current)
                 }
-                Ok(since) => match cluster.store.changes_since(since) {
-                    Ok(changes) => {
-                        let replay = changes
-                            .iter()
-                            .filter(|e| wanted(&target, &key, &options.labels, &options.fields, e))
-                            .map(|e| json!({"type": e.kind.as_str(), "object": served(&target.rt, &e.object)}))
-                            .collect();
-                        (replay, Some(receiver), current)
-                    }
-                    Err(too_old) => {
-                        let err = ApiError::gone(format!(
-                            "too old resource version: {since} ({})",
-                            too_old.oldest
-                        ));
-                        (
-                            vec![json!({"type": "ERROR", "object": err.status()})],
-                            None,
-                            current,
-                        )
-                    }
-                },
+                Err(too_old) => {
+                    let err = ApiError::gone(format!(
+                        "too old resource version: {since} ({})",
+                        too_old.oldest
+                    ));
+                    (
+                        vec![Outgoing::Synthetic(
+                            json!({"type": "ERROR", "object": err.status()}),
+                        )],
+                        None,
+                        current,
+                    )
+                }
             }
         }
     };
@@ -630,23 +643,37 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
     let mut epoch = shared.faults.watch_epoch();
     let interval = shared.bookmark_interval;
     let rt = target.rt.clone();
+    let api_version = rt.api_version();
     tokio::spawn(async move {
-        let encode = |event: &Value| -> Bytes {
-            let event = if as_table && event["type"] != "BOOKMARK" && event["type"] != "ERROR" {
-                let object = &event["object"];
-                json!({"type": event["type"], "object": table::table(&rt, &[object], object["metadata"]["resourceVersion"].as_str().unwrap_or(""))})
-            } else {
-                event.clone()
+        let encode = |line: &Outgoing| -> Bytes {
+            let mut text = match line {
+                Outgoing::Change(kind, object) if as_table => {
+                    let mut value = object.value();
+                    value["apiVersion"] = Value::String(api_version.clone());
+                    let table = table::table(
+                        &rt,
+                        &[&value],
+                        value["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+                    );
+                    json!({"type": kind, "object": table}).to_string()
+                }
+                Outgoing::Change(kind, object) => {
+                    format!(
+                        "{{\"type\":\"{kind}\",\"object\":{}}}",
+                        served_text(object, &api_version)
+                    )
+                }
+                Outgoing::Synthetic(value) => value.to_string(),
             };
-            let mut line = event.to_string();
-            line.push('\n');
-            Bytes::from(line)
+            text.push('\n');
+            Bytes::from(text)
         };
-        for event in &initial {
-            if sender.send(encode(event)).await.is_err() {
+        for line in &initial {
+            if sender.send(encode(line)).await.is_err() {
                 return;
             }
         }
+        drop(initial);
         let Some(mut receiver) = receiver else { return };
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let mut ticker = tokio::time::interval(interval);
@@ -666,14 +693,13 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
                             continue;
                         }
                         last_revision = event.revision;
-                        let line = encode(&json!({"type": event.kind.as_str(), "object": served(&target.rt, &event.object)}));
-                        if sender.send(line).await.is_err() {
+                        if sender.send(encode(&Outgoing::Change(event.kind.as_str(), event.object.clone()))).await.is_err() {
                             return;
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         let err = ApiError::gone("watch fell too far behind; too old resource version");
-                        let _ = sender.send(encode(&json!({"type": "ERROR", "object": err.status()}))).await;
+                        let _ = sender.send(encode(&Outgoing::Synthetic(json!({"type": "ERROR", "object": err.status()})))).await;
                         return;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -681,7 +707,7 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
                 _ = ticker.tick(), if bookmarks => {
                     let bookmark = json!({"type": "BOOKMARK", "object": {"kind": target.rt.kind, "apiVersion": target.rt.api_version(),
                         "metadata": {"resourceVersion": last_revision.to_string()}}});
-                    if sender.send(encode(&bookmark)).await.is_err() {
+                    if sender.send(encode(&Outgoing::Synthetic(bookmark))).await.is_err() {
                         return;
                     }
                 }
@@ -700,12 +726,6 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-fn served(rt: &ResourceType, object: &Value) -> Value {
-    let mut copy = object.clone();
-    copy["apiVersion"] = Value::String(rt.api_version());
-    copy
 }
 
 fn version() -> Value {

@@ -1,6 +1,11 @@
-//! Object storage: every object as JSON under one global, strictly increasing resourceVersion,
-//! with a bounded history of changes for watches that resume from a resourceVersion and a
-//! broadcast channel that fans changes out to open watches.
+//! Object storage: every object as compact JSON text under one global, strictly increasing
+//! resourceVersion, with a bounded history of changes for watches that resume from a
+//! resourceVersion and a broadcast channel that fans changes out to open watches.
+//!
+//! Objects are kept as text, not as `serde_json::Value`: a parsed pod costs about nine times its
+//! text. What must be read without parsing (labels for selectors, uid, owner references,
+//! deletion state, finalizers, apiVersion) is kept beside the text in a small [`Index`]; reads
+//! that need the whole object parse it on demand.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -9,6 +14,76 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 pub type Object = Arc<Value>;
+
+/// The fields of an object that are read without parsing it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Index {
+    pub api_version: String,
+    pub uid: String,
+    pub labels: Vec<(String, String)>,
+    pub owner_uids: Vec<String>,
+    pub deleting: bool,
+    pub finalizers: Vec<String>,
+}
+
+/// One stored version of an object: its JSON text and its index. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Stored {
+    pub json: Arc<str>,
+    pub index: Arc<Index>,
+}
+
+impl Stored {
+    pub fn new(object: &Value) -> Stored {
+        let meta = &object["metadata"];
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        };
+        let index = Index {
+            api_version: object["apiVersion"].as_str().unwrap_or("").to_owned(),
+            uid: meta["uid"].as_str().unwrap_or("").to_owned(),
+            labels: meta["labels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect(),
+            owner_uids: meta["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["uid"].as_str().map(str::to_owned))
+                .collect(),
+            deleting: meta["deletionTimestamp"].is_string(),
+            finalizers: strings(&meta["finalizers"]),
+        };
+        Stored {
+            json: Arc::from(object.to_string()),
+            index: Arc::new(index),
+        }
+    }
+
+    /// The object parsed (the text was written by this store, so it always parses).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or(Value::Null)
+    }
+
+    pub fn object(&self) -> Object {
+        Arc::new(self.value())
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.index
+            .labels
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
@@ -36,7 +111,7 @@ pub struct Event {
     /// Empty for cluster-scoped objects.
     pub namespace: String,
     pub kind: EventType,
-    pub object: Object,
+    pub object: Stored,
 }
 
 /// The resumable window of history is gone: the client must list again.
@@ -47,7 +122,7 @@ pub struct TooOld {
 
 pub struct Store {
     revision: u64,
-    collections: HashMap<String, BTreeMap<(String, String), Object>>,
+    collections: HashMap<String, BTreeMap<(String, String), Stored>>,
     history: VecDeque<Arc<Event>>,
     history_limit: usize,
     /// Lowest resourceVersion a watch may resume from.
@@ -72,10 +147,16 @@ impl Store {
         self.revision
     }
 
-    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<&Object> {
+    /// The stored text and index of an object.
+    pub fn stored(&self, resource: &str, namespace: &str, name: &str) -> Option<&Stored> {
         self.collections
             .get(resource)?
             .get(&(namespace.to_owned(), name.to_owned()))
+    }
+
+    /// An object, parsed.
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Object> {
+        self.stored(resource, namespace, name).map(Stored::object)
     }
 
     /// Objects of a resource in key order; `namespace` None means every namespace.
@@ -83,7 +164,7 @@ impl Store {
         &'a self,
         resource: &str,
         namespace: Option<&'a str>,
-    ) -> impl Iterator<Item = (&'a (String, String), &'a Object)> + 'a {
+    ) -> impl Iterator<Item = (&'a (String, String), &'a Stored)> + 'a {
         self.collections
             .get(resource)
             .into_iter()
@@ -104,7 +185,7 @@ impl Store {
         resource: &str,
         namespace: Option<&'a str>,
         after: &'a (String, String),
-    ) -> impl Iterator<Item = (&'a (String, String), &'a Object)> + 'a {
+    ) -> impl Iterator<Item = (&'a (String, String), &'a Stored)> + 'a {
         use std::ops::Bound;
         self.collections
             .get(resource)
@@ -131,13 +212,13 @@ impl Store {
     ) -> Object {
         self.revision += 1;
         set_resource_version(&mut object, self.revision);
-        let object = Arc::new(object);
+        let stored = Stored::new(&object);
         self.collections
             .entry(resource.to_owned())
             .or_default()
-            .insert((namespace.to_owned(), name.to_owned()), object.clone());
-        self.record(resource, namespace, kind, object.clone());
-        object
+            .insert((namespace.to_owned(), name.to_owned()), stored.clone());
+        self.record(resource, namespace, kind, stored);
+        Arc::new(object)
     }
 
     /// Removes an object; the DELETED event carries its last state under a new
@@ -148,11 +229,10 @@ impl Store {
             .get_mut(resource)?
             .remove(&(namespace.to_owned(), name.to_owned()))?;
         self.revision += 1;
-        let mut last = (*removed).clone();
+        let mut last = removed.value();
         set_resource_version(&mut last, self.revision);
-        let last = Arc::new(last);
-        self.record(resource, namespace, EventType::Deleted, last.clone());
-        Some(last)
+        self.record(resource, namespace, EventType::Deleted, Stored::new(&last));
+        Some(Arc::new(last))
     }
 
     /// Drops a whole resource (its CRD was deleted), with a DELETED event per object.
@@ -168,7 +248,7 @@ impl Store {
         self.collections.remove(resource);
     }
 
-    fn record(&mut self, resource: &str, namespace: &str, kind: EventType, object: Object) {
+    fn record(&mut self, resource: &str, namespace: &str, kind: EventType, object: Stored) {
         let event = Arc::new(Event {
             revision: self.revision,
             resource: resource.to_owned(),
