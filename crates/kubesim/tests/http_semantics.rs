@@ -387,3 +387,54 @@ async fn faults_counters_and_closed_watches() {
         .expect("task");
     assert!(events.len() < 100);
 }
+
+#[tokio::test]
+async fn strategic_merge_for_built_in_kinds_merges_lists_by_key() {
+    let (_sim, client) = start().await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:1"}]}});
+    assert_eq!(
+        post(&client, "/api/v1/namespaces/default/pods", pod)
+            .await
+            .0,
+        201
+    );
+    let (status, _, patched) = call(
+        &client,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p",
+        "application/strategic-merge-patch+json",
+        json!({"metadata": {"labels": {"tier": "fe"}}, "spec": {"containers": [{"name": "b", "image": "y:2"}]}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let containers: Vec<(String, String)> = patched["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["image"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        containers,
+        [
+            ("a".to_owned(), "x:1".to_owned()),
+            ("b".to_owned(), "y:2".to_owned())
+        ]
+    );
+    assert_eq!(patched["metadata"]["labels"]["tier"], "fe");
+}
+
+#[tokio::test]
+async fn refuses_non_loopback_addresses() {
+    let config = Config {
+        addr: "0.0.0.0:0".parse().unwrap(),
+        ..Config::default()
+    };
+    let refused = KubeSim::start(config).await;
+    assert!(matches!(refused, Err(kubesim::StartError::NotLoopback(_))));
+}
