@@ -200,6 +200,8 @@ pub struct WaitingFor {
 pub struct ReplacementStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_revision: Option<String>,
+    /// Lenient on read: a status written by another tool must never break the operator's cache.
+    #[serde(default)]
     pub to_revision: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
@@ -209,7 +211,9 @@ pub struct ReplacementStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BounceStatus {
+    #[serde(default)]
     pub request_id: String,
+    #[serde(default)]
     pub phase: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -1,12 +1,15 @@
-//! `express-operator`: the operator binary (DESIGN section 9).
-//!
-//! Today it prints the CustomResourceDefinitions (`crd`); the controller (`run`) and the local
-//! development cluster (`dev`) arrive with the operator itself.
+//! `express-operator`: the operator binary (DESIGN section 9): `run` (the controller), `crd`
+//! (print the CRDs), `dev` (local cluster, sample tenants, operator).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use express_operator::controller::{self, Settings};
+use express_operator::metrics::{self, Metrics};
+use tokio::sync::watch;
+use tracing::{error, info};
 
 #[derive(Parser)]
 #[command(
@@ -21,6 +24,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controller against the cluster of the kubeconfig (or in-cluster config).
+    Run {
+        /// Manage only this namespace (repeatable); default every namespace.
+        #[arg(long = "namespace", value_name = "NS")]
+        namespaces: Vec<String>,
+        /// Act only while holding the Lease `express-operator` in the operator's namespace.
+        #[arg(long)]
+        leader_elect: bool,
+        /// Serve /metrics, /healthz and /readyz here.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        metrics_addr: SocketAddr,
+        /// The operator's own namespace (its control ConfigMap and Lease); default
+        /// $POD_NAMESPACE, else express-system.
+        #[arg(long)]
+        operator_namespace: Option<String>,
+        /// Express clusters reconciled at once.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+    },
     /// Print every CustomResourceDefinition as YAML (or write one file per CRD).
     Crd {
         /// Write `<crd-name>.yaml` files into this directory instead of printing.
@@ -38,6 +60,12 @@ enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot reach the cluster (kubeconfig or in-cluster config): {0}")]
+    Client(kube::Error),
+    #[error("leader election: {0}")]
+    Lease(String),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
 }
 
 fn main() -> ExitCode {
@@ -49,12 +77,114 @@ fn main() -> ExitCode {
         Command::Crd {
             output_dir: Some(dir),
         } => write_crds(&dir),
+        Command::Run {
+            namespaces,
+            leader_elect,
+            metrics_addr,
+            operator_namespace,
+            concurrency,
+        } => {
+            init_tracing();
+            let operator_namespace = operator_namespace
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .unwrap_or_else(|| "express-system".into());
+            tokio::runtime::Runtime::new()
+                .map_err(Error::Runtime)
+                .and_then(|rt| {
+                    rt.block_on(run(
+                        namespaces,
+                        leader_elect,
+                        metrics_addr,
+                        operator_namespace,
+                        concurrency,
+                    ))
+                })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("express-operator: {err}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+}
+
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("express-operator-{}", std::process::id()))
+}
+
+async fn run(
+    namespaces: Vec<String>,
+    leader_elect: bool,
+    metrics_addr: SocketAddr,
+    operator_namespace: String,
+    concurrency: usize,
+) -> Result<(), Error> {
+    let client = kube::Client::try_default().await.map_err(Error::Client)?;
+    let metrics = Metrics::new();
+    {
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(err) = metrics::serve(metrics_addr, metrics).await {
+                error!(error = %err, addr = %metrics_addr, "cannot serve metrics");
+            }
+        });
+    }
+    let identity = identity();
+    let leader = if leader_elect {
+        let manager =
+            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "express-operator")
+                .with_namespace(&operator_namespace)
+                .with_identity(&identity)
+                .with_duration(15)
+                .with_grace(5)
+                .build()
+                .await
+                .map_err(|e| Error::Lease(e.to_string()))?;
+        let (leader, _task) = manager.watch().await;
+        info!(identity = %identity, "leader election on; acting only while holding the Lease");
+        leader
+    } else {
+        watch::channel(true).1
+    };
+    let settings = Settings {
+        namespaces,
+        operator_namespace,
+        concurrency,
+        identity,
+    };
+    tokio::select! {
+        () = controller::run(client, settings, metrics, leader) => Ok(()),
+        () = shutdown_signal() => {
+            info!("shutting down");
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }

@@ -133,6 +133,20 @@ fn remove(object: &mut Value, path: &[Segment]) {
     }
 }
 
+/// Removes the objects a removal left empty, up the path, unless another manager owns a field
+/// at or below them (an applier that drops its last field of a map drops the map).
+fn prune_empty_parents(object: &mut Value, removed: &[Segment], others: &BTreeSet<Path>) {
+    for depth in (1..removed.len()).rev() {
+        let parent = &removed[..depth];
+        let empty =
+            lookup(object, parent).is_some_and(|v| v.as_object().is_some_and(|m| m.is_empty()));
+        if !empty || others.iter().any(|o| o.starts_with(parent)) {
+            return;
+        }
+        remove(object, parent);
+    }
+}
+
 /// Merges an applied configuration into an object: objects key by key, associative lists item
 /// by item, everything else replaced.
 fn merge(target: &mut Value, config: &Value, field: &str) {
@@ -430,6 +444,7 @@ pub fn server_side_apply(
             .any(|o| o.starts_with(dropped) || dropped.starts_with(o))
         {
             remove(&mut next, dropped);
+            prune_empty_parents(&mut next, dropped, &others);
         }
     }
     managers.retain(|e| !(e.manager == manager && e.operation == "Apply"));
@@ -474,5 +489,23 @@ mod tests {
                 .iter()
                 .all(|p| !ignored(&p[..p.len().min(2)]) || p.len() > 2)
         );
+    }
+}
+
+#[cfg(test)]
+mod prune_tests {
+    use super::*;
+
+    #[test]
+    fn dropping_the_last_field_of_a_map_drops_the_map() {
+        let mut object = json!({"status": {"replacement": {"toRevision": "r"}, "phase": "Ready"}});
+        let path = vec![
+            Segment::Field("status".into()),
+            Segment::Field("replacement".into()),
+            Segment::Field("toRevision".into()),
+        ];
+        remove(&mut object, &path);
+        prune_empty_parents(&mut object, &path, &BTreeSet::new());
+        assert_eq!(object, json!({"status": {"phase": "Ready"}}));
     }
 }

@@ -1,0 +1,128 @@
+//! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoints.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabel {
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabel {
+    pub namespace: String,
+    pub cluster: String,
+    pub phase: String,
+}
+
+pub struct Metrics {
+    pub reconciles: Family<ResultLabel, Counter>,
+    pub errors: Family<ErrorLabel, Counter>,
+    pub actions: Family<ActionLabel, Counter>,
+    pub reconcile_seconds: Histogram,
+    pub nodes: Family<PhaseLabel, Gauge>,
+    pub ready: AtomicBool,
+    registry: Registry,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("express_operator");
+        let reconciles = Family::<ResultLabel, Counter>::default();
+        let errors = Family::<ErrorLabel, Counter>::default();
+        let actions = Family::<ActionLabel, Counter>::default();
+        let reconcile_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        let nodes = Family::<PhaseLabel, Gauge>::default();
+        registry.register(
+            "reconciles",
+            "Reconciles of Express clusters, by result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconcile errors, by kind",
+            errors.clone(),
+        );
+        registry.register(
+            "actions",
+            "Pod operations performed, by action",
+            actions.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time to reconcile one Express cluster",
+            reconcile_seconds.clone(),
+        );
+        registry.register("nodes", "Nodes by cluster and phase", nodes.clone());
+        Arc::new(Metrics {
+            reconciles,
+            errors,
+            actions,
+            reconcile_seconds,
+            nodes,
+            ready: AtomicBool::new(false),
+            registry,
+        })
+    }
+
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Serves `/metrics`, `/healthz` (the process runs) and `/readyz` (caches are synced).
+pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    use axum::http::StatusCode;
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get({
+                let metrics = metrics.clone();
+                move || {
+                    let metrics = metrics.clone();
+                    async move { metrics.encode() }
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    if metrics.ready.load(Ordering::SeqCst) {
+                        (StatusCode::OK, "ok")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+                    }
+                }
+            }),
+        );
+    axum::serve(listener, app).await
+}

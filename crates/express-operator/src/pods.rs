@@ -1,0 +1,189 @@
+//! Builds the pod of a node from its effective spec (DESIGN section 2, "Pods").
+
+use std::collections::BTreeMap;
+
+use express_api::keys::{
+    ANNOTATION_CONFIG_CHANGESET, ANNOTATION_EXPRESS_VERSION, APP_CONTAINER, LABEL_CLUSTER,
+    LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE,
+};
+use express_api::{EffectiveNodeSpec, NodeKind};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+/// Environment variable through which the application sees its configuration changeset.
+pub const ENV_CONFIG_CHANGESET: &str = "EXPRESS_CONFIG_CHANGESET";
+
+/// What identifies the node a pod is built for.
+pub struct NodeIdentity<'a> {
+    pub kind: NodeKind,
+    pub name: &'a str,
+    pub namespace: &'a str,
+    pub uid: &'a str,
+    pub cluster_name: &'a str,
+}
+
+/// The pod for a node: named after it, controlled by it, labelled with cluster, node, kind and
+/// revision, running the effective image with the pod template's overrides merged in.
+pub fn build_pod(
+    node: &NodeIdentity<'_>,
+    spec: &EffectiveNodeSpec,
+    revision: &str,
+) -> Result<Pod, String> {
+    let template: PodTemplateSpec = serde_json::from_value(spec.pod_template.clone())
+        .map_err(|e| format!("podTemplate: {e}"))?;
+    let template_meta = template.metadata.unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
+    labels.insert(LABEL_CLUSTER.into(), node.cluster_name.into());
+    labels.insert(LABEL_NODE.into(), node.name.into());
+    labels.insert(LABEL_KIND.into(), node.kind.label_value().into());
+    labels.insert(LABEL_DEPLOYMENT_REVISION.into(), revision.into());
+    let mut annotations: BTreeMap<String, String> = template_meta.annotations.unwrap_or_default();
+    annotations.insert(
+        ANNOTATION_EXPRESS_VERSION.into(),
+        spec.express_version.clone(),
+    );
+    if let Some(changeset) = &spec.config_changeset {
+        annotations.insert(ANNOTATION_CONFIG_CHANGESET.into(), changeset.clone());
+    }
+
+    let mut pod_spec: PodSpec = template.spec.unwrap_or_default();
+    let position = pod_spec
+        .containers
+        .iter()
+        .position(|c| c.name == APP_CONTAINER);
+    let app = match position {
+        Some(i) => &mut pod_spec.containers[i],
+        None => {
+            pod_spec.containers.insert(
+                0,
+                Container {
+                    name: APP_CONTAINER.into(),
+                    ..Container::default()
+                },
+            );
+            &mut pod_spec.containers[0]
+        }
+    };
+    app.image = Some(spec.image());
+    if let Some(changeset) = &spec.config_changeset {
+        let env = app.env.get_or_insert_with(Vec::new);
+        env.retain(|e| e.name != ENV_CONFIG_CHANGESET);
+        env.push(EnvVar {
+            name: ENV_CONFIG_CHANGESET.into(),
+            value: Some(changeset.clone()),
+            value_from: None,
+        });
+    }
+
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(node.name.into()),
+            namespace: Some(node.namespace.into()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: Some(vec![OwnerReference {
+                api_version: format!(
+                    "{}/{}",
+                    express_api::keys::GROUP,
+                    express_api::keys::VERSION
+                ),
+                kind: node.kind.to_string(),
+                name: node.name.into(),
+                uid: node.uid.into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(pod_spec),
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use express_api::{NodeSpec, effective_spec};
+    use serde_json::json;
+
+    fn identity() -> NodeIdentity<'static> {
+        NodeIdentity {
+            kind: NodeKind::Frontend,
+            name: "acme-fe1",
+            namespace: "t",
+            uid: "u-1",
+            cluster_name: "acme",
+        }
+    }
+
+    #[test]
+    fn pod_carries_identity_revision_image_and_overrides() {
+        let node = NodeSpec {
+            express_version: Some("v7".into()),
+            config_changeset: Some("c1".into()),
+            image: Some("reg/express".into()),
+            pod_template: Some(json!({
+                "metadata": {"labels": {"team": "sre"}, "annotations": {"kubesim.dev/startup-seconds": "2"}},
+                "spec": {"containers": [{"name": "express", "resources": {"limits": {"cpu": "2"}}, "env": [{"name": "A", "value": "1"}]},
+                                        {"name": "sidecar", "image": "busybox"}]}
+            })),
+            ..NodeSpec::for_cluster("acme")
+        };
+        let spec = effective_spec(NodeKind::Frontend, &node, None).expect("valid");
+        let pod = build_pod(&identity(), &spec, "rev1").expect("pod");
+        let labels = pod.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels["express.dev/cluster"], "acme");
+        assert_eq!(labels["express.dev/node"], "acme-fe1");
+        assert_eq!(labels["express.dev/kind"], "frontend");
+        assert_eq!(labels["express.dev/deployment-revision"], "rev1");
+        assert_eq!(labels["team"], "sre");
+        let annotations = pod.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations["express.dev/express-version"], "v7");
+        assert_eq!(annotations["express.dev/config-changeset"], "c1");
+        assert_eq!(annotations["kubesim.dev/startup-seconds"], "2");
+        let owner = &pod.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!(
+            (
+                owner.kind.as_str(),
+                owner.name.as_str(),
+                owner.uid.as_str(),
+                owner.controller
+            ),
+            ("Frontend", "acme-fe1", "u-1", Some(true))
+        );
+        let containers = &pod.spec.as_ref().expect("spec").containers;
+        assert_eq!(containers[0].image.as_deref(), Some("reg/express:v7"));
+        assert_eq!(containers[1].name, "sidecar");
+        let env: Vec<(&str, &str)> = containers[0]
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or("")))
+            .collect();
+        assert_eq!(env, [("A", "1"), ("EXPRESS_CONFIG_CHANGESET", "c1")]);
+    }
+
+    #[test]
+    fn pod_without_template_gets_the_app_container() {
+        let node = NodeSpec {
+            express_version: Some("v1".into()),
+            ..NodeSpec::for_cluster("acme")
+        };
+        let spec = effective_spec(NodeKind::Backend, &node, None).expect("valid");
+        let pod = build_pod(
+            &NodeIdentity {
+                kind: NodeKind::Backend,
+                ..identity()
+            },
+            &spec,
+            "r",
+        )
+        .expect("pod");
+        let containers = &pod.spec.expect("spec").containers;
+        assert_eq!(containers.len(), 1);
+        assert_eq!(
+            (containers[0].name.as_str(), containers[0].image.as_deref()),
+            ("express", Some("express:v1"))
+        );
+    }
+}

@@ -1,0 +1,452 @@
+//! The report step, pure: node and ExpressCluster status from the snapshot and the plan
+//! (DESIGN section 7). Conditions keep their lastTransitionTime unless their status changes;
+//! [`same_ignoring_time`] tells whether a write is needed at all.
+
+use express_api::{
+    ClusterPhase, ExpressClusterStatus, NodeCounts, NodePhase, NodeStatus, RolloutStatus,
+    WaitingFor,
+};
+use express_planner::plan::Deferred;
+use express_planner::{
+    Blocked, ClusterSnapshot, NodeObservation, NodePlan, NodeState, Operation, Plan,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// A condition, reusing the previous lastTransitionTime when the status did not change.
+pub fn condition(
+    previous: &[Condition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    let status = if status { "True" } else { "False" }.to_owned();
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+    Condition {
+        type_: type_.into(),
+        status,
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+fn waiting_message(plan: &NodePlan) -> String {
+    plan.waiting_for
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The status of one node.
+pub fn node_status(
+    node: &NodeObservation,
+    plan: &NodePlan,
+    cluster: &Plan,
+    previous: Option<&NodeStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> NodeStatus {
+    let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
+    let pod = node.pod.as_ref();
+    let desired = node.desired.as_ref().ok();
+    let ready = pod.is_some_and(|p| p.owned && !p.terminating && p.is_ready());
+    let up_to_date = match (pod, desired) {
+        (Some(p), Some(d)) => p.owned && p.revision.as_deref() == Some(d.revision.as_str()),
+        _ => false,
+    };
+    let paused = matches!(cluster.blocked, Some(Blocked::Paused(_)));
+    let (phase, message) = match &plan.state {
+        NodeState::InvalidSpec(why) => (NodePhase::Failed, format!("invalid spec: {why}")),
+        NodeState::PodNotOwned => (
+            NodePhase::Failed,
+            format!(
+                "pod {} exists but is not controlled by this node; it is left alone",
+                node.name
+            ),
+        ),
+        NodeState::Down => (NodePhase::Down, "intentionally down (up: false)".into()),
+        NodeState::NeedsRemoval | NodeState::Removing => (
+            NodePhase::Down,
+            "intentionally down; removing its pod".into(),
+        ),
+        NodeState::UpToDate => (NodePhase::Ready, "running its desired revision".into()),
+        NodeState::Starting => {
+            let was = previous.and_then(|p| p.phase);
+            match was {
+                Some(NodePhase::Upgrading) => (NodePhase::Upgrading, "new pod starting".into()),
+                Some(NodePhase::Provisioning | NodePhase::Waiting) | None => {
+                    (NodePhase::Provisioning, "pod starting".into())
+                }
+                _ => (NodePhase::NotReady, "pod is not Ready".into()),
+            }
+        }
+        NodeState::Terminating | NodeState::Replacing => {
+            (NodePhase::Upgrading, "replacing its pod".into())
+        }
+        NodeState::NeedsProvision | NodeState::NeedsRecreate | NodeState::NeedsUpgrade => {
+            let upgrading = plan.state == NodeState::NeedsUpgrade;
+            if paused {
+                (
+                    NodePhase::Paused,
+                    "paused: nothing is changed until resumed".into(),
+                )
+            } else if !plan.waiting_for.is_empty() {
+                (
+                    NodePhase::Waiting,
+                    format!("waiting for {}", waiting_message(plan)),
+                )
+            } else if let Some(Deferred::NoFreeSlot {
+                in_flight,
+                max_concurrent,
+            }) = &plan.deferred
+            {
+                (
+                    NodePhase::Waiting,
+                    format!(
+                        "waiting for a free slot: {in_flight} of maxConcurrent {max_concurrent} nodes changing"
+                    ),
+                )
+            } else if matches!(plan.deferred, Some(Deferred::Blocked)) {
+                (
+                    NodePhase::Waiting,
+                    "the cluster spec is invalid; nothing is changed".into(),
+                )
+            } else if upgrading {
+                (NodePhase::Upgrading, "replacing its pod".into())
+            } else {
+                (NodePhase::Provisioning, "creating its pod".into())
+            }
+        }
+    };
+    let prerequisites_met = plan.waiting_for.is_empty();
+    NodeStatus {
+        observed_generation: generation,
+        phase: Some(phase),
+        desired_revision: desired.map(|d| d.revision.clone()),
+        running_revision: pod.and_then(|p| p.revision.clone()),
+        running_version: pod.and_then(|p| p.version.clone()),
+        pod_name: pod.map(|_| node.name.clone()),
+        ready: Some(ready),
+        restarts: pod.map(|p| p.restarts),
+        waiting_for: plan
+            .waiting_for
+            .iter()
+            .map(|w| WaitingFor {
+                node: w.node.clone(),
+                kind: w.kind,
+                reason: w.reason.to_string(),
+            })
+            .collect(),
+        message: Some(message),
+        conditions: vec![
+            condition(
+                previous_conditions,
+                "Ready",
+                ready,
+                if ready { "PodReady" } else { "PodNotReady" },
+                if ready {
+                    "pod is Ready".into()
+                } else {
+                    "pod is missing or not Ready".into()
+                },
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
+                "UpToDate",
+                up_to_date,
+                if up_to_date {
+                    "DesiredRevision"
+                } else {
+                    "OldRevision"
+                },
+                match desired {
+                    Some(d) => format!("desired revision {}", d.revision),
+                    None => "no desired revision (invalid spec)".into(),
+                },
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
+                "PrerequisitesMet",
+                prerequisites_met,
+                if prerequisites_met { "Met" } else { "Waiting" },
+                if prerequisites_met {
+                    "no unmet prerequisite".into()
+                } else {
+                    waiting_message(plan)
+                },
+                generation,
+                now,
+            ),
+        ],
+        replacement: previous.and_then(|p| p.replacement.clone()).filter(|_| {
+            matches!(plan.state, NodeState::Replacing | NodeState::Terminating)
+                || plan.action == Some(Operation::ReplacePod)
+        }),
+        bounce: previous.and_then(|p| p.bounce.clone()),
+    }
+}
+
+/// The status of the ExpressCluster governing a snapshot.
+pub fn cluster_status(
+    snapshot: &ClusterSnapshot,
+    plan: &Plan,
+    previous: Option<&ExpressClusterStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> ExpressClusterStatus {
+    let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
+    let up: Vec<usize> = (0..snapshot.nodes.len())
+        .filter(|&i| snapshot.nodes[i].up)
+        .collect();
+    let counts = NodeCounts {
+        total: snapshot.nodes.len() as u32,
+        ready: plan
+            .nodes
+            .iter()
+            .zip(&snapshot.nodes)
+            .filter(|(_, n)| {
+                n.pod
+                    .as_ref()
+                    .is_some_and(|p| p.owned && !p.terminating && p.is_ready())
+            })
+            .count() as u32,
+        up_to_date: plan
+            .nodes
+            .iter()
+            .filter(|p| p.state == NodeState::UpToDate)
+            .count() as u32,
+        down: (snapshot.nodes.len() - up.len()) as u32,
+    };
+    let changing = plan.in_flight > 0 || !plan.actions.is_empty();
+    let pending = plan.nodes.iter().any(|p| {
+        p.state.phase().is_some()
+            || matches!(p.state, NodeState::NeedsRemoval | NodeState::Replacing)
+    });
+    let invalid = match &plan.blocked {
+        Some(Blocked::InvalidSpec(why)) => Some(why.clone()),
+        _ => None,
+    };
+    let node_failed = plan
+        .nodes
+        .iter()
+        .any(|p| matches!(p.state, NodeState::InvalidSpec(_) | NodeState::PodNotOwned));
+    let (phase, message) = match (&plan.blocked, changing || pending) {
+        (Some(Blocked::Paused(pause)), _) => (
+            ClusterPhase::Paused,
+            format!(
+                "paused ({}){}",
+                pause.scope,
+                pause
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+        ),
+        (Some(Blocked::InvalidSpec(why)), _) => {
+            (ClusterPhase::Failed, format!("invalid spec: {why}"))
+        }
+        (None, true) => (
+            ClusterPhase::Progressing,
+            format!(
+                "{} of {} up nodes on their desired revision",
+                counts.up_to_date,
+                up.len()
+            ),
+        ),
+        (None, false) if node_failed || counts.ready < up.len() as u32 => (
+            ClusterPhase::Degraded,
+            format!("{} of {} up nodes Ready", counts.ready, up.len()),
+        ),
+        (None, false) => (
+            ClusterPhase::Healthy,
+            format!("all {} up nodes Ready on their desired revision", up.len()),
+        ),
+    };
+    let state = match phase {
+        ClusterPhase::Paused => "Paused",
+        ClusterPhase::Failed => "Blocked",
+        ClusterPhase::Progressing => "Progressing",
+        _ => "Complete",
+    };
+    let previous_rollout = previous.and_then(|p| p.rollout.as_ref());
+    let was_progressing = previous_rollout.and_then(|r| r.state.as_deref()) == Some("Progressing");
+    let names = |filter: &dyn Fn(&NodePlan) -> bool| -> Vec<String> {
+        plan.upgrade_order
+            .iter()
+            .filter(|name| {
+                snapshot
+                    .nodes
+                    .iter()
+                    .position(|n| &n.name == *name)
+                    .is_some_and(|i| filter(&plan.nodes[i]))
+            })
+            .cloned()
+            .collect()
+    };
+    let rollout = RolloutStatus {
+        state: Some(state.into()),
+        order: plan.upgrade_order.clone(),
+        current: names(&|p| p.state.in_flight() || p.action.is_some()),
+        completed: names(&|p| p.state == NodeState::UpToDate),
+        failed_node: None,
+        started_at: match (state, was_progressing) {
+            ("Progressing", true) => previous_rollout.and_then(|r| r.started_at.clone()),
+            ("Progressing", false) => Some(now.clone()),
+            _ => previous_rollout.and_then(|r| r.started_at.clone()),
+        },
+        finished_at: match (state, was_progressing) {
+            ("Complete", true) => Some(now.clone()),
+            ("Progressing", _) => None,
+            _ => previous_rollout.and_then(|r| r.finished_at.clone()),
+        },
+    };
+    let paused = matches!(plan.blocked, Some(Blocked::Paused(_)));
+    let all_ready = counts.ready == up.len() as u32;
+    ExpressClusterStatus {
+        observed_generation: generation,
+        phase: Some(phase),
+        nodes: Some(counts),
+        rollout: Some(rollout),
+        message: Some(message.clone()),
+        conditions: vec![
+            condition(
+                previous_conditions,
+                "Ready",
+                all_ready,
+                if all_ready {
+                    "AllNodesReady"
+                } else {
+                    "NodesNotReady"
+                },
+                message.clone(),
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
+                "Progressing",
+                changing || pending,
+                if changing || pending {
+                    "RolloutInProgress"
+                } else {
+                    "RolloutComplete"
+                },
+                message.clone(),
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
+                "Paused",
+                paused,
+                if paused { "Paused" } else { "NotPaused" },
+                if paused {
+                    message.clone()
+                } else {
+                    "not paused".into()
+                },
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
+                "InvalidSpec",
+                invalid.is_some(),
+                if invalid.is_some() {
+                    "InvalidSpec"
+                } else {
+                    "Valid"
+                },
+                invalid.unwrap_or_else(|| "spec is valid".into()),
+                generation,
+                now,
+            ),
+        ],
+    }
+}
+
+/// Whether two statuses differ only in timestamps (then no write is needed).
+pub fn same_ignoring_time<T: serde::Serialize>(a: &T, b: &T) -> bool {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for key in ["lastTransitionTime", "startedAt", "finishedAt"] {
+                    map.remove(key);
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let (Ok(mut a), Ok(mut b)) = (serde_json::to_value(a), serde_json::to_value(b)) else {
+        return false;
+    };
+    strip(&mut a);
+    strip(&mut b);
+    a == b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn time(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).expect("time"))
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_a_transition() {
+        let first = condition(
+            &[],
+            "Ready",
+            true,
+            "PodReady",
+            "ok".into(),
+            Some(1),
+            &time(100),
+        );
+        let same = condition(
+            std::slice::from_ref(&first),
+            "Ready",
+            true,
+            "PodReady",
+            "still ok".into(),
+            Some(2),
+            &time(200),
+        );
+        assert_eq!(same.last_transition_time, time(100));
+        let flipped = condition(
+            std::slice::from_ref(&same),
+            "Ready",
+            false,
+            "PodNotReady",
+            "down".into(),
+            Some(2),
+            &time(300),
+        );
+        assert_eq!(flipped.last_transition_time, time(300));
+    }
+
+    #[test]
+    fn comparison_ignores_timestamps_only() {
+        let a = condition(&[], "Ready", true, "R", "m".into(), None, &time(1));
+        let b = condition(&[], "Ready", true, "R", "m".into(), None, &time(2));
+        assert!(same_ignoring_time(&a, &b));
+        let c = condition(&[], "Ready", false, "R", "m".into(), None, &time(1));
+        assert!(!same_ignoring_time(&a, &c));
+    }
+}

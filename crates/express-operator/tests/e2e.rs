@@ -1,0 +1,348 @@
+//! End to end: the real controller against kubesim, through kube-rs. Orders are observed from
+//! the API (a watch on pods), never from the operator's own logs.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use express_api::{
+    Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
+    NodeSpec,
+};
+use express_operator::controller::{self, Settings};
+use express_operator::metrics::Metrics;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::core::ObjectMeta;
+use kubesim::kubelet::KubeletConfig;
+use kubesim::{Config, KubeSim};
+use serde_json::json;
+
+const NS: &str = "tenant";
+
+struct Env {
+    sim: KubeSim,
+    client: kube::Client,
+    /// Pod creations seen on a watch: (pod, revision).
+    created: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+async fn env() -> Env {
+    let sim = KubeSim::start(Config {
+        pod_termination_seconds: 0.1,
+        kubelet: KubeletConfig {
+            startup_seconds: 0.15,
+            terminate_seconds: 0.1,
+            rules: Vec::new(),
+        },
+        ..Config::default()
+    })
+    .await
+    .expect("kubesim");
+    let client = sim.client().expect("client");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in express_api::crd::all() {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("crd");
+    }
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(NS.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("namespace");
+    let created = Arc::new(Mutex::new(Vec::new()));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let stream = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch pods");
+    let log = created.clone();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(event)) = stream.next().await {
+            if let WatchEvent::Added(pod) = event {
+                let revision = pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("express.dev/deployment-revision").cloned())
+                    .unwrap_or_default();
+                log.lock()
+                    .unwrap()
+                    .push((pod.metadata.name.unwrap_or_default(), revision));
+            }
+        }
+    });
+    tokio::spawn(controller::run(
+        client.clone(),
+        Settings {
+            namespaces: Vec::new(),
+            operator_namespace: "express-system".into(),
+            concurrency: 4,
+            identity: "e2e".into(),
+        },
+        Metrics::new(),
+        tokio::sync::watch::channel(true).1,
+    ));
+    Env {
+        sim,
+        client,
+        created,
+    }
+}
+
+fn defaults(version: &str) -> NodeDefaults {
+    NodeDefaults {
+        express_version: Some(version.into()),
+        image: Some("registry.example/express".into()),
+        ..Default::default()
+    }
+}
+
+async fn tenant(env: &Env, frontends: usize) {
+    let mut spec = ExpressClusterSpec::default();
+    spec.defaults.backend = Some(defaults("v1"));
+    spec.defaults.frontend = Some(defaults("v1"));
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .create(&PostParams::default(), &ExpressCluster::new("acme", spec))
+        .await
+        .expect("cluster");
+    Api::<Backend>::namespaced(env.client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &Backend::new("acme-be", BackendSpec(NodeSpec::for_cluster("acme"))),
+        )
+        .await
+        .expect("backend");
+    for i in 1..=frontends {
+        Api::<Frontend>::namespaced(env.client.clone(), NS)
+            .create(
+                &PostParams::default(),
+                &Frontend::new(
+                    &format!("acme-fe{i}"),
+                    FrontendSpec(NodeSpec::for_cluster("acme")),
+                ),
+            )
+            .await
+            .expect("frontend");
+    }
+}
+
+async fn cluster(env: &Env) -> ExpressCluster {
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .get("acme")
+        .await
+        .expect("cluster")
+}
+
+/// Waits until the ExpressCluster reports every up node Ready on its desired revision.
+async fn healthy(env: &Env, nodes: u32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = cluster(env).await.status;
+        let done = status.as_ref().is_some_and(|s| {
+            s.phase == Some(express_api::ClusterPhase::Healthy)
+                && s.nodes
+                    .as_ref()
+                    .is_some_and(|n| n.up_to_date == nodes && n.ready == nodes)
+        });
+        if done {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cluster never became healthy: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn order(env: &Env, since: usize) -> Vec<String> {
+    env.created.lock().unwrap()[since..]
+        .iter()
+        .map(|(name, _)| name.trim_start_matches("acme-").to_owned())
+        .collect()
+}
+
+async fn set_version(env: &Env, backend: Option<&str>, frontend: Option<&str>) {
+    let mut defaults_patch = json!({});
+    if let Some(v) = backend {
+        defaults_patch["backend"] = json!({"expressVersion": v});
+    }
+    if let Some(v) = frontend {
+        defaults_patch["frontend"] = json!({"expressVersion": v});
+    }
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .patch(
+            "acme",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"defaults": defaults_patch}})),
+        )
+        .await
+        .expect("patch");
+}
+
+#[tokio::test]
+async fn provisions_from_nothing_then_upgrades_in_order() {
+    let env = env().await;
+    tenant(&env, 4).await;
+    healthy(&env, 5).await;
+    assert_eq!(order(&env, 0), ["be", "fe1", "fe2", "fe3", "fe4"]);
+
+    let before = env.created.lock().unwrap().len();
+    set_version(&env, Some("v2"), Some("v2")).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    healthy(&env, 5).await;
+    assert_eq!(
+        order(&env, before),
+        ["fe1", "fe2", "be", "fe3", "fe4"],
+        "full upgrade order"
+    );
+
+    let before = env.created.lock().unwrap().len();
+    set_version(&env, None, Some("v3")).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    healthy(&env, 5).await;
+    assert_eq!(
+        order(&env, before),
+        ["fe1", "fe2", "fe3", "fe4"],
+        "frontend-only change"
+    );
+
+    let before = env.created.lock().unwrap().len();
+    set_version(&env, Some("v3"), None).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    healthy(&env, 5).await;
+    assert_eq!(order(&env, before), ["be"], "backend-only change");
+
+    // Node statuses say what runs.
+    let fe1 = Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .get("acme-fe1")
+        .await
+        .expect("fe1");
+    let status = fe1.status.expect("status");
+    assert_eq!(status.phase, Some(express_api::NodePhase::Ready));
+    assert_eq!(status.running_version.as_deref(), Some("v3"));
+    assert_eq!(status.running_revision, status.desired_revision);
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "UpToDate" && c.status == "True")
+    );
+}
+
+#[tokio::test]
+async fn pause_changes_nothing_and_resume_goes_on() {
+    let env = env().await;
+    tenant(&env, 2).await;
+    healthy(&env, 3).await;
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .patch(
+            "acme",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": true}})),
+        )
+        .await
+        .expect("pause");
+    set_version(&env, Some("v2"), Some("v2")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pod_writes = env.sim.counters().writes_to("pods");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        env.sim.counters().writes_to("pods"),
+        pod_writes,
+        "no pod is created or deleted while paused"
+    );
+    let status = cluster(&env).await.status.expect("status");
+    assert_eq!(status.phase, Some(express_api::ClusterPhase::Paused));
+    assert!(
+        status
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("ExpressCluster spec.paused"),
+        "{status:?}"
+    );
+
+    let before = env.created.lock().unwrap().len();
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .patch(
+            "acme",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .expect("resume");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    healthy(&env, 3).await;
+    assert_eq!(order(&env, before), ["fe1", "fe2", "be"]);
+}
+
+#[tokio::test]
+async fn a_cycle_is_reported_and_changes_nothing() {
+    let env = env().await;
+    tenant(&env, 2).await;
+    healthy(&env, 3).await;
+    let cycle = |on: &str| json!({"spec": {"deploymentDependencies": {"upgradePrerequisites": [{"expressNode": on, "kind": "Frontend"}]}}});
+    let frontends = Api::<Frontend>::namespaced(env.client.clone(), NS);
+    frontends
+        .patch(
+            "acme-fe1",
+            &PatchParams::default(),
+            &Patch::Merge(cycle("acme-fe2")),
+        )
+        .await
+        .expect("patch");
+    frontends
+        .patch(
+            "acme-fe2",
+            &PatchParams::default(),
+            &Patch::Merge(cycle("acme-fe1")),
+        )
+        .await
+        .expect("patch");
+    set_version(&env, Some("v2"), Some("v2")).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = cluster(&env).await.status.expect("status");
+        let invalid = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "InvalidSpec")
+            .expect("condition");
+        if invalid.status == "True" {
+            assert!(
+                invalid
+                    .message
+                    .contains("Frontend acme-fe1 -> Frontend acme-fe2 -> Frontend acme-fe1"),
+                "{invalid:?}"
+            );
+            assert_eq!(status.phase, Some(express_api::ClusterPhase::Failed));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no InvalidSpec condition: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pod_writes = env.sim.counters().writes_to("pods");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        env.sim.counters().writes_to("pods"),
+        pod_writes,
+        "nothing is changed"
+    );
+}
