@@ -2,6 +2,7 @@
 //! its work queue, the pod builder, the status report, metrics, and the local `dev` cluster.
 
 pub mod controller;
+pub mod dev;
 pub mod metrics;
 pub mod pods;
 pub mod runner;

@@ -43,6 +43,21 @@ enum Command {
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
     },
+    /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
+    Dev {
+        /// Provision a cluster, roll out an upgrade printing each step, then exit.
+        #[arg(long)]
+        demo: bool,
+        /// Where to write the kubeconfig of the local cluster.
+        #[arg(long, default_value = "express-dev.kubeconfig")]
+        kubeconfig: PathBuf,
+        /// Port of the local API server (0 picks a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Seconds each simulated pod takes to become Ready.
+        #[arg(long, default_value_t = 1.0)]
+        startup_seconds: f64,
+    },
     /// Print every CustomResourceDefinition as YAML (or write one file per CRD).
     Crd {
         /// Write `<crd-name>.yaml` files into this directory instead of printing.
@@ -66,6 +81,8 @@ enum Error {
     Lease(String),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("{0}")]
+    Dev(express_operator::dev::DevError),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +94,28 @@ fn main() -> ExitCode {
         Command::Crd {
             output_dir: Some(dir),
         } => write_crds(&dir),
+        Command::Dev {
+            demo,
+            kubeconfig,
+            port,
+            startup_seconds,
+        } => {
+            if std::env::var_os("RUST_LOG").is_some() {
+                init_tracing();
+            }
+            let options = express_operator::dev::DevOptions {
+                kubeconfig,
+                port,
+                startup_seconds,
+                demo,
+            };
+            tokio::runtime::Runtime::new()
+                .map_err(Error::Runtime)
+                .and_then(|rt| {
+                    rt.block_on(express_operator::dev::run(options))
+                        .map_err(Error::Dev)
+                })
+        }
         Command::Run {
             namespaces,
             leader_elect,
