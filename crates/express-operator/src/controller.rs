@@ -170,6 +170,25 @@ pub struct Context {
 
 type Trigger = mpsc::UnboundedSender<ClusterKey>;
 
+/// Background tasks owned by one controller run: aborted when it ends or is dropped, so that
+/// nothing (a watch, a leadership receiver) outlives it.
+#[derive(Default)]
+pub struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Tasks {
+    fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.0.push(tokio::spawn(task));
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// Starts one reflector per scope for a kind, mapping every change to cluster keys.
 fn cache<K, F>(
     client: &kube::Client,
@@ -177,6 +196,7 @@ fn cache<K, F>(
     config: watcher::Config,
     to_keys: F,
     triggers: Trigger,
+    tasks: &mut Tasks,
 ) -> Scoped<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -198,7 +218,7 @@ where
         let stream = reflector::reflector(writer, watcher(api, config.clone()).default_backoff())
             .touched_objects();
         let (triggers, to_keys) = (triggers.clone(), to_keys.clone());
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 match item {
@@ -244,6 +264,7 @@ pub async fn run(
         settings.namespaces.iter().cloned().map(Some).collect()
     };
     let (triggers, queue) = mpsc::unbounded_channel::<ClusterKey>();
+    let mut tasks = Tasks::default();
     let all_keys: Arc<std::sync::OnceLock<Arc<Context>>> = Arc::new(std::sync::OnceLock::new());
 
     let clusters = cache::<ExpressCluster, _>(
@@ -258,6 +279,7 @@ pub async fn run(
             _ => Vec::new(),
         },
         triggers.clone(),
+        &mut tasks,
     );
     let backends = cache::<Backend, _>(
         &client,
@@ -265,6 +287,7 @@ pub async fn run(
         watcher::Config::default(),
         |b| node_key(b, &b.spec),
         triggers.clone(),
+        &mut tasks,
     );
     let frontends = cache::<Frontend, _>(
         &client,
@@ -272,6 +295,7 @@ pub async fn run(
         watcher::Config::default(),
         |f| node_key(f, &f.spec),
         triggers.clone(),
+        &mut tasks,
     );
     let pods = cache::<Pod, _>(
         &client,
@@ -285,6 +309,7 @@ pub async fn run(
             _ => Vec::new(),
         },
         triggers.clone(),
+        &mut tasks,
     );
     // Control ConfigMaps pause whole namespaces (or everything): every cluster there is affected.
     let operator_namespace = settings.operator_namespace.clone();
@@ -315,6 +340,7 @@ pub async fn run(
             }
         },
         triggers.clone(),
+        &mut tasks,
     );
 
     let recorder = Recorder::new(
@@ -351,7 +377,7 @@ pub async fn run(
     // Becoming leader means every cluster needs a look, whatever changed meanwhile.
     {
         let (context, triggers, mut leader) = (context.clone(), triggers.clone(), leader);
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             loop {
                 if *leader.borrow_and_update() {
                     for key in context.caches.keys(None) {

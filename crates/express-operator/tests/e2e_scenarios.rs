@@ -1,0 +1,577 @@
+//! More DESIGN section 3 scenarios end to end, plus pause scopes and leader hand-over.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use express_api::{
+    Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
+    NodeSpec,
+};
+use express_operator::controller::{self, Settings};
+use express_operator::metrics::Metrics;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use kube::core::ObjectMeta;
+use kubesim::kubelet::KubeletConfig;
+use kubesim::{Config, KubeSim};
+use serde_json::{Value, json};
+
+const NS: &str = "tenant";
+
+struct Env {
+    sim: KubeSim,
+    client: kube::Client,
+    created: Arc<Mutex<Vec<String>>>,
+    deleted: Arc<Mutex<Vec<String>>>,
+}
+
+fn operator(
+    client: &kube::Client,
+    identity: &str,
+    leader: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(controller::run(
+        client.clone(),
+        Settings {
+            namespaces: Vec::new(),
+            operator_namespace: "express-system".into(),
+            concurrency: 4,
+            identity: identity.into(),
+        },
+        Metrics::new(),
+        leader,
+    ))
+}
+
+async fn env_without_operator() -> Env {
+    let sim = KubeSim::start(Config {
+        pod_termination_seconds: 0.1,
+        kubelet: KubeletConfig {
+            startup_seconds: 0.15,
+            terminate_seconds: 0.1,
+            rules: Vec::new(),
+        },
+        ..Config::default()
+    })
+    .await
+    .expect("kubesim");
+    let client = sim.client().expect("client");
+    for crd in express_api::crd::all() {
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .create(&PostParams::default(), &crd)
+            .await
+            .expect("crd");
+    }
+    for ns in [NS, "express-system"] {
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        name: Some(ns.into()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("namespace");
+    }
+    let (created, deleted) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let stream = Api::<Pod>::namespaced(client.clone(), NS)
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch");
+    let (c, d) = (created.clone(), deleted.clone());
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(event)) = stream.next().await {
+            match event {
+                WatchEvent::Added(pod) => c.lock().unwrap().push(
+                    pod.metadata
+                        .name
+                        .unwrap_or_default()
+                        .trim_start_matches("acme-")
+                        .to_owned(),
+                ),
+                WatchEvent::Deleted(pod) => d.lock().unwrap().push(
+                    pod.metadata
+                        .name
+                        .unwrap_or_default()
+                        .trim_start_matches("acme-")
+                        .to_owned(),
+                ),
+                _ => {}
+            }
+        }
+    });
+    Env {
+        sim,
+        client,
+        created,
+        deleted,
+    }
+}
+
+async fn env() -> Env {
+    let env = env_without_operator().await;
+    operator(&env.client, "e2e", tokio::sync::watch::channel(true).1);
+    env
+}
+
+fn node_spec(extra: Value) -> NodeSpec {
+    let mut spec = serde_json::to_value(NodeSpec::for_cluster("acme")).unwrap();
+    if let (Some(map), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        map.extend(extra.clone());
+    }
+    serde_json::from_value(spec).unwrap()
+}
+
+async fn tenant(env: &Env, cluster_spec: Value, frontends: &[(&str, Value)]) {
+    let mut spec: ExpressClusterSpec = serde_json::from_value(cluster_spec).unwrap();
+    let defaults = NodeDefaults {
+        express_version: Some("v1".into()),
+        ..Default::default()
+    };
+    spec.defaults.backend.get_or_insert(defaults.clone());
+    spec.defaults.frontend.get_or_insert(defaults);
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .create(&PostParams::default(), &ExpressCluster::new("acme", spec))
+        .await
+        .expect("cluster");
+    Api::<Backend>::namespaced(env.client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &Backend::new("acme-be", BackendSpec(NodeSpec::for_cluster("acme"))),
+        )
+        .await
+        .expect("backend");
+    for (name, extra) in frontends {
+        add_frontend(env, name, extra.clone()).await;
+    }
+}
+
+async fn add_frontend(env: &Env, name: &str, extra: Value) {
+    Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &Frontend::new(&format!("acme-{name}"), FrontendSpec(node_spec(extra))),
+        )
+        .await
+        .expect("frontend");
+}
+
+async fn settle(env: &Env) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+            .get("acme")
+            .await
+            .expect("cluster")
+            .status;
+        if status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(express_api::ClusterPhase::Healthy))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never healthy: {status:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn since(log: &Arc<Mutex<Vec<String>>>, from: usize) -> Vec<String> {
+    log.lock().unwrap()[from..].to_vec()
+}
+
+async fn change(env: &Env, patch: Value) {
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .patch("acme", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+fn v(version: &str) -> Value {
+    json!({"spec": {"defaults": {"backend": {"expressVersion": version}, "frontend": {"expressVersion": version}}}})
+}
+
+async fn frontend(env: &Env, name: &str) -> Frontend {
+    Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .get(&format!("acme-{name}"))
+        .await
+        .expect("frontend")
+}
+
+#[tokio::test]
+async fn deleted_pods_are_recreated_in_order() {
+    let env = env().await;
+    tenant(
+        &env,
+        json!({}),
+        &[("fe1", json!({})), ("fe2", json!({})), ("fe3", json!({}))],
+    )
+    .await;
+    settle(&env).await;
+    let pods = Api::<Pod>::namespaced(env.client.clone(), NS);
+    let from = env.created.lock().unwrap().len();
+    pods.delete("acme-be", &DeleteParams::default())
+        .await
+        .expect("delete");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(&env).await;
+    assert_eq!(
+        since(&env.created, from),
+        ["be"],
+        "backend pod deleted: only be comes back"
+    );
+
+    let from = env.created.lock().unwrap().len();
+    pods.delete("acme-fe2", &DeleteParams::default())
+        .await
+        .expect("delete");
+    pods.delete("acme-fe3", &DeleteParams::default())
+        .await
+        .expect("delete");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, from), ["fe2", "fe3"]);
+}
+
+#[tokio::test]
+async fn node_set_down_and_brought_back() {
+    let env = env().await;
+    tenant(
+        &env,
+        json!({}),
+        &[("fe1", json!({})), ("fe2", json!({})), ("fe3", json!({}))],
+    )
+    .await;
+    settle(&env).await;
+    let frontends = Api::<Frontend>::namespaced(env.client.clone(), NS);
+    let deleted_from = env.deleted.lock().unwrap().len();
+    frontends
+        .patch(
+            "acme-fe2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"up": false}})),
+        )
+        .await
+        .expect("down");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(&env).await;
+    assert_eq!(since(&env.deleted, deleted_from), ["fe2"]);
+    assert_eq!(
+        frontend(&env, "fe2").await.status.and_then(|s| s.phase),
+        Some(express_api::NodePhase::Down)
+    );
+
+    // While fe2 is down, an upgrade skips it: fe1, be, fe3.
+    let from = env.created.lock().unwrap().len();
+    change(&env, v("v2")).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, from), ["fe1", "be", "fe3"]);
+
+    let from = env.created.lock().unwrap().len();
+    frontends
+        .patch(
+            "acme-fe2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"up": true}})),
+        )
+        .await
+        .expect("up");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, from), ["fe2"]);
+}
+
+#[tokio::test]
+async fn nodes_added_and_removed_mid_rollout() {
+    let env = env().await;
+    tenant(
+        &env,
+        json!({}),
+        &[
+            ("fe1", json!({})),
+            ("fe2", json!({})),
+            ("fe3", json!({})),
+            ("fe4", json!({})),
+        ],
+    )
+    .await;
+    settle(&env).await;
+    let from = env.created.lock().unwrap().len();
+    change(&env, v("v2")).await;
+    // Mid-rollout: fe5 joins, fe3 leaves.
+    add_frontend(&env, "fe5", json!({})).await;
+    Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .delete("acme-fe3", &DeleteParams::default())
+        .await
+        .expect("delete node");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(&env).await;
+    let order = since(&env.created, from);
+    let without_fe3: Vec<&String> = order.iter().filter(|n| *n != "fe3").collect();
+    assert_eq!(without_fe3, ["fe1", "fe2", "be", "fe4", "fe5"], "{order:?}");
+    assert!(
+        Api::<Pod>::namespaced(env.client.clone(), NS)
+            .get_opt("acme-fe3")
+            .await
+            .expect("get")
+            .is_none(),
+        "the removed node's pod is collected"
+    );
+    let counts = Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .get("acme")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .nodes
+        .unwrap();
+    assert_eq!((counts.total, counts.up_to_date), (5, 5));
+}
+
+#[tokio::test]
+async fn per_node_override_and_explicit_prerequisites() {
+    let env = env().await;
+    // Shaped like the tenant chart's explicit output, with fe3 as a canary that fe1 waits for.
+    let prerequisite = |node: &str, kind: &str| json!({"expressNode": node, "kind": kind, "podConditionType": "Ready", "conditionStatus": "True"});
+    tenant(&env, json!({}), &[
+        ("fe1", json!({"deploymentDependencies": {"provisioningPrerequisites": [prerequisite("acme-be", "Backend")], "upgradePrerequisites": [prerequisite("acme-fe3", "Frontend")]}})),
+        ("fe2", json!({"deploymentDependencies": {"provisioningPrerequisites": [prerequisite("acme-fe1", "Frontend")], "upgradePrerequisites": [prerequisite("acme-fe1", "Frontend")]}})),
+        ("fe3", json!({"deploymentDependencies": {"provisioningPrerequisites": [prerequisite("acme-fe2", "Frontend")], "upgradePrerequisites": []}})),
+    ]).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, 0), ["be", "fe1", "fe2", "fe3"]);
+
+    let from = env.created.lock().unwrap().len();
+    change(&env, v("v2")).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, from), ["fe3", "fe1", "fe2", "be"]);
+
+    // A per-node version changes only that node.
+    let from = env.created.lock().unwrap().len();
+    Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .patch(
+            "acme-fe2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"expressVersion": "v2-hotfix"}})),
+        )
+        .await
+        .expect("override");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, from), ["fe2"]);
+    assert_eq!(
+        frontend(&env, "fe2")
+            .await
+            .status
+            .unwrap()
+            .running_version
+            .as_deref(),
+        Some("v2-hotfix")
+    );
+}
+
+#[tokio::test]
+async fn disabled_ordering_is_still_bounded_by_max_concurrent() {
+    let env = env().await;
+    tenant(
+        &env,
+        json!({"dependencies": {"disabled": true}, "rollout": {"maxConcurrent": 2}}),
+        &[
+            ("fe1", json!({})),
+            ("fe2", json!({})),
+            ("fe3", json!({})),
+            ("fe4", json!({})),
+        ],
+    )
+    .await;
+    // Sample the number of pods not Ready while everything provisions at most 2 at a time.
+    let pods = Api::<Pod>::namespaced(env.client.clone(), NS);
+    let mut most = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = pods.list(&ListParams::default()).await.expect("list");
+        let starting = list
+            .items
+            .iter()
+            .filter(|p| {
+                !p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+            .count();
+        most = most.max(starting);
+        let ready = list.items.len() - starting;
+        if ready == 5 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "did not converge");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        most <= 2,
+        "at most maxConcurrent=2 nodes in flight, saw {most}"
+    );
+    assert!(most == 2, "with ordering disabled two nodes start together");
+}
+
+async fn control(env: &Env, namespace: &str, name: &str, paused: &str) {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            [
+                ("paused".to_string(), paused.to_string()),
+                ("reason".to_string(), "change freeze".to_string()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(env.client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .expect("control configmap");
+}
+
+#[tokio::test]
+async fn pause_by_namespace_and_operator_configmaps() {
+    let env = env().await;
+    tenant(&env, json!({}), &[("fe1", json!({}))]).await;
+    settle(&env).await;
+    for (namespace, name, scope) in [
+        (NS, "express-control", "namespace"),
+        (
+            "express-system",
+            "express-operator-control",
+            "operator-wide",
+        ),
+    ] {
+        control(&env, namespace, name, "true").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        change(&env, v(&format!("v-{scope}"))).await;
+        let writes = env.sim.counters().writes_to("pods");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(
+            env.sim.counters().writes_to("pods"),
+            writes,
+            "paused ({scope}): no pod writes"
+        );
+        let status = Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+            .get("acme")
+            .await
+            .unwrap()
+            .status
+            .unwrap();
+        let message = status.message.unwrap_or_default();
+        assert!(
+            message.contains(scope) && message.contains("change freeze"),
+            "{message}"
+        );
+        control(&env, namespace, name, "false").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        settle(&env).await;
+    }
+}
+
+#[tokio::test]
+async fn unknown_prerequisite_waits_and_says_so() {
+    let env = env().await;
+    tenant(&env, json!({}), &[("fe1", json!({"deploymentDependencies": {"provisioningPrerequisites": [{"expressNode": "acme-be9", "kind": "Backend"}]}}))]).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = frontend(&env, "fe1").await.status;
+        if let Some(status) = status.filter(|s| s.phase == Some(express_api::NodePhase::Waiting)) {
+            assert_eq!(status.waiting_for[0].node, "acme-be9");
+            assert!(
+                status.waiting_for[0].reason.contains("no such node"),
+                "{status:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fe1 never said what it waits for"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        Api::<Pod>::namespaced(env.client.clone(), NS)
+            .get_opt("acme-fe1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn only_the_leader_acts_and_the_other_takes_over() {
+    use kube_lease_manager::LeaseManagerBuilder;
+    let env = env_without_operator().await;
+    let elect = |identity: &'static str| {
+        LeaseManagerBuilder::new(env.client.clone(), "express-operator")
+            .with_namespace("express-system")
+            .with_identity(identity)
+            .with_duration(2)
+            .with_grace(1)
+            .build()
+    };
+    let (alpha_leader, alpha_lease) = elect("alpha").await.expect("alpha").watch().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (beta_leader, _beta_lease) = elect("beta").await.expect("beta").watch().await;
+    let alpha = operator(&env.client, "alpha", alpha_leader.clone());
+    let _beta = operator(&env.client, "beta", beta_leader.clone());
+    tenant(&env, json!({}), &[("fe1", json!({})), ("fe2", json!({}))]).await;
+    settle(&env).await;
+    assert!(*alpha_leader.borrow() && !*beta_leader.borrow());
+
+    // Only the holder acted: every event so far was published by alpha.
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("events");
+    assert!(!events.items.is_empty());
+    assert!(
+        events
+            .items
+            .iter()
+            .all(|e| e.reporting_instance.as_deref() == Some("alpha")),
+        "only the leader acts"
+    );
+
+    // The leader dies (operator and lease renewal gone): the other takes over when the lease
+    // expires, and finishes the next rollout.
+    alpha.abort();
+    alpha_lease.abort();
+    drop(alpha_leader);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !*beta_leader.borrow() {
+        assert!(Instant::now() < deadline, "beta never became leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let from = env.created.lock().unwrap().len();
+    change(&env, v("v2")).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, from), ["fe1", "fe2", "be"]);
+}
