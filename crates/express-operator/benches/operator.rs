@@ -8,7 +8,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use express_api::{Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults, NodeSpec};
+use express_api::{
+    Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
+    NodeSpec,
+};
 use express_operator::controller::{self, Settings};
 use express_operator::metrics::{Metrics, ResultLabel};
 use futures::StreamExt;
@@ -33,23 +36,38 @@ fn rss_mib() -> f64 {
 async fn sim(startup: f64, terminate: f64) -> (KubeSim, kube::Client) {
     let sim = KubeSim::start(Config {
         pod_termination_seconds: terminate,
-        kubelet: KubeletConfig { startup_seconds: startup, terminate_seconds: terminate, rules: Vec::new() },
+        kubelet: KubeletConfig {
+            startup_seconds: startup,
+            terminate_seconds: terminate,
+            rules: Vec::new(),
+        },
         ..Config::default()
     })
     .await
     .expect("kubesim");
     let client = sim.client().expect("client");
     for crd in express_api::crd::all() {
-        Api::<CustomResourceDefinition>::all(client.clone()).create(&PostParams::default(), &crd).await.expect("crd");
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .create(&PostParams::default(), &crd)
+            .await
+            .expect("crd");
     }
     (sim, client)
 }
 
-fn operator(client: &kube::Client, concurrency: usize) -> (tokio::task::JoinHandle<()>, Arc<Metrics>) {
+fn operator(
+    client: &kube::Client,
+    concurrency: usize,
+) -> (tokio::task::JoinHandle<()>, Arc<Metrics>) {
     let metrics = Metrics::new();
     let task = tokio::spawn(controller::run(
         client.clone(),
-        Settings { namespaces: Vec::new(), operator_namespace: "express-system".into(), concurrency, identity: "bench".into() },
+        Settings {
+            namespaces: Vec::new(),
+            operator_namespace: "express-system".into(),
+            concurrency,
+            identity: "bench".into(),
+        },
         metrics.clone(),
         tokio::sync::watch::channel(true).1,
     ));
@@ -58,21 +76,45 @@ fn operator(client: &kube::Client, concurrency: usize) -> (tokio::task::JoinHand
 
 async fn tenant(client: &kube::Client, namespace: &str, frontends: usize, version: &str) {
     Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &Namespace { metadata: ObjectMeta { name: Some(namespace.into()), ..Default::default() }, ..Default::default() })
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(namespace.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
         .await
         .expect("namespace");
     let mut spec = ExpressClusterSpec::default();
-    let defaults = NodeDefaults { express_version: Some(version.into()), ..Default::default() };
+    let defaults = NodeDefaults {
+        express_version: Some(version.into()),
+        ..Default::default()
+    };
     spec.defaults.backend = Some(defaults.clone());
     spec.defaults.frontend = Some(defaults);
-    Api::<ExpressCluster>::namespaced(client.clone(), namespace).create(&PostParams::default(), &ExpressCluster::new("t", spec)).await.expect("cluster");
+    Api::<ExpressCluster>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &ExpressCluster::new("t", spec))
+        .await
+        .expect("cluster");
     Api::<Backend>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &Backend::new("t-be", BackendSpec(NodeSpec::for_cluster("t"))))
+        .create(
+            &PostParams::default(),
+            &Backend::new("t-be", BackendSpec(NodeSpec::for_cluster("t"))),
+        )
         .await
         .expect("backend");
     for i in 1..=frontends {
         Api::<Frontend>::namespaced(client.clone(), namespace)
-            .create(&PostParams::default(), &Frontend::new(&format!("t-fe{i}"), FrontendSpec(NodeSpec::for_cluster("t"))))
+            .create(
+                &PostParams::default(),
+                &Frontend::new(
+                    &format!("t-fe{i}"),
+                    FrontendSpec(NodeSpec::for_cluster("t")),
+                ),
+            )
             .await
             .expect("frontend");
     }
@@ -82,7 +124,10 @@ async fn healthy(client: &kube::Client, namespace: &str, nodes: u32) {
     let api = Api::<ExpressCluster>::namespaced(client.clone(), namespace);
     loop {
         let status = api.get("t").await.expect("cluster").status;
-        if status.as_ref().is_some_and(|s| s.phase == Some(express_api::ClusterPhase::Healthy) && s.nodes.as_ref().is_some_and(|n| n.up_to_date == nodes)) {
+        if status.as_ref().is_some_and(|s| {
+            s.phase == Some(express_api::ClusterPhase::Healthy)
+                && s.nodes.as_ref().is_some_and(|n| n.up_to_date == nodes)
+        }) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -98,8 +143,14 @@ async fn upgrade(client: &kube::Client, namespace: &str, version: &str) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let steady_seconds: u64 = std::env::var("STEADY_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let tenants: usize = std::env::var("TENANTS").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let steady_seconds: u64 = std::env::var("STEADY_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let tenants: usize = std::env::var("TENANTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
 
     // 1. API requests per node upgrade, and writes in a steady cluster.
     {
@@ -115,16 +166,29 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let counters = sim.counters();
         println!("API writes for a 10-node upgrade (operator + the benchmark's one patch):");
-        for (key, count) in counters.by_verb_and_resource.iter().filter(|(k, _)| kubesim::faults::is_write(k.split(' ').next().unwrap_or(""))) {
-            println!("  {key:<45} {count:>4}  ({:.1} per node)", *count as f64 / 10.0);
+        for (key, count) in counters
+            .by_verb_and_resource
+            .iter()
+            .filter(|(k, _)| kubesim::faults::is_write(k.split(' ').next().unwrap_or("")))
+        {
+            println!(
+                "  {key:<45} {count:>4}  ({:.1} per node)",
+                *count as f64 / 10.0
+            );
         }
         let operator_writes = counters.writes - 1;
-        println!("  total operator writes {operator_writes} = {:.1} per node upgraded", operator_writes as f64 / 10.0);
+        println!(
+            "  total operator writes {operator_writes} = {:.1} per node upgraded",
+            operator_writes as f64 / 10.0
+        );
 
         sim.reset_counters();
         tokio::time::sleep(Duration::from_secs(steady_seconds)).await;
         let steady = sim.counters();
-        println!("steady cluster, {steady_seconds} s: {} writes, {} reads (the watches stay open)", steady.writes, steady.reads);
+        println!(
+            "steady cluster, {steady_seconds} s: {} writes, {} reads (the watches stay open)",
+            steady.writes, steady.reads
+        );
     }
 
     // 2. Rollout wall time against the critical path: 10 nodes, 2 s startup, termination ~0.
@@ -160,14 +224,28 @@ async fn main() {
             .await;
         let (first, _) = operator(&client, 64);
         loop {
-            let clusters = Api::<ExpressCluster>::all(client.clone()).list(&ListParams::default()).await.expect("list");
-            let done = clusters.items.iter().filter(|c| c.status.as_ref().is_some_and(|s| s.phase == Some(express_api::ClusterPhase::Healthy))).count();
+            let clusters = Api::<ExpressCluster>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+                .expect("list");
+            let done = clusters
+                .items
+                .iter()
+                .filter(|c| {
+                    c.status
+                        .as_ref()
+                        .is_some_and(|s| s.phase == Some(express_api::ClusterPhase::Healthy))
+                })
+                .count();
             if done == tenants {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        println!("{tenants} tenants x 8 nodes provisioned by one operator in {:.1} s", started.elapsed().as_secs_f64());
+        println!(
+            "{tenants} tenants x 8 nodes provisioned by one operator in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
         first.abort();
         tokio::time::sleep(Duration::from_millis(500)).await;
         sim.reset_counters();
@@ -175,7 +253,12 @@ async fn main() {
         let started = Instant::now();
         let (_second, metrics) = operator(&client, 64);
         loop {
-            let ok = metrics.reconciles.get_or_create(&ResultLabel { result: "ok".into() }).get();
+            let ok = metrics
+                .reconciles
+                .get_or_create(&ResultLabel {
+                    result: "ok".into(),
+                })
+                .get();
             if ok >= tenants as u64 {
                 break;
             }
