@@ -575,3 +575,46 @@ async fn only_the_leader_acts_and_the_other_takes_over() {
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe1", "fe2", "be"]);
 }
+
+#[tokio::test]
+async fn per_node_disabled_lifts_ordering_for_that_node_only() {
+    let env = env().await;
+    tenant(
+        &env,
+        json!({"rollout": {"maxConcurrent": 2}}),
+        &[
+            ("fe1", json!({})),
+            ("fe2", json!({})),
+            ("fe3", json!({"deploymentDependencies": {"disabled": true}})),
+        ],
+    )
+    .await;
+    settle(&env).await;
+    // fe3 ignores ordering and starts with the backend; fe1 and fe2 keep waiting in turn.
+    assert_eq!(since(&env.created, 0), ["be", "fe3", "fe1", "fe2"]);
+}
+
+#[tokio::test]
+async fn an_ended_pod_is_recreated() {
+    let env = env().await;
+    tenant(&env, json!({}), &[("fe1", json!({}))]).await;
+    settle(&env).await;
+    let pods = Api::<Pod>::namespaced(env.client.clone(), NS);
+    let before = pods.get("acme-fe1").await.expect("pod").metadata.uid;
+    let from = env.created.lock().unwrap().len();
+    pods.patch_status(
+        "acme-fe1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+    )
+    .await
+    .expect("the pod ends");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settle(&env).await;
+    assert_eq!(since(&env.created, from), ["fe1"]);
+    assert_ne!(
+        pods.get("acme-fe1").await.expect("pod").metadata.uid,
+        before,
+        "a new pod"
+    );
+}
