@@ -16,7 +16,6 @@ use express_operator::controller::{self, Settings};
 use express_operator::metrics::{Metrics, ResultLabel};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
 use kubesim::kubelet::KubeletConfig;
@@ -46,12 +45,9 @@ async fn sim(startup: f64, terminate: f64) -> (KubeSim, kube::Client) {
     .await
     .expect("kubesim");
     let client = sim.client().expect("client");
-    for crd in express_api::crd::all() {
-        Api::<CustomResourceDefinition>::all(client.clone())
-            .create(&PostParams::default(), &crd)
-            .await
-            .expect("crd");
-    }
+    express_operator::dev::install_crds(&client)
+        .await
+        .expect("CRDs");
     (sim, client)
 }
 

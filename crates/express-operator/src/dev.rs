@@ -110,6 +110,22 @@ async fn create_tenant(
     Ok(())
 }
 
+/// Creates every CRD of the API and waits (up to 5 s each) until it is Established. Shared by
+/// `dev`, the end-to-end tests and the benchmarks.
+pub async fn install_crds(client: &kube::Client) -> Result<(), kube::Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in express_api::crd::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.create(&PostParams::default(), &crd).await?;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await;
+    }
+    Ok(())
+}
+
 async fn start(options: &DevOptions) -> Result<(KubeSim, kube::Client), DevError> {
     let sim = KubeSim::start(Config {
         addr: std::net::SocketAddr::from(([127, 0, 0, 1], options.port)),
@@ -129,16 +145,7 @@ async fn start(options: &DevOptions) -> Result<(KubeSim, kube::Client), DevError
         }
     })?;
     let client = sim.client()?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in express_api::crd::all() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.create(&PostParams::default(), &crd).await?;
-        let _ = tokio::time::timeout(
-            Duration::from_secs(5),
-            await_condition(crds.clone(), &name, conditions::is_crd_established()),
-        )
-        .await;
-    }
+    install_crds(&client).await?;
     let operator_client = client.clone();
     tokio::spawn(controller::run(
         operator_client,

@@ -13,7 +13,6 @@ use express_operator::controller::{self, Settings};
 use express_operator::metrics::Metrics;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
 use kubesim::kubelet::KubeletConfig;
@@ -42,12 +41,9 @@ async fn env() -> Env {
     .await
     .expect("kubesim");
     let client = sim.client().expect("client");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in express_api::crd::all() {
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("crd");
-    }
+    express_operator::dev::install_crds(&client)
+        .await
+        .expect("CRDs");
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),

@@ -12,7 +12,6 @@ use express_operator::controller::{self, Settings};
 use express_operator::metrics::Metrics;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
@@ -61,12 +60,9 @@ async fn env_without_operator() -> Env {
     .await
     .expect("kubesim");
     let client = sim.client().expect("client");
-    for crd in express_api::crd::all() {
-        Api::<CustomResourceDefinition>::all(client.clone())
-            .create(&PostParams::default(), &crd)
-            .await
-            .expect("crd");
-    }
+    express_operator::dev::install_crds(&client)
+        .await
+        .expect("CRDs");
     for ns in [NS, "express-system"] {
         Api::<Namespace>::all(client.clone())
             .create(
