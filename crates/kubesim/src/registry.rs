@@ -243,6 +243,14 @@ impl Registry {
             .find(|t| t.group == group && t.version == version && t.plural == plural)
     }
 
+    /// The resources served under one group-version (discovery and OpenAPI documents).
+    pub fn in_group_version(&self, group: &str, version: &str) -> Vec<&ResourceType> {
+        self.types
+            .iter()
+            .filter(|t| t.group == group && t.version == version)
+            .collect()
+    }
+
     /// Every (group, versions) pair, groups in first-registered order, core group excluded.
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();

@@ -764,12 +764,7 @@ fn openapi_v3_root(shared: &Shared) -> Value {
 /// validation to the server; component schemas are the CRD's schema where there is one.
 fn openapi_v3_group_version(shared: &Shared, group: &str, version: &str, path: &str) -> Response {
     let cluster = shared.lock();
-    let types: Vec<&ResourceType> = cluster
-        .registry
-        .all()
-        .iter()
-        .filter(|t| t.group == group && t.version == version)
-        .collect();
+    let types = cluster.registry.in_group_version(group, version);
     if types.is_empty() {
         return error_response(&ApiError::path_not_found(path));
     }
@@ -853,12 +848,7 @@ fn group_list(shared: &Shared) -> Value {
 
 fn resource_list(shared: &Shared, group: &str, version: &str, path: &str) -> Response {
     let cluster = shared.lock();
-    let types: Vec<&ResourceType> = cluster
-        .registry
-        .all()
-        .iter()
-        .filter(|t| t.group == group && t.version == version)
-        .collect();
+    let types = cluster.registry.in_group_version(group, version);
     if types.is_empty() {
         return error_response(&ApiError::path_not_found(path));
     }
