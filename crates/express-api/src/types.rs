@@ -192,19 +192,70 @@ pub struct WaitingFor {
     pub reason: String,
 }
 
-/// A pod replacement the operator has started and not finished. Recorded before the old pod is
-/// deleted so that an operator restarted between the delete and the create finishes the
-/// replacement instead of treating the node as a fresh provisioning.
+/// What kind of change the operator made to a node's pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ChangeKind {
+    /// A pod created for a node that had none.
+    Provision,
+    /// A pod replaced to move the node to a new revision.
+    Upgrade,
+    /// A pod replaced to return the node to the revision it ran before a failed or aborted
+    /// rollout.
+    Rollback,
+}
+
+/// Where a change stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ChangeState {
+    /// The pod on the target revision is not Ready yet.
+    InProgress,
+    /// The pod on the target revision became Ready.
+    Succeeded,
+    /// The target revision crash-looped or missed the progress deadline on this node.
+    Failed,
+}
+
+/// The last change the operator made to a node's pod (DESIGN section 5). Recorded before the pod
+/// is touched, so that an operator restarted at any instant finishes the change instead of
+/// starting it again, and so that a failed rollout knows which nodes it changed, from which
+/// revision, in which order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ReplacementStatus {
+pub struct NodeChange {
+    pub kind: ChangeKind,
+    pub state: ChangeState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_revision: Option<String>,
     /// Lenient on read: a status written by another tool must never break the operator's cache.
     #[serde(default)]
     pub to_revision: String,
+    /// Orders the changes of one Express cluster: one more than the highest of its nodes when
+    /// the change starts. Rollback goes through them in reverse.
+    #[serde(default)]
+    pub sequence: u64,
+    /// The rollout the change belongs to: a digest of the set of desired revisions of the
+    /// Express cluster when it started.
+    #[serde(default)]
+    pub rollout: String,
+    /// Why the change failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+}
+
+/// A revision that failed on this node: refused until the spec changes or a retry is requested.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InvalidRevision {
+    #[serde(default)]
+    pub revision: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
 }
 
 /// Progress of a bounce request (DESIGN section 6).
@@ -249,8 +300,12 @@ pub struct NodeStatus {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The last change made to the node's pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replacement: Option<ReplacementStatus>,
+    pub change: Option<NodeChange>,
+    /// Revisions known to fail on this node (newest last, at most ten kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid_revisions: Vec<InvalidRevision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounce: Option<BounceStatus>,
 }
@@ -515,8 +570,40 @@ pub struct ExpressClusterStatus {
     pub nodes: Option<NodeCounts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// An abort in force: the desired revisions it holds back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<AbortRecord>,
+    /// The last abort and retry request ids acted on; each id is acted on once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<HandledRequests>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// An abort request acted on (DESIGN section 4): no node moves to the revision recorded for it
+/// until its spec changes or a retry is requested.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortRecord {
+    #[serde(default)]
+    pub request_id: String,
+    /// Nodes changed by the aborted rollout return to their previous revision.
+    #[serde(default)]
+    pub rollback: bool,
+    /// Node name to the desired revision held back.
+    #[serde(default)]
+    pub revisions: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HandledRequests {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<String>,
 }

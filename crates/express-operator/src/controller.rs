@@ -5,19 +5,21 @@
 //! metrics). Level-triggered and watch-driven: nothing polls.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use express_api::keys::{
     CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, FIELD_MANAGER, LABEL_CLUSTER,
 };
 use express_api::{
-    Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus, ReplacementStatus,
-    effective_spec,
+    Backend, EffectiveNodeSpec, ExpressCluster, ExpressClusterStatus, Frontend, NodeKind, NodeSpec,
+    NodeStatus, effective_spec,
 };
 use express_planner::observe::{Inventory, PodOwnership, snapshots};
-use express_planner::{Blocked, ClusterSnapshot, Operation, Plan, plan};
+use express_planner::rollout::AbortOutcome;
+use express_planner::{Action, Blocked, ClusterSnapshot, Operation, Plan, plan};
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -29,6 +31,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use crate::history;
 use crate::metrics::{ActionLabel, ErrorLabel, Metrics, PhaseLabel, ResultLabel};
 use crate::pods::{NodeIdentity, build_pod};
 use crate::runner::{self, Next};
@@ -60,8 +63,18 @@ pub enum Error {
     CreatePod { pod: String, source: kube::Error },
     #[error("cannot delete pod {pod}: {source}")]
     DeletePod { pod: String, source: kube::Error },
-    #[error("cannot record the replacement of {node} before deleting its pod: {source}")]
-    RecordReplacement { node: String, source: kube::Error },
+    #[error("cannot record {what} in the status of {object} before acting: {source}")]
+    Record {
+        what: String,
+        object: String,
+        source: kube::Error,
+    },
+    #[error("cannot keep revision {revision} of {node} as a ControllerRevision: {source}")]
+    KeepRevision {
+        node: String,
+        revision: String,
+        source: kube::Error,
+    },
     #[error("cannot write the status of {object}: {source}")]
     WriteStatus { object: String, source: kube::Error },
     #[error("cannot build the pod of {node}: {why}")]
@@ -73,7 +86,8 @@ impl Error {
         match self {
             Error::CreatePod { .. } => "create_pod",
             Error::DeletePod { .. } => "delete_pod",
-            Error::RecordReplacement { .. } => "record_replacement",
+            Error::Record { .. } => "record",
+            Error::KeepRevision { .. } => "keep_revision",
             Error::WriteStatus { .. } => "write_status",
             Error::BuildPod { .. } => "build_pod",
         }
@@ -124,6 +138,67 @@ pub struct Caches {
     pub frontends: Scoped<Frontend>,
     pub pods: Scoped<Pod>,
     pub controls: Scoped<ConfigMap>,
+    pub revisions: Scoped<ControllerRevision>,
+}
+
+/// Statuses this operator wrote, kept until its caches have caught up with them. A reconcile
+/// that starts before the watch delivers the operator's own status write must still see it:
+/// the change record written before a pod is deleted is what makes the next step safe.
+#[derive(Default)]
+pub struct WrittenStatuses(Mutex<HashMap<StatusKey, (u64, serde_json::Value)>>);
+
+/// Kind, namespace and name of an object whose status was written.
+type StatusKey = (&'static str, String, String);
+
+impl WrittenStatuses {
+    fn remember(&self, kind: &'static str, meta: &ObjectMeta, status: serde_json::Value) {
+        let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+            return;
+        };
+        let Some(version) = meta
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+        else {
+            return;
+        };
+        if let Ok(mut written) = self.0.lock() {
+            written.insert((kind, namespace, name), (version, status));
+        }
+    }
+
+    /// Replaces a cached object's status by the one written, while the cache is older than
+    /// the write. Resource versions are compared as numbers (as etcd and kubesim issue them);
+    /// an object whose version is not a number is taken as fresh.
+    fn refresh<K>(&self, kind: &'static str, object: &mut K)
+    where
+        K: Resource + kube::core::object::HasStatus,
+        K::Status: DeserializeOwned,
+    {
+        let meta = object.meta();
+        let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+            return;
+        };
+        let cached: Option<u64> = meta
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok());
+        let Ok(mut written) = self.0.lock() else {
+            return;
+        };
+        let key = (kind, namespace, name);
+        match (written.get(&key), cached) {
+            (Some((version, status)), Some(cached)) if cached < *version => {
+                if let Ok(status) = serde_json::from_value(status.clone()) {
+                    *object.status_mut() = Some(status);
+                }
+            }
+            (Some(_), _) => {
+                written.remove(&key);
+            }
+            (None, _) => {}
+        }
+    }
 }
 
 impl Caches {
@@ -166,6 +241,7 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub leader: watch::Receiver<bool>,
+    pub written: WrittenStatuses,
 }
 
 type Trigger = mpsc::UnboundedSender<ClusterKey>;
@@ -343,6 +419,15 @@ pub async fn run(
         &mut tasks,
     );
 
+    let revisions = cache::<ControllerRevision, _>(
+        &client,
+        &scopes,
+        watcher::Config::default().labels(LABEL_CLUSTER),
+        |_| Vec::new(),
+        triggers.clone(),
+        &mut tasks,
+    );
+
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -358,11 +443,13 @@ pub async fn run(
             frontends,
             pods,
             controls,
+            revisions,
         },
         recorder,
         metrics: metrics.clone(),
         settings,
         leader: leader.clone(),
+        written: WrittenStatuses::default(),
     });
     let _ = all_keys.set(context.clone());
     let caches = &context.caches;
@@ -371,6 +458,7 @@ pub async fn run(
     caches.frontends.wait_until_ready().await;
     caches.pods.wait_until_ready().await;
     caches.controls.wait_until_ready().await;
+    caches.revisions.wait_until_ready().await;
     metrics.set_ready();
     info!("caches synced; reconciling");
 
@@ -465,10 +553,20 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     }
     // Observe.
     let caches = &ctx.caches;
-    let clusters = caches.clusters.in_namespace(&key.namespace);
-    let backends = caches.backends.in_namespace(&key.namespace);
-    let frontends = caches.frontends.in_namespace(&key.namespace);
+    let mut clusters = caches.clusters.in_namespace(&key.namespace);
+    let mut backends = caches.backends.in_namespace(&key.namespace);
+    let mut frontends = caches.frontends.in_namespace(&key.namespace);
+    clusters
+        .iter_mut()
+        .for_each(|c| ctx.written.refresh("ExpressCluster", c));
+    backends
+        .iter_mut()
+        .for_each(|b| ctx.written.refresh("Backend", b));
+    frontends
+        .iter_mut()
+        .for_each(|f| ctx.written.refresh("Frontend", f));
     let pods = caches.pods.in_namespace(&key.namespace);
+    let revisions = caches.revisions.in_namespace(&key.namespace);
     let mut controls = caches.controls.in_namespace(&key.namespace);
     controls.extend(
         caches
@@ -481,6 +579,7 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
         frontends: &frontends,
         pods: &pods,
         config_maps: &controls,
+        controller_revisions: &revisions,
         operator_namespace: &ctx.settings.operator_namespace,
         ownership: PodOwnership::OwnerReference,
     };
@@ -512,30 +611,186 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
         .collect();
 
     // Plan.
-    let plan = plan(&snapshot);
-    debug!(namespace = %key.namespace, cluster = %key.cluster, actions = plan.actions.len(), in_flight = plan.in_flight, "planned");
-
-    // Act.
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let act_result = act(
+    let plan = plan(&snapshot, now.0.as_millisecond());
+    debug!(namespace = %key.namespace, cluster = %key.cluster, actions = plan.actions.len(), in_flight = plan.in_flight, "planned");
+    let env = Env {
         ctx,
         key,
-        &snapshot,
-        &plan,
-        &nodes,
-        governing.as_ref(),
-        &pod_uids,
-        &now,
-    )
-    .await;
-    let sweep_result = clear_finished_replacements(ctx, key, &snapshot, &plan).await;
+        snapshot: &snapshot,
+        plan: &plan,
+        nodes: &nodes,
+        governing: governing.as_ref(),
+        now: &now,
+    };
+
+    // Record what must be durable before any pod is touched, then act.
+    let mut written = Written::default();
+    let act_result = match record(&env, &mut written).await {
+        Ok(()) => act(&env, &pod_uids, &revisions).await,
+        Err(err) => Err(err),
+    };
 
     // Report, even when an action failed: status must say what is going on.
-    let report_result = report(ctx, key, &snapshot, &plan, &nodes, governing.as_ref(), &now).await;
+    let report_result = report(&env, &mut written).await;
     act_result?;
-    sweep_result?;
     report_result?;
-    Ok(Next::AwaitChange)
+    // A progress deadline passes without any event: look again just after it.
+    Ok(match plan.rollout.deadline_at_ms {
+        Some(at) => Next::RequeueAfter(std::time::Duration::from_millis(
+            u64::try_from(at.saturating_sub(now.0.as_millisecond()))
+                .unwrap_or(0)
+                .max(1),
+        )),
+        None => Next::AwaitChange,
+    })
+}
+
+/// Everything one reconcile works from.
+struct Env<'a> {
+    ctx: &'a Context,
+    key: &'a ClusterKey,
+    snapshot: &'a ClusterSnapshot,
+    plan: &'a Plan,
+    nodes: &'a Nodes,
+    governing: Option<&'a ExpressCluster>,
+    now: &'a Time,
+}
+
+/// Statuses written during one reconcile, so that the report does not write them again.
+#[derive(Default)]
+struct Written {
+    nodes: HashMap<usize, NodeStatus>,
+    cluster: Option<ExpressClusterStatus>,
+}
+
+impl Env<'_> {
+    fn node_status(&self, index: usize, written: &Written) -> (Option<NodeStatus>, NodeStatus) {
+        let observation = &self.snapshot.nodes[index];
+        let (kind, name) = (observation.kind, observation.name.as_str());
+        let previous = written
+            .nodes
+            .get(&index)
+            .or_else(|| self.nodes.status(kind, name))
+            .cloned();
+        let generation = self.nodes.meta(kind, name).and_then(|m| m.generation);
+        let status = node_status(
+            observation,
+            index,
+            &self.plan.nodes[index],
+            self.plan,
+            previous.as_ref(),
+            generation,
+            self.now,
+        );
+        (previous, status)
+    }
+
+    fn cluster_status(
+        &self,
+        written: &Written,
+    ) -> Option<(Option<ExpressClusterStatus>, ExpressClusterStatus)> {
+        let cluster = self.governing?;
+        let previous = written.cluster.clone().or_else(|| cluster.status.clone());
+        let status = cluster_status(
+            self.snapshot,
+            self.plan,
+            previous.as_ref(),
+            cluster.metadata.generation,
+            self.now,
+        );
+        Some((previous, status))
+    }
+
+    async fn write_node_status(
+        &self,
+        index: usize,
+        status: &NodeStatus,
+    ) -> Result<(), kube::Error> {
+        let observation = &self.snapshot.nodes[index];
+        let (kind, name) = (observation.kind, observation.name.as_str());
+        let patch = status_patch(&kind.to_string(), status);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let (kind_name, meta) = match kind {
+            NodeKind::Backend => (
+                "Backend",
+                Api::<Backend>::namespaced(self.ctx.client.clone(), &self.key.namespace)
+                    .patch_status(name, &params, &Patch::Apply(&patch))
+                    .await?
+                    .metadata,
+            ),
+            NodeKind::Frontend => (
+                "Frontend",
+                Api::<Frontend>::namespaced(self.ctx.client.clone(), &self.key.namespace)
+                    .patch_status(name, &params, &Patch::Apply(&patch))
+                    .await?
+                    .metadata,
+            ),
+        };
+        self.ctx.written.remember(
+            kind_name,
+            &meta,
+            serde_json::to_value(status).unwrap_or_default(),
+        );
+        Ok(())
+    }
+
+    async fn write_cluster_status(&self, status: &ExpressClusterStatus) -> Result<(), Error> {
+        let Some(cluster) = self.governing else {
+            return Ok(());
+        };
+        let name = cluster.name_any();
+        let patch = status_patch("ExpressCluster", status);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let written =
+            Api::<ExpressCluster>::namespaced(self.ctx.client.clone(), &self.key.namespace)
+                .patch_status(&name, &params, &Patch::Apply(&patch))
+                .await
+                .map_err(|source| Error::WriteStatus {
+                    object: format!("ExpressCluster {name}"),
+                    source,
+                })?;
+        self.ctx.written.remember(
+            "ExpressCluster",
+            &written.metadata,
+            serde_json::to_value(status).unwrap_or_default(),
+        );
+        Ok(())
+    }
+
+    async fn publish_on_node(
+        &self,
+        index: usize,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let observation = &self.snapshot.nodes[index];
+        publish(
+            self.ctx,
+            self.nodes.reference(observation.kind, &observation.name),
+            type_,
+            reason,
+            action,
+            note,
+        )
+        .await;
+    }
+
+    async fn publish_on_cluster(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        if let Some(cluster) = self.governing {
+            publish(
+                self.ctx,
+                Some(cluster.object_ref(&())),
+                type_,
+                reason,
+                action,
+                note,
+            )
+            .await;
+        }
+    }
 }
 
 fn action_label(operation: Operation) -> &'static str {
@@ -570,37 +825,138 @@ async fn publish(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Writes, before any pod operation, the statuses that make the operation safe to resume and
+/// act on once: the change record of every node about to change, failures found (the
+/// revision becomes known-invalid), a retry clearing known-invalid revisions, and the
+/// ExpressCluster's record of abort and retry requests.
+async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
+    let plan = env.plan;
+    let rollout = &plan.rollout;
+    for index in 0..env.snapshot.nodes.len() {
+        let starts = plan
+            .actions
+            .iter()
+            .any(|a| a.node == index && a.record.is_some());
+        let fails = rollout.failures.iter().any(|f| f.node == index);
+        let (previous, status) = env.node_status(index, written);
+        let clears = rollout.retry.is_some()
+            && previous
+                .as_ref()
+                .is_some_and(|p| !p.invalid_revisions.is_empty());
+        if !(starts || fails || clears) {
+            continue;
+        }
+        let name = env.snapshot.nodes[index].name.clone();
+        if previous
+            .as_ref()
+            .is_none_or(|p| !same_ignoring_time(p, &status))
+        {
+            env.write_node_status(index, &status)
+                .await
+                .map_err(|source| Error::Record {
+                    what: if fails {
+                        "a failed change"
+                    } else {
+                        "the change about to start"
+                    }
+                    .into(),
+                    object: name.clone(),
+                    source,
+                })?;
+            written.nodes.insert(index, status);
+        }
+    }
+    let cluster_news =
+        rollout.abort_request.is_some() || rollout.retry.is_some() || !rollout.failures.is_empty();
+    if cluster_news && let Some((previous, status)) = env.cluster_status(written) {
+        if previous
+            .as_ref()
+            .is_none_or(|p| !same_ignoring_time(p, &status))
+        {
+            env.write_cluster_status(&status).await?;
+        }
+        written.cluster = Some(status);
+    }
+
+    // Tell what was recorded.
+    for failure in &rollout.failures {
+        env.ctx.metrics.rollout_failures.inc();
+        let note = format!(
+            "revision {} failed on {}: {}; no further node is changed{}",
+            failure.revision,
+            failure.name,
+            failure.reason,
+            if rollout.halt.as_ref().is_some_and(|h| h.rollback) {
+                "; rolling back the nodes this rollout changed"
+            } else {
+                ""
+            }
+        );
+        warn!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %failure.name, revision = %failure.revision, reason = %failure.reason, "rollout failed");
+        env.publish_on_node(
+            failure.node,
+            EventType::Warning,
+            "RolloutFailed",
+            "Assess",
+            note.clone(),
+        )
+        .await;
+        env.publish_on_cluster(EventType::Warning, "RolloutFailed", "Assess", note)
+            .await;
+    }
+    if let Some((id, outcome)) = &rollout.abort_request {
+        let note = match outcome {
+            AbortOutcome::Recorded => format!(
+                "abort request {id}: the rollout stops{}",
+                if rollout.abort.as_ref().is_some_and(|a| a.rollback) {
+                    "; the nodes it changed return to their previous revision"
+                } else {
+                    ""
+                }
+            ),
+            AbortOutcome::NothingToAbort => {
+                format!("abort request {id}: no rollout in progress, nothing to stop")
+            }
+        };
+        info!(namespace = %env.key.namespace, cluster = %env.key.cluster, request = %id, "{note}");
+        env.publish_on_cluster(EventType::Normal, "Aborted", "Abort", note)
+            .await;
+    }
+    if let Some(id) = &rollout.retry {
+        let note = format!("retry request {id}: known-invalid revisions and any abort cleared");
+        info!(namespace = %env.key.namespace, cluster = %env.key.cluster, request = %id, "{note}");
+        env.publish_on_cluster(EventType::Normal, "Retried", "Retry", note)
+            .await;
+    }
+    Ok(())
+}
+
 async fn act(
-    ctx: &Context,
-    key: &ClusterKey,
-    snapshot: &ClusterSnapshot,
-    plan: &Plan,
-    nodes: &Nodes,
-    governing: Option<&ExpressCluster>,
+    env: &Env<'_>,
     pod_uids: &HashMap<String, String>,
-    now: &Time,
+    revisions: &[ControllerRevision],
 ) -> Result<(), Error> {
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let ctx = env.ctx;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &env.key.namespace);
     let mut first_error = Ok(());
-    for action in &plan.actions {
-        let observation = &snapshot.nodes[action.node];
-        let waited_for = plan.nodes[action.node].prerequisites.join(", ");
-        let waited = if waited_for.is_empty() {
+    for action in &env.plan.actions {
+        let observation = &env.snapshot.nodes[action.node];
+        let waited_for = env.plan.nodes[action.node].prerequisites.join(", ");
+        let waited = if waited_for.is_empty() || action.from_history {
             String::new()
         } else {
             format!(" (after {waited_for})")
         };
-        let desired = observation.desired.as_ref().ok();
+        let rollback = action.from_history;
         let result = match action.operation {
             Operation::CreatePod | Operation::FinishReplacement => {
-                create_pod(ctx, &pods, key, action.kind, &action.name, nodes, governing)
+                create_pod(env, &pods, action, revisions)
                     .await
                     .map(|revision| {
-                        let reason = if action.operation == Operation::CreatePod {
-                            "Provisioning"
-                        } else {
-                            "Upgrading"
+                        let reason = match (rollback, action.operation) {
+                            (true, _) => "RollingBack",
+                            (false, Operation::CreatePod) => "Provisioning",
+                            (false, _) => "Upgrading",
                         };
                         (
                             reason,
@@ -608,29 +964,33 @@ async fn act(
                         )
                     })
             }
-            Operation::ReplacePod => {
-                let marker = ReplacementStatus {
-                    from_revision: observation.pod.as_ref().and_then(|p| p.revision.clone()),
-                    to_revision: desired.map(|d| d.revision.clone()).unwrap_or_default(),
-                    started_at: Some(now.clone()),
-                };
-                match record_replacement(ctx, key, action.kind, &action.name, Some(&marker)).await {
-                    Err(err) => Err(err),
-                    Ok(()) => delete_pod(&pods, &action.name, pod_uids.get(&action.name))
-                        .await
-                        .map(|()| {
-                            (
-                                "Upgrading",
-                                format!(
-                                    "replacing pod {} (revision {} -> {}){waited}",
-                                    action.name,
-                                    marker.from_revision.as_deref().unwrap_or("none"),
-                                    marker.to_revision
-                                ),
-                            )
-                        }),
-                }
-            }
+            Operation::ReplacePod => delete_pod(&pods, &action.name, pod_uids.get(&action.name))
+                .await
+                .map(|()| {
+                    let from = observation
+                        .pod
+                        .as_ref()
+                        .and_then(|p| p.revision.as_deref())
+                        .unwrap_or("none");
+                    let to = action
+                        .revision
+                        .clone()
+                        .or_else(|| {
+                            observation
+                                .desired
+                                .as_ref()
+                                .ok()
+                                .map(|d| d.revision.clone())
+                        })
+                        .unwrap_or_default();
+                    (
+                        if rollback { "RollingBack" } else { "Upgrading" },
+                        format!(
+                            "replacing pod {} (revision {from} -> {to}){waited}",
+                            action.name
+                        ),
+                    )
+                }),
             Operation::ResumeReplacement => {
                 delete_pod(&pods, &action.name, pod_uids.get(&action.name))
                     .await
@@ -671,10 +1031,9 @@ async fn act(
             .inc();
         match result {
             Ok((reason, note)) => {
-                info!(namespace = %key.namespace, cluster = %key.cluster, node = %action.name, action = action_label(action.operation), "{note}");
-                publish(
-                    ctx,
-                    nodes.reference(action.kind, &action.name),
+                info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, action = action_label(action.operation), rollback, "{note}");
+                env.publish_on_node(
+                    action.node,
                     EventType::Normal,
                     reason,
                     action_label(action.operation),
@@ -683,9 +1042,8 @@ async fn act(
                 .await;
             }
             Err(err) => {
-                publish(
-                    ctx,
-                    nodes.reference(action.kind, &action.name),
+                env.publish_on_node(
+                    action.node,
                     EventType::Warning,
                     "ActionFailed",
                     action_label(action.operation),
@@ -701,54 +1059,56 @@ async fn act(
     first_error
 }
 
-/// Clears the replacement record of nodes whose replacement pod now exists (also after an
-/// operator restart between creating the pod and clearing the record).
-async fn clear_finished_replacements(
-    ctx: &Context,
-    key: &ClusterKey,
-    snapshot: &ClusterSnapshot,
-    plan: &Plan,
-) -> Result<(), Error> {
-    for (observation, node_plan) in snapshot.nodes.iter().zip(&plan.nodes) {
-        let finished = observation.replacing
-            && (node_plan.action == Some(Operation::FinishReplacement)
-                || matches!(
-                    node_plan.state,
-                    express_planner::NodeState::Starting | express_planner::NodeState::UpToDate
-                ));
-        if finished {
-            record_replacement(ctx, key, observation.kind, &observation.name, None).await?;
-        }
-    }
-    Ok(())
-}
-
+/// Creates a node's pod: from the node's spec (keeping that spec as a ControllerRevision
+/// first), or for a rollback from the spec a ControllerRevision kept.
 async fn create_pod(
-    ctx: &Context,
+    env: &Env<'_>,
     pods: &Api<Pod>,
-    key: &ClusterKey,
-    kind: NodeKind,
-    name: &str,
-    nodes: &Nodes,
-    governing: Option<&ExpressCluster>,
+    action: &Action,
+    revisions: &[ControllerRevision],
 ) -> Result<String, Error> {
+    let (kind, name) = (action.kind, action.name.as_str());
     let build = |why: String| Error::BuildPod {
         node: name.to_owned(),
         why,
     };
-    let (Some(meta), Some(spec)) = (nodes.meta(kind, name), nodes.spec(kind, name)) else {
+    let (Some(meta), Some(spec)) = (env.nodes.meta(kind, name), env.nodes.spec(kind, name)) else {
         return Err(build("the node object is gone".into()));
     };
-    let defaults = governing.and_then(|c| c.spec.defaults.for_kind(kind));
-    let effective = effective_spec(kind, spec, defaults).map_err(|e| build(e.to_string()))?;
-    let revision = effective.desired_revision(meta.labels.as_ref());
     let identity = NodeIdentity {
         kind,
         name,
-        namespace: &key.namespace,
+        namespace: &env.key.namespace,
         uid: meta.uid.as_deref().unwrap_or(""),
-        cluster_name: &key.cluster,
+        cluster_name: &env.key.cluster,
     };
+    let kept = history::of_node(revisions, &identity);
+    let (effective, revision): (EffectiveNodeSpec, String) =
+        match (&action.revision, action.from_history) {
+            (Some(revision), true) => {
+                let wanted = history::revision_name(name, revision);
+                let kept_revision = kept
+                    .iter()
+                    .find(|r| r.metadata.name.as_deref() == Some(wanted.as_str()))
+                    .ok_or_else(|| {
+                        build(format!(
+                            "no ControllerRevision {wanted} keeps revision {revision}"
+                        ))
+                    })?;
+                (
+                    history::spec_of(kept_revision).map_err(build)?,
+                    revision.clone(),
+                )
+            }
+            _ => {
+                let defaults = env.governing.and_then(|c| c.spec.defaults.for_kind(kind));
+                let effective =
+                    effective_spec(kind, spec, defaults).map_err(|e| build(e.to_string()))?;
+                let revision = effective.desired_revision(meta.labels.as_ref());
+                keep_revision(env, &identity, &effective, &revision, &kept).await?;
+                (effective, revision)
+            }
+        };
     let pod = build_pod(&identity, &effective, &revision).map_err(build)?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -758,14 +1118,73 @@ async fn create_pod(
         Ok(_) => Ok(revision),
         // Created by an earlier attempt whose answer was lost: the watch will show it.
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(revision),
-        Err(source) => {
-            let _ = ctx;
-            Err(Error::CreatePod {
-                pod: name.to_owned(),
-                source,
-            })
+        Err(source) => Err(Error::CreatePod {
+            pod: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Keeps `revision` of a node as a ControllerRevision (if not kept yet) and prunes the node's
+/// history to `revisionHistoryLimit`, sparing the revisions it runs, wants or may return to.
+async fn keep_revision(
+    env: &Env<'_>,
+    node: &NodeIdentity<'_>,
+    effective: &EffectiveNodeSpec,
+    revision: &str,
+    kept: &[&ControllerRevision],
+) -> Result<(), Error> {
+    let api: Api<ControllerRevision> = Api::namespaced(env.ctx.client.clone(), &env.key.namespace);
+    let failed = |source| Error::KeepRevision {
+        node: node.name.to_owned(),
+        revision: revision.to_owned(),
+        source,
+    };
+    let name = history::revision_name(node.name, revision);
+    let mut kept: Vec<&ControllerRevision> = kept.to_vec();
+    let created;
+    if !kept
+        .iter()
+        .any(|r| r.metadata.name.as_deref() == Some(name.as_str()))
+    {
+        let number = kept.iter().filter_map(|r| r.revision).max().unwrap_or(0) + 1;
+        let object =
+            history::build(node, effective, revision, number).map_err(|why| Error::BuildPod {
+                node: node.name.to_owned(),
+                why,
+            })?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        created = match api.create(&params, &object).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(status)) if status.code == 409 => object,
+            Err(source) => return Err(failed(source)),
+        };
+        kept.push(&created);
+    }
+    let limit = env.governing.map_or(
+        express_api::RolloutSettings::default().revision_history_limit,
+        |c| c.spec.rollout.revision_history_limit,
+    ) as usize;
+    let observation = env.snapshot.nodes.iter().find(|n| n.name == node.name);
+    let mut protected: Vec<&str> = vec![revision];
+    if let Some(observation) = observation {
+        protected.extend(observation.pod.as_ref().and_then(|p| p.revision.as_deref()));
+        if let Some(change) = &observation.change {
+            protected.extend(change.from.as_deref());
+            protected.push(&change.to);
         }
     }
+    for stale in history::to_prune(&kept, limit.max(1), &protected) {
+        match api.delete(&stale, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => return Err(failed(source)),
+        }
+    }
+    Ok(())
 }
 
 /// Graceful delete of exactly the pod observed (uid precondition), never forced.
@@ -796,90 +1215,37 @@ fn status_patch(kind: &str, status: &impl serde::Serialize) -> serde_json::Value
     })
 }
 
-/// Writes (Some) or clears (None) a node's replacement record.
-async fn record_replacement(
-    ctx: &Context,
-    key: &ClusterKey,
-    kind: NodeKind,
-    name: &str,
-    marker: Option<&ReplacementStatus>,
-) -> Result<(), Error> {
-    let status = match marker {
-        Some(marker) => serde_json::json!({"replacement": marker}),
-        None => serde_json::json!({}),
-    };
-    let patch = serde_json::json!({
-        "apiVersion": format!("{}/{}", express_api::keys::GROUP, express_api::keys::VERSION),
-        "kind": kind.to_string(),
-        "status": status,
-    });
-    // Its own field manager, so that the status report (another manager) never removes it.
-    let params = PatchParams::apply(&format!("{FIELD_MANAGER}-replacement")).force();
-    let result = match kind {
-        NodeKind::Backend => Api::<Backend>::namespaced(ctx.client.clone(), &key.namespace)
-            .patch_status(name, &params, &Patch::Apply(&patch))
-            .await
-            .map(|_| ()),
-        NodeKind::Frontend => Api::<Frontend>::namespaced(ctx.client.clone(), &key.namespace)
-            .patch_status(name, &params, &Patch::Apply(&patch))
-            .await
-            .map(|_| ()),
-    };
-    result.map_err(|source| Error::RecordReplacement {
-        node: name.to_owned(),
-        source,
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn report(
-    ctx: &Context,
-    key: &ClusterKey,
-    snapshot: &ClusterSnapshot,
-    plan: &Plan,
-    nodes: &Nodes,
-    governing: Option<&ExpressCluster>,
-    now: &Time,
-) -> Result<(), Error> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
+    let ctx = env.ctx;
+    let (snapshot, plan, key) = (env.snapshot, env.plan, env.key);
     let mut result = Ok(());
     let mut phases: HashMap<String, i64> = HashMap::new();
-    for (observation, node_plan) in snapshot.nodes.iter().zip(&plan.nodes) {
-        let (kind, name) = (observation.kind, observation.name.as_str());
-        let previous = nodes.status(kind, name);
-        let generation = nodes.meta(kind, name).and_then(|m| m.generation);
-        let mut status = node_status(observation, node_plan, plan, previous, generation, now);
-        // The marker is written by its own field manager; the report never carries it.
-        status.replacement = None;
-        let mut previous_comparable = previous.cloned().unwrap_or_default();
-        previous_comparable.replacement = None;
+    for index in 0..snapshot.nodes.len() {
+        let (previous, status) = env.node_status(index, written);
         *phases
             .entry(format!(
                 "{:?}",
                 status.phase.unwrap_or(express_api::NodePhase::Waiting)
             ))
             .or_default() += 1;
-        if previous.is_some() && same_ignoring_time(&previous_comparable, &status) {
+        if previous
+            .as_ref()
+            .is_some_and(|p| same_ignoring_time(p, &status))
+        {
             continue;
         }
-        let patch = status_patch(&kind.to_string(), &status);
-        let written = match kind {
-            NodeKind::Backend => Api::<Backend>::namespaced(ctx.client.clone(), &key.namespace)
-                .patch_status(name, &params, &Patch::Apply(&patch))
-                .await
-                .map(|_| ()),
-            NodeKind::Frontend => Api::<Frontend>::namespaced(ctx.client.clone(), &key.namespace)
-                .patch_status(name, &params, &Patch::Apply(&patch))
-                .await
-                .map(|_| ()),
-        };
-        if let Err(source) = written
-            && result.is_ok()
-        {
-            result = Err(Error::WriteStatus {
-                object: format!("{kind} {name}"),
-                source,
-            });
+        let observation = &snapshot.nodes[index];
+        match env.write_node_status(index, &status).await {
+            Ok(()) => {
+                written.nodes.insert(index, status);
+            }
+            Err(source) if result.is_ok() => {
+                result = Err(Error::WriteStatus {
+                    object: format!("{} {}", observation.kind, observation.name),
+                    source,
+                });
+            }
+            Err(_) => {}
         }
     }
     for phase in [
@@ -902,11 +1268,10 @@ async fn report(
             })
             .set(phases.get(phase).copied().unwrap_or(0));
     }
-    if let Some(cluster) = governing {
-        let previous = cluster.status.as_ref();
-        let status = cluster_status(snapshot, plan, previous, cluster.metadata.generation, now);
+    if let Some((previous, status)) = env.cluster_status(written) {
         let transitioned = |type_: &str| {
             let was = previous
+                .as_ref()
                 .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
                 .map(|c| c.status == "True");
             let is = status
@@ -916,11 +1281,8 @@ async fn report(
                 .map(|c| c.status == "True");
             is == Some(true) && was != Some(true)
         };
-        let name = cluster.name_any();
         if transitioned("Paused") {
-            publish(
-                ctx,
-                Some(cluster.object_ref(&())),
+            env.publish_on_cluster(
                 EventType::Normal,
                 "Paused",
                 "Pause",
@@ -931,41 +1293,30 @@ async fn report(
         if transitioned("InvalidSpec")
             && let Some(Blocked::InvalidSpec(why)) = &plan.blocked
         {
-            publish(
-                ctx,
-                Some(cluster.object_ref(&())),
-                EventType::Warning,
-                "InvalidSpec",
-                "Validate",
-                why.clone(),
-            )
-            .await;
+            env.publish_on_cluster(EventType::Warning, "InvalidSpec", "Validate", why.clone())
+                .await;
         }
-        if previous.is_none_or(|p| !same_ignoring_time(p, &status)) {
-            let patch = status_patch("ExpressCluster", &status);
-            if let Err(source) =
-                Api::<ExpressCluster>::namespaced(ctx.client.clone(), &key.namespace)
-                    .patch_status(&name, &params, &Patch::Apply(&patch))
-                    .await
-                && result.is_ok()
-            {
-                result = Err(Error::WriteStatus {
-                    object: format!("ExpressCluster {name}"),
-                    source,
-                });
+        if previous
+            .as_ref()
+            .is_none_or(|p| !same_ignoring_time(p, &status))
+        {
+            match env.write_cluster_status(&status).await {
+                Ok(()) => written.cluster = Some(status),
+                Err(err) if result.is_ok() => result = Err(err),
+                Err(_) => {}
             }
         }
     } else if let Some(Blocked::InvalidSpec(why)) = &plan.blocked {
         // No ExpressCluster to carry the condition: every node's status says it, and an event
         // on each node records it.
-        for observation in &snapshot.nodes {
-            let had = nodes
+        for (index, observation) in snapshot.nodes.iter().enumerate() {
+            let had = env
+                .nodes
                 .status(observation.kind, &observation.name)
                 .and_then(|s| s.message.clone());
             if had.as_deref().is_none_or(|m| !m.contains(why.as_str())) {
-                publish(
-                    ctx,
-                    nodes.reference(observation.kind, &observation.name),
+                env.publish_on_node(
+                    index,
                     EventType::Warning,
                     "InvalidSpec",
                     "Validate",

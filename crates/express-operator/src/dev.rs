@@ -235,13 +235,15 @@ async fn follow(client: kube::Client, origin: Instant, until: usize) -> Result<(
                         .ok()
                         .and_then(|f| f.status)
                 };
-                let action = if status
+                // The change record is written before the pod is created: it names the change.
+                let action = match status
                     .as_ref()
-                    .is_some_and(|s| s.running_revision.is_some())
+                    .and_then(|s| s.change.as_ref())
+                    .map(|c| c.kind)
                 {
-                    "upgrade"
-                } else {
-                    "provision"
+                    Some(express_api::ChangeKind::Upgrade) => "upgrade",
+                    Some(express_api::ChangeKind::Rollback) => "rollback",
+                    _ => "provision",
                 };
                 println!(
                     "{} {name:<10} {action:<9} pod created: {version} (revision {revision})",

@@ -3,6 +3,7 @@
 
 pub mod controller;
 pub mod dev;
+pub mod history;
 pub mod metrics;
 pub mod pods;
 pub mod runner;

@@ -38,6 +38,7 @@ pub struct Metrics {
     pub actions: Family<ActionLabel, Counter>,
     pub reconcile_seconds: Histogram,
     pub nodes: Family<PhaseLabel, Gauge>,
+    pub rollout_failures: Counter,
     pub ready: AtomicBool,
     registry: Registry,
 }
@@ -71,12 +72,19 @@ impl Metrics {
             reconcile_seconds.clone(),
         );
         registry.register("nodes", "Nodes by cluster and phase", nodes.clone());
+        let rollout_failures = Counter::default();
+        registry.register(
+            "rollout_failures",
+            "Node changes found failed (crash loop, ended pod or progress deadline)",
+            rollout_failures.clone(),
+        );
         Arc::new(Metrics {
             reconciles,
             errors,
             actions,
             reconcile_seconds,
             nodes,
+            rollout_failures,
             ready: AtomicBool::new(false),
             registry,
         })

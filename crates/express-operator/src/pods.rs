@@ -22,6 +22,24 @@ pub struct NodeIdentity<'a> {
     pub cluster_name: &'a str,
 }
 
+impl NodeIdentity<'_> {
+    /// The controller owner reference to the node, for its pod and its ControllerRevisions.
+    pub fn owner_reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: format!(
+                "{}/{}",
+                express_api::keys::GROUP,
+                express_api::keys::VERSION
+            ),
+            kind: self.kind.to_string(),
+            name: self.name.into(),
+            uid: self.uid.into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+}
+
 /// The pod for a node: named after it, controlled by it, labelled with cluster, node, kind and
 /// revision, running the effective image with the pod template's overrides merged in.
 pub fn build_pod(
@@ -81,18 +99,7 @@ pub fn build_pod(
             namespace: Some(node.namespace.into()),
             labels: Some(labels),
             annotations: Some(annotations),
-            owner_references: Some(vec![OwnerReference {
-                api_version: format!(
-                    "{}/{}",
-                    express_api::keys::GROUP,
-                    express_api::keys::VERSION
-                ),
-                kind: node.kind.to_string(),
-                name: node.name.into(),
-                uid: node.uid.into(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![node.owner_reference()]),
             ..ObjectMeta::default()
         },
         spec: Some(pod_spec),

@@ -3,13 +3,12 @@
 //! [`same_ignoring_time`] tells whether a write is needed at all.
 
 use express_api::{
-    ClusterPhase, ExpressClusterStatus, NodeCounts, NodePhase, NodeStatus, RolloutStatus,
-    WaitingFor,
+    AbortRecord, ChangeState, ClusterPhase, ExpressClusterStatus, HandledRequests, InvalidRevision,
+    NodeChange, NodeCounts, NodePhase, NodeStatus, RolloutStatus, WaitingFor,
 };
 use express_planner::plan::Deferred;
-use express_planner::{
-    Blocked, ClusterSnapshot, NodeObservation, NodePlan, NodeState, Operation, Plan,
-};
+use express_planner::rollout::HaltCause;
+use express_planner::{Blocked, ClusterSnapshot, NodeObservation, NodePlan, NodeState, Plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 /// A condition, reusing the previous lastTransitionTime when the status did not change.
@@ -45,9 +44,83 @@ fn waiting_message(plan: &NodePlan) -> String {
         .join("; ")
 }
 
-/// The status of one node.
+/// Revisions kept in `invalidRevisions` per node (the newest).
+const INVALID_REVISIONS_KEPT: usize = 10;
+
+/// The node's change record after this plan: a change about to start, a failure found, or a
+/// change whose pod became Ready; otherwise what was recorded.
+fn next_change(
+    node: &NodeObservation,
+    index: usize,
+    cluster: &Plan,
+    previous: Option<&NodeChange>,
+    now: &Time,
+) -> Option<NodeChange> {
+    if let Some(record) = cluster
+        .actions
+        .iter()
+        .find(|a| a.node == index)
+        .and_then(|a| a.record.as_ref())
+    {
+        return Some(NodeChange {
+            kind: record.kind,
+            state: ChangeState::InProgress,
+            from_revision: record.from.clone(),
+            to_revision: record.to.clone(),
+            sequence: record.sequence,
+            rollout: record.rollout.clone(),
+            reason: None,
+            started_at: Some(now.clone()),
+            finished_at: None,
+        });
+    }
+    let mut change = previous?.clone();
+    if change.state != ChangeState::InProgress {
+        return Some(change);
+    }
+    if let Some(failure) = cluster.rollout.failures.iter().find(|f| f.node == index) {
+        change.state = ChangeState::Failed;
+        change.reason = Some(failure.reason.clone());
+        change.finished_at = Some(now.clone());
+    } else if node.pod.as_ref().is_some_and(|p| {
+        p.owned
+            && !p.terminating
+            && p.is_ready()
+            && p.revision.as_deref() == Some(change.to_revision.as_str())
+    }) {
+        change.state = ChangeState::Succeeded;
+        change.finished_at = Some(now.clone());
+    }
+    Some(change)
+}
+
+fn next_invalid_revisions(
+    index: usize,
+    cluster: &Plan,
+    previous: Option<&NodeStatus>,
+    now: &Time,
+) -> Vec<InvalidRevision> {
+    let mut list: Vec<InvalidRevision> = match (&cluster.rollout.retry, previous) {
+        (None, Some(previous)) => previous.invalid_revisions.clone(),
+        _ => Vec::new(),
+    };
+    for failure in cluster.rollout.failures.iter().filter(|f| f.node == index) {
+        list.retain(|r| r.revision != failure.revision);
+        list.push(InvalidRevision {
+            revision: failure.revision.clone(),
+            reason: failure.reason.clone(),
+            at: Some(now.clone()),
+        });
+    }
+    let excess = list.len().saturating_sub(INVALID_REVISIONS_KEPT);
+    list.drain(..excess);
+    list
+}
+
+/// The status of one node (`index` into the snapshot's nodes).
 pub fn node_status(
     node: &NodeObservation,
+    index: usize,
     plan: &NodePlan,
     cluster: &Plan,
     previous: Option<&NodeStatus>,
@@ -63,7 +136,44 @@ pub fn node_status(
         _ => false,
     };
     let paused = matches!(cluster.blocked, Some(Blocked::Paused(_)));
+    let halt = cluster.rollout.halt.as_ref();
+    let invalid_here = desired.and_then(|d| {
+        cluster
+            .rollout
+            .invalid_revisions(index, node)
+            .find(|(revision, _)| *revision == d.revision)
+            .map(|(revision, reason)| (revision.to_owned(), reason.to_owned()))
+    });
+    let action = cluster.actions.iter().find(|a| a.node == index);
     let (phase, message) = match &plan.state {
+        _ if action.is_some_and(|a| a.from_history) => (
+            NodePhase::Upgrading,
+            format!(
+                "rolling back to revision {}",
+                action.and_then(|a| a.revision.as_deref()).unwrap_or("?")
+            ),
+        ),
+        _ if invalid_here.is_some() && node.up => {
+            let (revision, reason) = invalid_here.clone().unwrap_or_default();
+            (
+                NodePhase::Failed,
+                format!(
+                    "revision {revision} failed on this node ({reason}); it is refused until the spec changes or a retry is requested"
+                ),
+            )
+        }
+        _ if matches!(plan.deferred, Some(Deferred::NoHistory { .. })) => {
+            let revision = match &plan.deferred {
+                Some(Deferred::NoHistory { revision }) => revision.as_str(),
+                _ => "",
+            };
+            (
+                NodePhase::Failed,
+                format!(
+                    "cannot return to revision {revision}: no ControllerRevision keeps its spec"
+                ),
+            )
+        }
         NodeState::InvalidSpec(why) => (NodePhase::Failed, format!("invalid spec: {why}")),
         NodeState::PodNotOwned => (
             NodePhase::Failed,
@@ -118,6 +228,13 @@ pub fn node_status(
                 (
                     NodePhase::Waiting,
                     "the cluster spec is invalid; nothing is changed".into(),
+                )
+            } else if let Some(halt) = halt.filter(|_| plan.deferred == Some(Deferred::Halted)) {
+                (NodePhase::Waiting, format!("held: {halt}"))
+            } else if plan.deferred == Some(Deferred::RollbackTurn) {
+                (
+                    NodePhase::Waiting,
+                    "rolling back: waiting for the nodes changed after it to be rolled back".into(),
                 )
             } else if upgrading {
                 (NodePhase::Upgrading, "replacing its pod".into())
@@ -190,10 +307,14 @@ pub fn node_status(
                 now,
             ),
         ],
-        replacement: previous.and_then(|p| p.replacement.clone()).filter(|_| {
-            matches!(plan.state, NodeState::Replacing | NodeState::Terminating)
-                || plan.action == Some(Operation::ReplacePod)
-        }),
+        change: next_change(
+            node,
+            index,
+            cluster,
+            previous.and_then(|p| p.change.as_ref()),
+            now,
+        ),
+        invalid_revisions: next_invalid_revisions(index, cluster, previous, now),
         bounce: previous.and_then(|p| p.bounce.clone()),
     }
 }
@@ -258,6 +379,29 @@ pub fn cluster_status(
         (Some(Blocked::InvalidSpec(why)), _) => {
             (ClusterPhase::Failed, format!("invalid spec: {why}"))
         }
+        (None, _) if plan.rollout.halt.is_some() => {
+            let halt = plan
+                .rollout
+                .halt
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let rolling_back = plan.actions.iter().any(|a| a.from_history)
+                || snapshot
+                    .nodes
+                    .iter()
+                    .any(express_planner::rollout::rollback_in_flight);
+            let tail = if rolling_back {
+                "; rolling back the nodes it changed, newest first"
+            } else {
+                "; held until the spec changes or a retry is requested"
+            };
+            let phase = match plan.rollout.halt.as_ref().map(|h| &h.cause) {
+                Some(HaltCause::Failed { .. }) => ClusterPhase::Failed,
+                _ => ClusterPhase::Degraded,
+            };
+            (phase, format!("{halt}{tail}"))
+        }
         (None, true) => (
             ClusterPhase::Progressing,
             format!(
@@ -275,14 +419,35 @@ pub fn cluster_status(
             format!("all {} up nodes Ready on their desired revision", up.len()),
         ),
     };
-    let state = match phase {
-        ClusterPhase::Paused => "Paused",
-        ClusterPhase::Failed => "Blocked",
-        ClusterPhase::Progressing => "Progressing",
+    let rolling_back = plan.actions.iter().any(|a| a.from_history)
+        || snapshot
+            .nodes
+            .iter()
+            .any(express_planner::rollout::rollback_in_flight);
+    let halt = plan
+        .rollout
+        .halt
+        .as_ref()
+        .filter(|_| plan.blocked.is_none() || matches!(plan.blocked, Some(Blocked::Paused(_))));
+    let state = match (phase, halt.map(|h| &h.cause)) {
+        (ClusterPhase::Paused, _) => "Paused",
+        (_, Some(_)) if rolling_back => "RollingBack",
+        (_, Some(HaltCause::Failed { .. })) => "Failed",
+        (_, Some(HaltCause::Aborted { .. })) => "Aborted",
+        (ClusterPhase::Failed, None) => "Blocked",
+        (ClusterPhase::Progressing, None) => "Progressing",
         _ => "Complete",
+    };
+    let failed_node = match halt.map(|h| &h.cause) {
+        Some(HaltCause::Failed { node, .. }) => Some(node.clone()),
+        _ => None,
     };
     let previous_rollout = previous.and_then(|p| p.rollout.as_ref());
     let was_progressing = previous_rollout.and_then(|r| r.state.as_deref()) == Some("Progressing");
+    let was_active = matches!(
+        previous_rollout.and_then(|r| r.state.as_deref()),
+        Some("Progressing" | "RollingBack")
+    );
     let names = |filter: &dyn Fn(&NodePlan) -> bool| -> Vec<String> {
         plan.upgrade_order
             .iter()
@@ -301,17 +466,46 @@ pub fn cluster_status(
         order: plan.upgrade_order.clone(),
         current: names(&|p| p.state.in_flight() || p.action.is_some()),
         completed: names(&|p| p.state == NodeState::UpToDate),
-        failed_node: None,
+        failed_node,
         started_at: match (state, was_progressing) {
             ("Progressing", true) => previous_rollout.and_then(|r| r.started_at.clone()),
             ("Progressing", false) => Some(now.clone()),
             _ => previous_rollout.and_then(|r| r.started_at.clone()),
         },
-        finished_at: match (state, was_progressing) {
-            ("Complete", true) => Some(now.clone()),
-            ("Progressing", _) => None,
+        finished_at: match state {
+            "Progressing" | "RollingBack" => None,
+            "Paused" => previous_rollout.and_then(|r| r.finished_at.clone()),
+            _ if was_active => Some(now.clone()),
             _ => previous_rollout.and_then(|r| r.finished_at.clone()),
         },
+    };
+    let abort = plan.rollout.abort.as_ref().map(|abort| AbortRecord {
+        request_id: abort.request_id.clone(),
+        rollback: abort.rollback,
+        revisions: abort.revisions.clone(),
+        at: previous
+            .and_then(|p| p.abort.as_ref())
+            .filter(|a| a.request_id == abort.request_id)
+            .and_then(|a| a.at.clone())
+            .or_else(|| Some(now.clone())),
+    });
+    let handled = previous
+        .and_then(|p| p.requests.clone())
+        .unwrap_or_default();
+    let requests = HandledRequests {
+        abort: plan
+            .rollout
+            .abort_request
+            .as_ref()
+            .map(|(id, _)| id.clone())
+            .or(handled.abort),
+        retry: plan.rollout.retry.clone().or(handled.retry),
+    };
+    let requests = (requests != HandledRequests::default()).then_some(requests);
+    let halted_reason = match halt.map(|h| &h.cause) {
+        Some(HaltCause::Failed { .. }) => "RolloutFailed",
+        Some(HaltCause::Aborted { .. }) => "Aborted",
+        None => "NotHalted",
     };
     let paused = matches!(plan.blocked, Some(Blocked::Paused(_)));
     let all_ready = counts.ready == up.len() as u32;
@@ -320,8 +514,19 @@ pub fn cluster_status(
         phase: Some(phase),
         nodes: Some(counts),
         rollout: Some(rollout),
+        abort,
+        requests,
         message: Some(message.clone()),
         conditions: vec![
+            condition(
+                previous_conditions,
+                "Halted",
+                halt.is_some(),
+                halted_reason,
+                halt.map_or_else(|| "rollout not halted".into(), ToString::to_string),
+                generation,
+                now,
+            ),
             condition(
                 previous_conditions,
                 "Ready",

@@ -36,6 +36,9 @@ fn mid_upgrade(nodes: usize, backends: usize) -> ClusterSnapshot {
                 dependencies: None,
                 pod: Some(pod),
                 replacing: false,
+                change: None,
+                invalid_revisions: Vec::new(),
+                history: Vec::new(),
             }
         })
         .collect();
@@ -46,6 +49,7 @@ fn mid_upgrade(nodes: usize, backends: usize) -> ClusterSnapshot {
         nodes: observations,
         pause: None,
         spec_errors: Vec::new(),
+        control: Default::default(),
     }
 }
 
@@ -54,7 +58,7 @@ fn plan_one_cluster(c: &mut Criterion) {
     for size in [10usize, 100, 1_000] {
         let snapshot = mid_upgrade(size, 1);
         group.bench_with_input(BenchmarkId::from_parameter(size), &snapshot, |b, s| {
-            b.iter(|| plan(black_box(s)))
+            b.iter(|| plan(black_box(s), 0))
         });
     }
     group.finish();
@@ -68,7 +72,7 @@ fn replan_many_clusters(c: &mut Criterion) {
         b.iter(|| {
             clusters
                 .iter()
-                .map(|s| plan(black_box(s)).actions.len())
+                .map(|s| plan(black_box(s), 0).actions.len())
                 .sum::<usize>()
         })
     });

@@ -9,6 +9,7 @@
 pub mod observe;
 pub mod plan;
 pub mod prerequisites;
+pub mod rollout;
 pub mod simulate;
 pub mod snapshot;
 

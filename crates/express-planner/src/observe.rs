@@ -5,17 +5,21 @@
 use std::collections::{BTreeMap, HashMap};
 
 use express_api::keys::{
-    ANNOTATION_EXPRESS_VERSION, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL,
-    CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
+    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_EXPRESS_VERSION, ANNOTATION_RETRY,
+    APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED,
+    CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE,
 };
-use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, effective_spec};
+use express_api::{
+    Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus, effective_spec,
+};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use crate::snapshot::{
-    ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, Pause, PauseScope,
-    PodCondition, PodObservation, PodPhase,
+    Abort, AbortRequest, Change, ClusterSettings, ClusterSnapshot, DesiredState, InvalidRevision,
+    NodeObservation, Pause, PauseScope, PodCondition, PodObservation, PodPhase, RolloutControl,
 };
 
 /// How to decide that a pod is the one the operator manages for a node.
@@ -36,6 +40,8 @@ pub struct Inventory<'a> {
     pub pods: &'a [Pod],
     /// Control ConfigMaps (others are ignored).
     pub config_maps: &'a [ConfigMap],
+    /// ControllerRevisions keeping node specs (labelled with node, kind and revision).
+    pub controller_revisions: &'a [ControllerRevision],
     /// Namespace the operator runs in, where `express-operator-control` lives.
     pub operator_namespace: &'a str,
     pub ownership: PodOwnership,
@@ -46,7 +52,7 @@ struct NodeRef<'a> {
     kind: NodeKind,
     meta: &'a ObjectMeta,
     spec: &'a NodeSpec,
-    replacing: bool,
+    status: Option<&'a NodeStatus>,
 }
 
 /// The objects of one (namespace, clusterName).
@@ -77,13 +83,13 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
             kind: NodeKind::Backend,
             meta: &b.metadata,
             spec: &b.spec,
-            replacing: b.status.as_ref().is_some_and(|s| s.replacement.is_some()),
+            status: b.status.as_ref(),
         })
         .chain(inventory.frontends.iter().map(|f| NodeRef {
             kind: NodeKind::Frontend,
             meta: &f.metadata,
             spec: &f.spec,
-            replacing: f.status.as_ref().is_some_and(|s| s.replacement.is_some()),
+            status: f.status.as_ref(),
         }));
     for node in nodes {
         if let Some(namespace) = node.meta.namespace.as_deref() {
@@ -129,6 +135,8 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                 dependencies_disabled: c.spec.dependencies.disabled,
                 backend_upgrade_position: c.spec.dependencies.backend_upgrade_position,
                 max_concurrent: c.spec.rollout.max_concurrent,
+                progress_deadline_seconds: c.spec.rollout.progress_deadline_seconds,
+                auto_rollback: c.spec.rollout.auto_rollback,
             });
             let observations = nodes
                 .iter()
@@ -147,6 +155,19 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                     let pod = pods
                         .get(&(namespace, name))
                         .map(|pod| observe_pod(pod, node, inventory.ownership));
+                    let change = node.status.and_then(|s| s.change.as_ref()).map(|c| Change {
+                        kind: c.kind,
+                        state: c.state,
+                        from: c.from_revision.clone(),
+                        to: c.to_revision.clone(),
+                        sequence: c.sequence,
+                        rollout: c.rollout.clone(),
+                    });
+                    // Recorded, and the pod on the new revision not created yet.
+                    let replacing = change.as_ref().is_some_and(|c| {
+                        c.in_progress()
+                            && pod.as_ref().is_none_or(|p| p.revision.as_deref() != Some(c.to.as_str()))
+                    });
                     Some(NodeObservation {
                         name: name.to_owned(),
                         kind: node.kind,
@@ -154,7 +175,19 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                         desired,
                         dependencies: node.spec.deployment_dependencies.clone(),
                         pod,
-                        replacing: node.replacing,
+                        replacing,
+                        change,
+                        invalid_revisions: node
+                            .status
+                            .map(|s| s.invalid_revisions.as_slice())
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|r| InvalidRevision {
+                                revision: r.revision.clone(),
+                                reason: r.reason.clone(),
+                            })
+                            .collect(),
+                        history: history_of(inventory, namespace, node.kind, name),
                     })
                 })
                 .collect();
@@ -165,6 +198,7 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                 nodes: observations,
                 pause: pause_in_force(inventory, namespace, governing),
                 spec_errors,
+                control: governing.map(rollout_control).unwrap_or_default(),
             }
         })
         .collect()
@@ -253,6 +287,65 @@ fn observe_pod(pod: &Pod, node: &NodeRef<'_>, ownership: PodOwnership) -> PodObs
         conditions,
         terminating: pod.metadata.deletion_timestamp.is_some(),
         restarts,
+        // creationTimestamp has a resolution of one second: take the latest instant it may
+        // stand for, so that a progress deadline never fires early.
+        created_at_ms: pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_millisecond())
+            .map(|ms| if ms % 1000 == 0 { ms + 999 } else { ms }),
+    }
+}
+
+/// Revisions kept for a node, from the labels of its ControllerRevisions.
+fn history_of(
+    inventory: &Inventory<'_>,
+    namespace: &str,
+    kind: NodeKind,
+    name: &str,
+) -> Vec<String> {
+    let kind = kind.label_value();
+    inventory
+        .controller_revisions
+        .iter()
+        .filter(|r| namespace_of(*r) == Some(namespace))
+        .filter_map(|r| {
+            let labels = r.metadata.labels.as_ref()?;
+            (labels.get(LABEL_NODE).map(String::as_str) == Some(name)
+                && labels.get(LABEL_KIND).map(String::as_str) == Some(kind))
+            .then(|| labels.get(LABEL_DEPLOYMENT_REVISION).cloned())?
+        })
+        .collect()
+}
+
+/// Abort and retry requests on an ExpressCluster and what its status recorded of them.
+fn rollout_control(cluster: &ExpressCluster) -> RolloutControl {
+    let annotation = |key: &str| {
+        cluster
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let status = cluster.status.as_ref();
+    let requests = status.and_then(|s| s.requests.as_ref());
+    RolloutControl {
+        abort_request: annotation(ANNOTATION_ABORT).map(|id| AbortRequest {
+            id,
+            rollback: annotation(ANNOTATION_ABORT_ROLLBACK)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        }),
+        retry_request: annotation(ANNOTATION_RETRY),
+        handled_abort: requests.and_then(|r| r.abort.clone()),
+        handled_retry: requests.and_then(|r| r.retry.clone()),
+        abort: status.and_then(|s| s.abort.as_ref()).map(|a| Abort {
+            request_id: a.request_id.clone(),
+            rollback: a.rollback,
+            revisions: a.revisions.clone(),
+        }),
     }
 }
 

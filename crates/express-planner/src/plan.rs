@@ -6,11 +6,12 @@
 //! a recorded replacement is unfinished, or their pod runs the desired revision but is not yet
 //! Ready. Finishing a change already in flight never needs a free slot, starting one does.
 
-use express_api::NodeKind;
 use express_api::natural::natural_cmp;
+use express_api::{ChangeKind, ChangeState, NodeKind};
 
 use crate::prerequisites::{self, Checker, Graph, Phase, ReachCache, Target, Unmet};
-use crate::snapshot::{ClusterSnapshot, NodeObservation, Pause};
+use crate::rollout::{self, Assessment, Halt};
+use crate::snapshot::{Change, ClusterSnapshot, NodeObservation, Pause};
 
 /// What the planner found a node to be, before deciding anything.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +96,13 @@ pub struct Action {
     pub name: String,
     pub kind: NodeKind,
     pub operation: Operation,
+    /// The revision the created pod runs (for operations that create one, and for a
+    /// replacement: the revision it moves to). None: the node's desired revision.
+    pub revision: Option<String>,
+    /// The pod is built from the spec kept for `revision` (a rollback), not from the node.
+    pub from_history: bool,
+    /// Record this change in the node's status before touching the pod.
+    pub record: Option<Change>,
 }
 
 /// Why the cluster as a whole may not act.
@@ -115,6 +123,12 @@ pub enum Deferred {
         in_flight: usize,
         max_concurrent: u32,
     },
+    /// The rollout is halted (failed or aborted): no node moves to its desired revision.
+    Halted,
+    /// A rollback goes one node at a time, newest change first: this one waits its turn.
+    RollbackTurn,
+    /// The node should return to this revision, but no ControllerRevision keeps its spec.
+    NoHistory { revision: String },
 }
 
 /// The verdict for one node.
@@ -143,6 +157,8 @@ pub struct Plan {
     pub upgrade_order: Vec<String>,
     /// Up nodes in default provisioning order.
     pub provisioning_order: Vec<String>,
+    /// Requests, failures and the halt (DESIGN sections 4 and 5).
+    pub rollout: Assessment,
 }
 
 impl Plan {
@@ -186,8 +202,9 @@ pub fn classify(node: &NodeObservation) -> NodeState {
     }
 }
 
-/// Decides what may be done now in one Express cluster (DESIGN sections 3 and 4).
-pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
+/// Decides what may be done now in one Express cluster (DESIGN sections 3, 4 and 5), at
+/// `now_ms` (milliseconds since the Unix epoch; only progress deadlines depend on it).
+pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
     let nodes = &snapshot.nodes;
     let mut node_plans: Vec<NodePlan> = nodes
         .iter()
@@ -211,9 +228,12 @@ pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
                 in_flight,
                 upgrade_order: Vec::new(),
                 provisioning_order: Vec::new(),
+                rollout: Assessment::default(),
             };
         }
     };
+    let assessment = rollout::assess(snapshot, now_ms);
+    let halted = assessment.halt.is_some();
     let blocked = cluster_block(snapshot);
     let names = |order: &[usize]| order.iter().map(|&i| nodes[i].name.clone()).collect();
     let mut plan = Plan {
@@ -223,6 +243,7 @@ pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
         in_flight,
         upgrade_order: names(&graph.upgrade_order),
         provisioning_order: names(&graph.provisioning_order),
+        rollout: Assessment::default(),
     };
 
     let mut chosen = vec![false; nodes.len()];
@@ -231,12 +252,19 @@ pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
             node_plan.deferred = Some(Deferred::Blocked);
             return false;
         }
+        if halted {
+            node_plan.deferred = Some(Deferred::Halted);
+            return false;
+        }
         node_plan.action = Some(operation);
         plan.actions.push(Action {
             node,
             name: nodes[node].name.clone(),
             kind: nodes[node].kind,
             operation,
+            revision: None,
+            from_history: false,
+            record: None,
         });
         true
     };
@@ -285,7 +313,7 @@ pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
                 continue;
             }
         }
-        if plan.blocked.is_none() && free_slots == 0 {
+        if plan.blocked.is_none() && !halted && free_slots == 0 {
             node_plan.deferred = Some(Deferred::NoFreeSlot {
                 in_flight,
                 max_concurrent: snapshot.settings.max_concurrent,
@@ -297,8 +325,229 @@ pub fn plan(snapshot: &ClusterSnapshot) -> Plan {
             free_slots -= 1;
         }
     }
+    let mut sequence = nodes
+        .iter()
+        .filter_map(|n| n.change.as_ref().map(|c| c.sequence))
+        .max()
+        .unwrap_or(0);
+    if let (Some(halt), None) = (&assessment.halt, &plan.blocked) {
+        plan_halted(snapshot, &assessment, halt, &mut plan, &mut node_plans);
+    }
+    for action in &mut plan.actions {
+        let node = &nodes[action.node];
+        if action.record.is_none() && !action.from_history {
+            action.record = record_for(node, action.operation, &assessment.rollout_id);
+        }
+        if let Some(record) = &mut action.record {
+            sequence += 1;
+            record.sequence = sequence;
+        }
+    }
+    plan.rollout = assessment;
     plan.nodes = node_plans;
     plan
+}
+
+/// The change to record before a normal (not rollback) operation.
+fn record_for(node: &NodeObservation, operation: Operation, rollout_id: &str) -> Option<Change> {
+    let desired = node.desired.as_ref().ok()?;
+    let previous = node.change.as_ref();
+    // A pod lost during this rollout's upgrade of the node is part of that upgrade: keep what
+    // it upgraded from, so that a rollback still returns it.
+    let continued_upgrade = previous.filter(|c| {
+        c.kind == ChangeKind::Upgrade && c.to == desired.revision && c.rollout == rollout_id
+    });
+    let (kind, from) = match operation {
+        Operation::ReplacePod => (
+            ChangeKind::Upgrade,
+            node.pod.as_ref().and_then(|p| p.revision.clone()),
+        ),
+        Operation::CreatePod => match continued_upgrade {
+            Some(c) => (ChangeKind::Upgrade, c.from.clone()),
+            None => (ChangeKind::Provision, None),
+        },
+        Operation::FinishReplacement => {
+            if previous.is_some_and(|c| c.to == desired.revision) {
+                return None;
+            }
+            (ChangeKind::Upgrade, previous.and_then(|c| c.from.clone()))
+        }
+        Operation::ResumeReplacement | Operation::RemovePod | Operation::DeleteEndedPod => {
+            return None;
+        }
+    };
+    Some(Change {
+        kind,
+        state: ChangeState::InProgress,
+        from,
+        to: desired.revision.clone(),
+        sequence: 0,
+        rollout: rollout_id.to_owned(),
+    })
+}
+
+/// Halted: no node moves toward its desired revision. Unfinished rollbacks finish; with
+/// rollback, the nodes this rollout changed return to their previous revision one at a time,
+/// newest change first (all at once within `maxConcurrent` when dependencies are disabled); a
+/// node caught between deleting its old pod and creating the new one gets its old revision back.
+fn plan_halted(
+    snapshot: &ClusterSnapshot,
+    assessment: &Assessment,
+    halt: &Halt,
+    plan: &mut Plan,
+    node_plans: &mut [NodePlan],
+) {
+    let nodes = &snapshot.nodes;
+    let settings = &snapshot.settings;
+    for node_plan in node_plans.iter_mut() {
+        let pending = node_plan.state.phase().is_some()
+            || matches!(
+                node_plan.state,
+                NodeState::NeedsRemoval | NodeState::Replacing
+            );
+        if pending && node_plan.action.is_none() {
+            node_plan.deferred = Some(Deferred::Halted);
+        }
+    }
+    let in_flight = nodes
+        .iter()
+        .filter(|n| {
+            n.pod.as_ref().is_some_and(|p| p.owned && p.terminating)
+                || rollout::rollback_in_flight(n)
+        })
+        .count();
+    let mut free_slots = (settings.max_concurrent as usize).saturating_sub(in_flight);
+    let push = |plan: &mut Plan,
+                node_plan: &mut NodePlan,
+                index: usize,
+                operation: Operation,
+                revision: &str,
+                record: Option<Change>| {
+        node_plan.action = Some(operation);
+        node_plan.deferred = None;
+        plan.actions.push(Action {
+            node: index,
+            name: nodes[index].name.clone(),
+            kind: nodes[index].kind,
+            operation,
+            revision: Some(revision.to_owned()),
+            from_history: true,
+            record,
+        });
+    };
+    let rollback_record = |node: &NodeObservation, to: &str| Change {
+        kind: ChangeKind::Rollback,
+        state: ChangeState::InProgress,
+        from: node
+            .pod
+            .as_ref()
+            .and_then(|p| p.revision.clone())
+            .or_else(|| node.change.as_ref().map(|c| c.to.clone())),
+        to: to.to_owned(),
+        sequence: 0,
+        rollout: assessment.rollout_id.clone(),
+    };
+    let kept = |node: &NodeObservation, revision: &str| node.history.iter().any(|r| r == revision);
+
+    let candidates = if halt.rollback {
+        rollout::rollback_candidates(snapshot, &assessment.rollout_id)
+    } else {
+        Vec::new()
+    };
+    for (index, node) in nodes.iter().enumerate() {
+        if !node.up {
+            continue;
+        }
+        let Some(change) = &node.change else { continue };
+        let node_plan = &mut node_plans[index];
+        if change.kind == ChangeKind::Rollback && change.in_progress() {
+            // An unfinished rollback: finish it, whatever the order.
+            match &node.pod {
+                None if kept(node, &change.to) => push(
+                    plan,
+                    node_plan,
+                    index,
+                    Operation::FinishReplacement,
+                    &change.to,
+                    None,
+                ),
+                None => {
+                    node_plan.deferred = Some(Deferred::NoHistory {
+                        revision: change.to.clone(),
+                    })
+                }
+                Some(p)
+                    if p.owned
+                        && !p.terminating
+                        && p.revision.as_deref() != Some(change.to.as_str()) =>
+                {
+                    push(
+                        plan,
+                        node_plan,
+                        index,
+                        Operation::ResumeReplacement,
+                        &change.to,
+                        None,
+                    )
+                }
+                Some(_) => {}
+            }
+        } else if node.pod.is_none()
+            && change.in_progress()
+            && !candidates.iter().any(|(i, _)| *i == index)
+            && let Some(from) = &change.from
+        {
+            // Caught mid-replacement without rollback: restore what it ran rather than leave
+            // it without a pod or move it to the held revision.
+            if kept(node, from) {
+                let record = rollback_record(node, from);
+                push(
+                    plan,
+                    node_plan,
+                    index,
+                    Operation::FinishReplacement,
+                    from,
+                    Some(record),
+                );
+            } else {
+                node_plan.deferred = Some(Deferred::NoHistory {
+                    revision: from.clone(),
+                });
+            }
+        }
+    }
+
+    let mut started = false;
+    for (index, from) in candidates {
+        let node = &nodes[index];
+        let node_plan = &mut node_plans[index];
+        let operation = match &node.pod {
+            None if node.replacing => Operation::FinishReplacement,
+            None => Operation::CreatePod,
+            Some(p) if !p.owned || p.terminating => continue,
+            Some(p) if p.revision.as_deref() == Some(from.as_str()) => continue,
+            Some(_) => Operation::ReplacePod,
+        };
+        if !kept(node, &from) {
+            node_plan.deferred = Some(Deferred::NoHistory { revision: from });
+            continue;
+        }
+        if !settings.dependencies_disabled && (in_flight > 0 || started) {
+            node_plan.deferred = Some(Deferred::RollbackTurn);
+            continue;
+        }
+        if free_slots == 0 {
+            node_plan.deferred = Some(Deferred::NoFreeSlot {
+                in_flight,
+                max_concurrent: settings.max_concurrent,
+            });
+            continue;
+        }
+        let record = rollback_record(node, &from);
+        push(plan, node_plan, index, operation, &from, Some(record));
+        free_slots -= 1;
+        started = true;
+    }
 }
 
 /// Nodes that need a new change, in the order they get free slots: missing pods first (in

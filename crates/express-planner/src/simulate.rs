@@ -67,7 +67,7 @@ pub fn simulate(snapshot: &ClusterSnapshot, max_concurrent: Option<u32>) -> Simu
     // only guards against a planner bug turning into an endless loop.
     let limit = 4 * state.nodes.len() + 16;
     for _ in 0..limit {
-        let current = plan(&state);
+        let current = plan(&state, 0);
         if current.blocked.is_some() {
             blocked = current.blocked;
             break;
@@ -100,7 +100,7 @@ pub fn simulate(snapshot: &ClusterSnapshot, max_concurrent: Option<u32>) -> Simu
             };
         }
     }
-    let last = plan(&state);
+    let last = plan(&state, 0);
     let pending = last
         .nodes
         .iter()
@@ -167,5 +167,6 @@ pub fn ready_pod(revision: &str, version: &str) -> PodObservation {
         conditions: vec![ready_condition()],
         terminating: false,
         restarts: 0,
+        created_at_ms: None,
     }
 }

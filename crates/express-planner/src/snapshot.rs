@@ -1,7 +1,9 @@
 //! The planner's input: what was observed of one Express cluster, reduced to the facts the
 //! ordering rules need. Built by [`crate::observe`] from API objects, or by hand in tests.
 
-use express_api::{DeploymentDependencies, NodeKind};
+use std::collections::BTreeMap;
+
+use express_api::{ChangeKind, ChangeState, DeploymentDependencies, NodeKind};
 
 /// Everything the planner knows about one Express cluster.
 #[derive(Clone, Debug, PartialEq)]
@@ -14,6 +16,36 @@ pub struct ClusterSnapshot {
     /// Problems with the cluster as a whole (e.g. two ExpressClusters claiming it). Any entry
     /// blocks every action, like a cycle.
     pub spec_errors: Vec<String>,
+    /// Abort and retry requests, and the abort in force (DESIGN section 4).
+    pub control: RolloutControl,
+}
+
+/// Abort and retry, as requested by annotations and as recorded in the ExpressCluster status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RolloutControl {
+    /// `express.dev/abort` (and `express.dev/abort-rollback`) on the ExpressCluster.
+    pub abort_request: Option<AbortRequest>,
+    /// `express.dev/retry` on the ExpressCluster.
+    pub retry_request: Option<String>,
+    /// Request ids already acted on.
+    pub handled_abort: Option<String>,
+    pub handled_retry: Option<String>,
+    /// The abort recorded in status, if any.
+    pub abort: Option<Abort>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AbortRequest {
+    pub id: String,
+    pub rollback: bool,
+}
+
+/// An abort acted on: the desired revision it holds back, per node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Abort {
+    pub request_id: String,
+    pub rollback: bool,
+    pub revisions: BTreeMap<String, String>,
 }
 
 /// The ordering and rollout settings of an ExpressCluster, or the built-in defaults.
@@ -22,14 +54,22 @@ pub struct ClusterSettings {
     pub dependencies_disabled: bool,
     pub backend_upgrade_position: u32,
     pub max_concurrent: u32,
+    /// A changed node must be Ready on its new revision within this many seconds of its pod's
+    /// creation.
+    pub progress_deadline_seconds: u32,
+    /// A failed rollout returns the nodes it changed to their previous revision.
+    pub auto_rollback: bool,
 }
 
 impl Default for ClusterSettings {
     fn default() -> Self {
+        let rollout = express_api::RolloutSettings::default();
         ClusterSettings {
             dependencies_disabled: false,
             backend_upgrade_position: express_api::DEFAULT_BACKEND_UPGRADE_POSITION,
-            max_concurrent: 1,
+            max_concurrent: rollout.max_concurrent,
+            progress_deadline_seconds: rollout.progress_deadline_seconds,
+            auto_rollback: rollout.auto_rollback,
         }
     }
 }
@@ -48,6 +88,36 @@ pub struct NodeObservation {
     /// The operator recorded (in the node's status) that it started replacing this node's pod
     /// and has not yet created the replacement.
     pub replacing: bool,
+    /// The last change the operator recorded for this node.
+    pub change: Option<Change>,
+    /// Revisions known to fail on this node.
+    pub invalid_revisions: Vec<InvalidRevision>,
+    /// Revisions whose pod spec is kept (ControllerRevisions): the ones a rollback can return to.
+    pub history: Vec<String>,
+}
+
+/// A node's last recorded change, reduced to what the rollout rules need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub kind: ChangeKind,
+    pub state: ChangeState,
+    pub from: Option<String>,
+    pub to: String,
+    pub sequence: u64,
+    /// The rollout it belongs to (see [`crate::rollout::rollout_id`]).
+    pub rollout: String,
+}
+
+impl Change {
+    pub fn in_progress(&self) -> bool {
+        self.state == ChangeState::InProgress
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidRevision {
+    pub revision: String,
+    pub reason: String,
 }
 
 /// The revision and version a node's pod should run.
@@ -71,6 +141,8 @@ pub struct PodObservation {
     /// It has a deletionTimestamp.
     pub terminating: bool,
     pub restarts: i32,
+    /// creationTimestamp, in milliseconds since the Unix epoch.
+    pub created_at_ms: Option<i64>,
 }
 
 impl PodObservation {

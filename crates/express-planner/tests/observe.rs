@@ -80,6 +80,7 @@ impl Objects {
             frontends: &self.frontends,
             pods: &self.pods,
             config_maps: &self.config_maps,
+            controller_revisions: &[],
             operator_namespace: "express-system",
             ownership: PodOwnership::OwnerReference,
         })
@@ -287,11 +288,70 @@ fn two_express_clusters_claiming_one_cluster_is_a_spec_error() {
 #[test]
 fn recorded_replacement_is_read_from_status() {
     let mut node = frontend("a", "acme-fe1", "acme", json!({"expressVersion": "v1"}));
-    node.status = Some(object(json!({"replacement": {"toRevision": "r2"}})));
+    node.status = Some(object(json!({"change": {
+        "kind": "Upgrade", "state": "InProgress", "fromRevision": "r1", "toRevision": "r2",
+        "sequence": 4, "rollout": "abc"
+    }})));
+    let snapshot = &Objects {
+        frontends: vec![node.clone()],
+        ..Objects::default()
+    }
+    .snapshots()[0];
+    assert!(snapshot.nodes[0].replacing, "no pod on r2 yet");
+    let change = snapshot.nodes[0].change.as_ref().expect("change read");
+    assert_eq!(
+        (change.from.as_deref(), change.to.as_str(), change.sequence),
+        (Some("r1"), "r2", 4)
+    );
+
+    node.status = Some(object(json!({"change": {
+        "kind": "Upgrade", "state": "Succeeded", "fromRevision": "r1", "toRevision": "r2"
+    }})));
     let snapshot = &Objects {
         frontends: vec![node],
         ..Objects::default()
     }
     .snapshots()[0];
-    assert!(snapshot.nodes[0].replacing);
+    assert!(
+        !snapshot.nodes[0].replacing,
+        "a finished change is not a replacement"
+    );
+}
+
+#[test]
+fn abort_and_retry_requests_are_read_from_the_express_cluster() {
+    let mut cluster: ExpressCluster = object(json!({
+        "apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
+        "metadata": {"name": "acme", "namespace": "a", "annotations": {
+            "express.dev/abort": " req-2 ", "express.dev/abort-rollback": "TRUE",
+            "express.dev/retry": "req-1"}},
+        "spec": {"tenantID": 1, "tenantName": "acme"},
+        "status": {"requests": {"abort": "req-1"},
+                   "abort": {"requestId": "req-1", "rollback": false, "revisions": {"acme-fe1": "r2"}}}
+    }));
+    let snapshot = &Objects {
+        clusters: vec![cluster.clone()],
+        ..Objects::default()
+    }
+    .snapshots()[0];
+    let control = &snapshot.control;
+    assert_eq!(
+        control
+            .abort_request
+            .as_ref()
+            .map(|r| (r.id.as_str(), r.rollback)),
+        Some(("req-2", true))
+    );
+    assert_eq!(control.retry_request.as_deref(), Some("req-1"));
+    assert_eq!(control.handled_abort.as_deref(), Some("req-1"));
+    assert_eq!(control.abort.as_ref().map(|a| a.revisions.len()), Some(1));
+
+    cluster.metadata.annotations = None;
+    let snapshot = &Objects {
+        clusters: vec![cluster],
+        ..Objects::default()
+    }
+    .snapshots()[0];
+    assert_eq!(snapshot.control.abort_request, None);
+    assert_eq!(snapshot.control.retry_request, None);
 }

@@ -155,6 +155,7 @@ fn arb_any_cluster() -> impl Strategy<Value = ClusterSnapshot> {
                     dependencies_disabled: disabled,
                     backend_upgrade_position: position,
                     max_concurrent,
+                    ..ClusterSettings::default()
                 };
                 snapshot.pause = pause;
                 if spec_error {
@@ -242,6 +243,7 @@ fn arb_convergent_cluster() -> impl Strategy<Value = (ClusterSnapshot, Vec<bool>
                     dependencies_disabled: disabled,
                     backend_upgrade_position: position,
                     max_concurrent: max,
+                    ..ClusterSettings::default()
                 };
                 (snapshot, ticks)
             },
@@ -419,7 +421,7 @@ fn oracle_met(s: &ClusterSnapshot, waiting: usize, phase: Phase, r: &OracleRequi
 // Properties
 
 fn check_plan_invariants(s: &ClusterSnapshot) -> Result<(), TestCaseError> {
-    let p = plan(s);
+    let p = plan(s, 0);
     prop_assert_eq!(p.nodes.len(), s.nodes.len());
     if s.pause.is_some() || !s.spec_errors.is_empty() || s.settings.max_concurrent == 0 {
         prop_assert!(
@@ -521,7 +523,7 @@ proptest! {
             });
         }
         prop_assert!(driver.run_to_end(), "did not settle");
-        prop_assert!(driver.all_converged(), "stuck: {:?}", plan(&driver.snapshot).nodes.iter().zip(&driver.snapshot.nodes).filter(|(p, _)| !p.waiting_for.is_empty()).map(|(p, n)| (n.name.clone(), p.waiting_for.iter().map(|w| w.to_string()).collect::<Vec<_>>())).collect::<Vec<_>>());
+        prop_assert!(driver.all_converged(), "stuck: {:?}", plan(&driver.snapshot, 0).nodes.iter().zip(&driver.snapshot.nodes).filter(|(p, _)| !p.waiting_for.is_empty()).map(|(p, n)| (n.name.clone(), p.waiting_for.iter().map(|w| w.to_string()).collect::<Vec<_>>())).collect::<Vec<_>>());
         // The CLI's atomic simulation must agree that it completes.
         let simulation = simulate(&driver.snapshot, Some(1));
         prop_assert!(simulation.pending.is_empty());

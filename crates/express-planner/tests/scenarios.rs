@@ -34,7 +34,7 @@ fn five(state: Pod) -> express_planner::ClusterSnapshot {
 #[test]
 fn all_up_to_date_does_nothing() {
     let snapshot = five(Pod::New);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert!(p.actions.is_empty());
     assert!(p.nodes.iter().all(|n| n.state == NodeState::UpToDate));
     assert_order(snapshot, &[]);
@@ -93,7 +93,7 @@ fn missing_frontend_pods_are_recreated_in_order() {
         ("fe3", Pod::Missing),
         ("fe4", Pod::New),
     ]);
-    let first = plan(&snapshot);
+    let first = plan(&snapshot, 0);
     assert_eq!(first.actions.len(), 1);
     assert_eq!(first.actions[0].name, "acme-fe2");
     let fe3 = &first.nodes[3];
@@ -105,7 +105,7 @@ fn missing_frontend_pods_are_recreated_in_order() {
 #[test]
 fn ended_pod_is_cleared_and_provisioned_again() {
     let snapshot = cluster(&[("be", Pod::New), ("fe1", Pod::Ended)]);
-    let first = plan(&snapshot);
+    let first = plan(&snapshot, 0);
     assert_eq!(first.actions[0].operation, Operation::DeleteEndedPod);
     assert_order(snapshot, &["fe1"]);
 }
@@ -130,7 +130,7 @@ fn down_frontend_is_skipped_and_prerequisites_pass_through_it() {
         ("fe3", Pod::Old),
         ("fe4", Pod::Old),
     ]);
-    let first = plan(&snapshot);
+    let first = plan(&snapshot, 0);
     assert_eq!(
         first.upgrade_order,
         names(&["acme-fe1", "acme-be", "acme-fe3", "acme-fe4"])
@@ -149,7 +149,7 @@ fn down_frontend_is_skipped_and_prerequisites_pass_through_it() {
         ("fe2", Pod::Down),
         ("fe3", Pod::Missing),
     ]);
-    let p = plan(&provisioning);
+    let p = plan(&provisioning, 0);
     assert_eq!(p.nodes[3].prerequisites, names(&["acme-fe1"]));
     assert_order(provisioning, &["be", "fe1", "fe3"]);
 }
@@ -161,7 +161,7 @@ fn first_node_of_the_reduced_list_has_no_prerequisite() {
         ("fe1", Pod::Missing),
         ("fe2", Pod::Missing),
     ]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(p.actions[0].name, "acme-fe1");
     assert!(p.nodes[1].prerequisites.is_empty());
     assert_order(snapshot, &["fe1", "fe2"]);
@@ -179,7 +179,7 @@ fn explicit_prerequisite_on_down_node_is_replaced_transitively() {
     ]);
     set_upgrade_prerequisites(&mut snapshot, "fe4", &[prerequisite("fe3")]);
     set_upgrade_prerequisites(&mut snapshot, "fe3", &[prerequisite("fe2")]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     // fe2's default upgrade prerequisite is fe1.
     assert_eq!(p.nodes[4].prerequisites, names(&["acme-fe1"]));
 }
@@ -259,7 +259,7 @@ fn own_health_never_blocks_own_reconciliation() {
         ("fe1", Pod::OldNotReady),
         ("fe2", Pod::Old),
     ]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(p.actions[0].name, "acme-fe1");
     assert_eq!(p.actions[0].operation, Operation::ReplacePod);
 }
@@ -271,7 +271,7 @@ fn explicit_prerequisites_replace_defaults() {
     let mut snapshot = five(Pod::Old);
     set_upgrade_prerequisites(&mut snapshot, "fe3", &[]);
     set_upgrade_prerequisites(&mut snapshot, "fe1", &[prerequisite("fe3")]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(p.nodes[1].prerequisites, names(&["acme-fe3"]));
     assert!(p.nodes[3].prerequisites.is_empty());
     assert_order(snapshot.clone(), &["fe3", "fe1", "fe2", "be", "fe4"]);
@@ -279,7 +279,7 @@ fn explicit_prerequisites_replace_defaults() {
     // With two slots the canary and the next free node (fe4 waits for fe3 by default) don't
     // both go: fe4's prerequisite is being changed in the same step.
     snapshot.settings.max_concurrent = 2;
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     let started: Vec<&str> = p.actions.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(started, ["acme-fe3"]);
     assert_eq!(
@@ -298,7 +298,7 @@ fn pinned_revision_and_version_are_checked() {
     let mut pinned = prerequisite("fe2");
     pinned.deployment_revision = Some(OLD.into());
     set_upgrade_prerequisites(&mut snapshot, "be", &[pinned]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     let started: Vec<&str> = p.actions.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(started, ["acme-fe1"], "maxConcurrent 1 leaves be for later");
     assert!(
@@ -309,7 +309,7 @@ fn pinned_revision_and_version_are_checked() {
     let mut version_pin = prerequisite("fe2");
     version_pin.express_version = Some("v-other".into());
     set_upgrade_prerequisites(&mut snapshot, "be", &[version_pin]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(
         p.nodes[0].waiting_for[0].reason,
         UnmetReason::Version {
@@ -331,7 +331,7 @@ fn prerequisite_on_a_non_ready_condition() {
     synced.pod_condition_type = Some("express.dev/Synced".into());
     synced.condition_status = Some("True".into());
     set_provisioning_prerequisites(&mut snapshot, "fe1", &[synced]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert!(p.actions.is_empty());
     assert_eq!(
         p.nodes[1].waiting_for[0].reason,
@@ -350,7 +350,7 @@ fn prerequisite_on_a_non_ready_condition() {
             type_: "express.dev/Synced".into(),
             status: "True".into(),
         });
-    assert_eq!(plan(&snapshot).actions[0].name, "acme-fe1");
+    assert_eq!(plan(&snapshot, 0).actions[0].name, "acme-fe1");
 }
 
 #[test]
@@ -361,7 +361,7 @@ fn unknown_prerequisite_waits_with_a_clear_message() {
         ("fe2", Pod::Missing),
     ]);
     set_provisioning_prerequisites(&mut snapshot, "fe1", &[prerequisite("be9")]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert!(p.actions.is_empty());
     let message = p.nodes[1].waiting_for[0].to_string();
     assert_eq!(
@@ -374,7 +374,7 @@ fn unknown_prerequisite_waits_with_a_clear_message() {
 fn cycle_blocks_the_cluster_and_names_the_cycle() {
     let mut snapshot = five(Pod::Old);
     set_upgrade_prerequisites(&mut snapshot, "fe1", &[prerequisite("fe3")]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert!(p.actions.is_empty());
     let Some(Blocked::InvalidSpec(message)) = p.blocked else {
         panic!("expected InvalidSpec, got {:?}", p.blocked)
@@ -396,7 +396,7 @@ fn cycle_through_down_nodes_is_detected() {
     set_upgrade_prerequisites(&mut snapshot, "fe3", &[prerequisite("fe1")]);
     set_upgrade_prerequisites(&mut snapshot, "fe1", &[prerequisite("fe2")]);
     set_upgrade_prerequisites(&mut snapshot, "fe2", &[prerequisite("fe1")]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert!(
         matches!(&p.blocked, Some(Blocked::InvalidSpec(m)) if m.contains("acme-fe1 -> Frontend acme-fe2 -> Frontend acme-fe1")),
         "{:?}",
@@ -409,7 +409,7 @@ fn cycle_through_down_nodes_is_detected() {
 fn self_prerequisite_is_a_cycle() {
     let mut snapshot = cluster(&[("be", Pod::Missing)]);
     set_provisioning_prerequisites(&mut snapshot, "be", &[prerequisite("be")]);
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(
         p.blocked,
         Some(Blocked::InvalidSpec(
@@ -423,7 +423,7 @@ fn global_disabled_lifts_ordering_but_not_max_concurrent() {
     let mut snapshot = five(Pod::Missing);
     snapshot.settings.dependencies_disabled = true;
     snapshot.settings.max_concurrent = 3;
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     let started: Vec<&str> = p.actions.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(started, ["acme-be", "acme-fe1", "acme-fe2"]);
     assert!(matches!(
@@ -431,7 +431,7 @@ fn global_disabled_lifts_ordering_but_not_max_concurrent() {
         Some(express_planner::plan::Deferred::NoFreeSlot { .. })
     ));
     snapshot.settings.max_concurrent = 10;
-    assert_eq!(plan(&snapshot).actions.len(), 5);
+    assert_eq!(plan(&snapshot, 0).actions.len(), 5);
 }
 
 #[test]
@@ -442,7 +442,7 @@ fn per_node_disabled_lifts_ordering_for_that_node_only() {
         disabled: true,
         ..Default::default()
     });
-    let started: Vec<String> = plan(&snapshot)
+    let started: Vec<String> = plan(&snapshot, 0)
         .actions
         .iter()
         .map(|a| a.name.clone())
@@ -461,7 +461,7 @@ fn max_concurrent_above_one_starts_independent_nodes_together() {
         ("fe4", Pod::Old),
     ]);
     snapshot.settings.max_concurrent = 2;
-    let started: Vec<String> = plan(&snapshot)
+    let started: Vec<String> = plan(&snapshot, 0)
         .actions
         .iter()
         .map(|a| a.name.clone())
@@ -477,7 +477,7 @@ fn in_flight_nodes_use_up_the_slots() {
     let mut snapshot = five(Pod::Old);
     snapshot.settings.dependencies_disabled = true;
     node_mut(&mut snapshot, "fe1").pod = Some(pod(NEW, false)); // starting
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(p.in_flight, 1);
     assert!(p.actions.is_empty(), "maxConcurrent 1 is taken by fe1");
 }
@@ -534,7 +534,7 @@ fn paused_cluster_does_nothing_but_still_explains() {
             scope,
             reason: Some("change freeze".into()),
         });
-        let p = plan(&snapshot);
+        let p = plan(&snapshot, 0);
         assert!(p.actions.is_empty());
         assert!(matches!(p.blocked, Some(Blocked::Paused(ref pause)) if pause.scope == scope));
         assert_eq!(
@@ -558,7 +558,7 @@ fn paused_cluster_does_not_even_finish_a_replacement() {
         scope: PauseScope::Cluster,
         reason: None,
     });
-    assert!(plan(&snapshot).actions.is_empty());
+    assert!(plan(&snapshot, 0).actions.is_empty());
 }
 
 #[test]
@@ -569,7 +569,7 @@ fn recorded_replacement_is_finished_without_gating() {
     let fe1 = node_mut(&mut snapshot, "fe1");
     fe1.pod = None;
     fe1.replacing = true;
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(p.in_flight, 1);
     assert_eq!(p.actions.len(), 1);
     assert_eq!(p.actions[0].operation, Operation::FinishReplacement);
@@ -577,7 +577,7 @@ fn recorded_replacement_is_finished_without_gating() {
     // Old pod still there (operator died between recording and deleting): delete it again.
     let fe1 = node_mut(&mut snapshot, "fe1");
     fe1.pod = Some(pod(OLD, true));
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert_eq!(p.actions[0].operation, Operation::ResumeReplacement);
 }
 
@@ -591,7 +591,7 @@ fn pods_not_owned_by_the_node_are_never_touched() {
             .expect("pod")
             .owned = false;
     }
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert!(p.actions.is_empty());
     assert_eq!(p.nodes[0].state, NodeState::PodNotOwned);
     assert_eq!(p.nodes[1].state, NodeState::PodNotOwned);
@@ -601,7 +601,7 @@ fn pods_not_owned_by_the_node_are_never_touched() {
 fn invalid_node_is_left_alone_and_its_dependents_wait() {
     let mut snapshot = cluster(&[("be", Pod::Missing), ("fe1", Pod::Missing)]);
     node_mut(&mut snapshot, "be").desired = Err("no expressVersion".into());
-    let p = plan(&snapshot);
+    let p = plan(&snapshot, 0);
     assert!(p.actions.is_empty());
     assert_eq!(
         p.nodes[0].state,
@@ -618,12 +618,12 @@ fn spec_errors_and_zero_max_concurrent_block_everything() {
     let mut snapshot = five(Pod::Missing);
     snapshot.spec_errors.push("two ExpressClusters".into());
     assert!(matches!(
-        plan(&snapshot).blocked,
+        plan(&snapshot, 0).blocked,
         Some(Blocked::InvalidSpec(_))
     ));
     let mut zero = five(Pod::Missing);
     zero.settings.max_concurrent = 0;
-    let p = plan(&zero);
+    let p = plan(&zero, 0);
     assert_eq!(
         p.blocked,
         Some(Blocked::InvalidSpec(
@@ -669,7 +669,7 @@ fn dangling_prerequisites_are_listed_for_both_phases() {
     );
     // All pods are up to date, so the planner itself has nothing to wait for.
     assert!(
-        plan(&snapshot)
+        plan(&snapshot, 0)
             .nodes
             .iter()
             .all(|n| n.waiting_for.is_empty())

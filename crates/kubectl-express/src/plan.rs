@@ -47,6 +47,7 @@ pub fn offline(request: &OfflinePlan) -> Result<Report, Vec<String>> {
         frontends: &manifests.frontends,
         pods: &manifests.pods,
         config_maps: &manifests.config_maps,
+        controller_revisions: &[],
         operator_namespace: &request.operator_namespace,
         ownership: PodOwnership::Name,
     };

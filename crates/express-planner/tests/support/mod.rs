@@ -81,6 +81,9 @@ pub fn node(short: &str, state: Pod) -> NodeObservation {
         dependencies: None,
         pod,
         replacing: false,
+        change: None,
+        invalid_revisions: Vec::new(),
+        history: Vec::new(),
     }
 }
 
@@ -95,6 +98,7 @@ pub fn cluster(rows: &[(&str, Pod)]) -> ClusterSnapshot {
             .collect(),
         pause: None,
         spec_errors: Vec::new(),
+        control: Default::default(),
     }
 }
 
@@ -160,7 +164,7 @@ impl Driver {
 
     /// Plans once and applies the actions. Returns how many actions there were.
     pub fn act(&mut self) -> usize {
-        let current = plan(&self.snapshot);
+        let current = plan(&self.snapshot, 0);
         self.plans += 1;
         for action in &current.actions {
             let node = &mut self.snapshot.nodes[action.node];
@@ -183,6 +187,9 @@ impl Driver {
                     action: label,
                 });
             }
+            if let Some(record) = &action.record {
+                node.change = Some(record.clone());
+            }
             match action.operation {
                 Operation::CreatePod | Operation::FinishReplacement => {
                     assert!(
@@ -190,7 +197,8 @@ impl Driver {
                         "create over an existing pod: {}",
                         node.name
                     );
-                    node.pod = Some(pod(&desired.revision, false));
+                    let revision = action.revision.as_deref().unwrap_or(&desired.revision);
+                    node.pod = Some(pod(revision, false));
                     node.replacing = false;
                 }
                 Operation::ReplacePod => {
@@ -223,6 +231,12 @@ impl Driver {
                     status: "True".into(),
                 }];
                 p.phase = PodPhase::Running;
+                // What the operator's status report does when the new pod is Ready.
+                if let Some(change) = &mut node.change
+                    && p.revision.as_deref() == Some(change.to.as_str())
+                {
+                    change.state = express_api::ChangeState::Succeeded;
+                }
                 changed = true;
             }
         }
@@ -250,7 +264,7 @@ impl Driver {
     }
 
     pub fn all_converged(&self) -> bool {
-        plan(&self.snapshot)
+        plan(&self.snapshot, 0)
             .nodes
             .iter()
             .all(|p| matches!(p.state, NodeState::UpToDate | NodeState::Down))

@@ -1,0 +1,239 @@
+//! Shared set-up of the operator's end-to-end tests: kubesim with a fast kubelet, the CRDs,
+//! namespaces, a watch recording pod creations and deletions in order, the operator itself,
+//! and a tenant builder.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use express_api::{
+    Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
+    NodeSpec,
+};
+use express_operator::controller::{self, Settings};
+use express_operator::metrics::Metrics;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::core::ObjectMeta;
+use kubesim::kubelet::KubeletConfig;
+use kubesim::{Config, KubeSim};
+use serde_json::{Value, json};
+
+pub const NS: &str = "tenant";
+
+pub struct Env {
+    pub sim: KubeSim,
+    pub client: kube::Client,
+    pub created: Arc<Mutex<Vec<String>>>,
+    pub deleted: Arc<Mutex<Vec<String>>>,
+}
+
+pub fn operator(
+    client: &kube::Client,
+    identity: &str,
+    leader: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(controller::run(
+        client.clone(),
+        Settings {
+            namespaces: Vec::new(),
+            operator_namespace: "express-system".into(),
+            concurrency: 4,
+            identity: identity.into(),
+        },
+        Metrics::new(),
+        leader,
+    ))
+}
+
+pub async fn env_without_operator() -> Env {
+    let sim = KubeSim::start(Config {
+        pod_termination_seconds: 0.1,
+        kubelet: KubeletConfig {
+            startup_seconds: 0.15,
+            terminate_seconds: 0.1,
+            rules: Vec::new(),
+        },
+        ..Config::default()
+    })
+    .await
+    .expect("kubesim");
+    let client = sim.client().expect("client");
+    express_operator::dev::install_crds(&client)
+        .await
+        .expect("CRDs");
+    for ns in [NS, "express-system"] {
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &Namespace {
+                    metadata: ObjectMeta {
+                        name: Some(ns.into()),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("namespace");
+    }
+    let (created, deleted) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let stream = Api::<Pod>::namespaced(client.clone(), NS)
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch");
+    let (c, d) = (created.clone(), deleted.clone());
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(event)) = stream.next().await {
+            match event {
+                WatchEvent::Added(pod) => c.lock().unwrap().push(
+                    pod.metadata
+                        .name
+                        .unwrap_or_default()
+                        .trim_start_matches("acme-")
+                        .to_owned(),
+                ),
+                WatchEvent::Deleted(pod) => d.lock().unwrap().push(
+                    pod.metadata
+                        .name
+                        .unwrap_or_default()
+                        .trim_start_matches("acme-")
+                        .to_owned(),
+                ),
+                _ => {}
+            }
+        }
+    });
+    Env {
+        sim,
+        client,
+        created,
+        deleted,
+    }
+}
+
+pub async fn env() -> Env {
+    let env = env_without_operator().await;
+    operator(&env.client, "e2e", tokio::sync::watch::channel(true).1);
+    env
+}
+
+pub fn node_spec(extra: Value) -> NodeSpec {
+    let mut spec = serde_json::to_value(NodeSpec::for_cluster("acme")).unwrap();
+    if let (Some(map), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        map.extend(extra.clone());
+    }
+    serde_json::from_value(spec).unwrap()
+}
+
+pub async fn tenant(env: &Env, cluster_spec: Value, frontends: &[(&str, Value)]) {
+    let mut spec: ExpressClusterSpec = serde_json::from_value(cluster_spec).unwrap();
+    let defaults = NodeDefaults {
+        express_version: Some("v1".into()),
+        ..Default::default()
+    };
+    spec.defaults.backend.get_or_insert(defaults.clone());
+    spec.defaults.frontend.get_or_insert(defaults);
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .create(&PostParams::default(), &ExpressCluster::new("acme", spec))
+        .await
+        .expect("cluster");
+    Api::<Backend>::namespaced(env.client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &Backend::new("acme-be", BackendSpec(NodeSpec::for_cluster("acme"))),
+        )
+        .await
+        .expect("backend");
+    for (name, extra) in frontends {
+        add_frontend(env, name, extra.clone()).await;
+    }
+}
+
+pub async fn add_frontend(env: &Env, name: &str, extra: Value) {
+    Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &Frontend::new(&format!("acme-{name}"), FrontendSpec(node_spec(extra))),
+        )
+        .await
+        .expect("frontend");
+}
+
+/// Waits until the operator has seen the latest spec of the ExpressCluster and of every node
+/// and reports all of them settled (Healthy; every node Ready or Down).
+pub async fn settle(env: &Env) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let cluster = Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+            .get("acme")
+            .await
+            .expect("cluster");
+        let healthy = cluster.status.as_ref().is_some_and(|s| {
+            s.phase == Some(express_api::ClusterPhase::Healthy)
+                && s.observed_generation == cluster.metadata.generation
+        });
+        let settled = |meta: &ObjectMeta, status: Option<&express_api::NodeStatus>| {
+            status.is_some_and(|s| {
+                s.observed_generation == meta.generation
+                    && matches!(
+                        s.phase,
+                        Some(express_api::NodePhase::Ready | express_api::NodePhase::Down)
+                    )
+            })
+        };
+        let backends = Api::<Backend>::namespaced(env.client.clone(), NS)
+            .list(&Default::default())
+            .await
+            .expect("backends");
+        let frontends = Api::<Frontend>::namespaced(env.client.clone(), NS)
+            .list(&Default::default())
+            .await
+            .expect("frontends");
+        let nodes_settled = backends
+            .items
+            .iter()
+            .all(|b| settled(&b.metadata, b.status.as_ref()))
+            && frontends
+                .items
+                .iter()
+                .all(|f| settled(&f.metadata, f.status.as_ref()));
+        if healthy && nodes_settled {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never settled: {:?}",
+            cluster.status
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn since(log: &Arc<Mutex<Vec<String>>>, from: usize) -> Vec<String> {
+    log.lock().unwrap()[from..].to_vec()
+}
+
+pub async fn change(env: &Env, patch: Value) {
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .patch("acme", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+pub fn v(version: &str) -> Value {
+    json!({"spec": {"defaults": {"backend": {"expressVersion": version}, "frontend": {"expressVersion": version}}}})
+}
+
+pub async fn frontend(env: &Env, name: &str) -> Frontend {
+    Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .get(&format!("acme-{name}"))
+        .await
+        .expect("frontend")
+}
