@@ -455,7 +455,8 @@ fn plan_halted(
         Vec::new()
     };
     for (index, node) in nodes.iter().enumerate() {
-        if !node.up {
+        // Like everywhere else, a node whose spec is invalid is left alone.
+        if !node.up || node.desired.is_err() {
             continue;
         }
         let Some(change) = &node.change else { continue };
@@ -479,7 +480,8 @@ fn plan_halted(
                 Some(p)
                     if p.owned
                         && !p.terminating
-                        && p.revision.as_deref() != Some(change.to.as_str()) =>
+                        && p.revision.as_deref() != Some(change.to.as_str())
+                        && kept(node, &change.to) =>
                 {
                     push(
                         plan,

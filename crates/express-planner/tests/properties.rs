@@ -545,3 +545,181 @@ proptest! {
 fn natural_sort_oracle_matches_known_order() {
     assert_eq!(natural_cmp("acme-fe2", "acme-fe10"), Ordering::Less);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Rollout safety: any recorded changes, known-invalid revisions, history, restarts, ages,
+// abort and retry state on top of any cluster.
+
+fn arb_revision() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(OLD.to_owned()),
+        Just(NEW.to_owned()),
+        Just("rev-x".to_owned())
+    ]
+}
+
+fn arb_change() -> impl Strategy<Value = Option<express_planner::Change>> {
+    use express_api::{ChangeKind, ChangeState};
+    let kind = prop_oneof![
+        Just(ChangeKind::Provision),
+        Just(ChangeKind::Upgrade),
+        Just(ChangeKind::Rollback)
+    ];
+    let state = prop_oneof![
+        Just(ChangeState::InProgress),
+        Just(ChangeState::Succeeded),
+        Just(ChangeState::Failed)
+    ];
+    prop_oneof![
+        1 => Just(None),
+        3 => (kind, state, prop::option::of(arb_revision()), arb_revision(), 0..12u64, any::<bool>()).prop_map(
+            |(kind, state, from, to, sequence, current)| Some(express_planner::Change {
+                kind,
+                state,
+                from,
+                to,
+                sequence,
+                // Patched to the snapshot's rollout id when `current`.
+                rollout: if current { "current".into() } else { "other".into() },
+            })
+        ),
+    ]
+}
+
+type RolloutRow = (
+    Option<express_planner::Change>,
+    bool,
+    Vec<String>,
+    i32,
+    Option<i64>,
+);
+
+fn arb_rollout_row() -> impl Strategy<Value = RolloutRow> {
+    (
+        arb_change(),
+        prop_oneof![3 => Just(false), 1 => Just(true)], // desired revision known-invalid
+        prop::collection::vec(arb_revision(), 0..3),    // history
+        0..5i32,                                        // restarts
+        prop::option::of(0..200_000i64),                // pod created at
+    )
+}
+
+fn arb_rollout_cluster() -> impl Strategy<Value = (ClusterSnapshot, i64)> {
+    arb_any_cluster()
+        .prop_flat_map(|s| {
+            let count = s.nodes.len();
+            (
+                Just(s),
+                prop::collection::vec(arb_rollout_row(), count),
+                any::<bool>(),                                    // auto rollback
+                prop::option::of((any::<bool>(), any::<bool>())), // abort request (new?, rollback)
+                prop::option::of(any::<bool>()),                  // retry request (new?)
+                any::<bool>(),                                    // abort recorded
+                1..30u32,                                         // progress deadline seconds
+                0..300_000i64,                                    // now
+            )
+        })
+        .prop_map(
+            |(mut s, rows, auto_rollback, abort, retry, recorded, deadline, now)| {
+                let id = express_planner::rollout::rollout_id(&s);
+                for (node, (change, invalid, history, restarts, created)) in
+                    s.nodes.iter_mut().zip(rows)
+                {
+                    node.change = change.map(|mut c| {
+                        if c.rollout == "current" {
+                            c.rollout = id.clone();
+                        }
+                        c
+                    });
+                    if invalid && let Ok(d) = &node.desired {
+                        node.invalid_revisions = vec![express_planner::InvalidRevision {
+                            revision: d.revision.clone(),
+                            reason: "x".into(),
+                        }];
+                    }
+                    node.history = history;
+                    if let Some(pod) = &mut node.pod {
+                        pod.restarts = restarts;
+                        pod.created_at_ms = created;
+                    }
+                }
+                s.settings.auto_rollback = auto_rollback;
+                s.settings.progress_deadline_seconds = deadline;
+                if let Some((new, rollback)) = abort {
+                    s.control.abort_request = Some(express_planner::AbortRequest {
+                        id: "a".into(),
+                        rollback,
+                    });
+                    if !new {
+                        s.control.handled_abort = Some("a".into());
+                    }
+                }
+                if let Some(new) = retry {
+                    s.control.retry_request = Some("r".into());
+                    if !new {
+                        s.control.handled_retry = Some("r".into());
+                    }
+                }
+                if recorded {
+                    s.control.abort = Some(express_planner::Abort {
+                        request_id: "a0".into(),
+                        rollback: auto_rollback,
+                        revisions: s
+                            .nodes
+                            .iter()
+                            .filter_map(|n| {
+                                Some((n.name.clone(), n.desired.as_ref().ok()?.revision.clone()))
+                            })
+                            .collect(),
+                    });
+                }
+                (s, now)
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    /// Any rollout state: no panic; nothing while paused or invalid; halted, nothing moves to
+    /// a desired revision (only rollbacks, from kept history, and never more new ones than
+    /// maxConcurrent allows); never two operations on one node or a foreign pod touched.
+    #[test]
+    fn rollout_safety_invariants_hold_on_any_state((s, now) in arb_rollout_cluster()) {
+        let p = plan(&s, now);
+        if s.pause.is_some() || !s.spec_errors.is_empty() || s.settings.max_concurrent == 0 {
+            prop_assert!(p.actions.is_empty(), "acted while paused or invalid: {:?}", p.actions);
+        }
+        let mut touched = vec![false; s.nodes.len()];
+        let mut new_changes = 0usize;
+        for action in &p.actions {
+            prop_assert!(!touched[action.node], "two actions on one node");
+            touched[action.node] = true;
+            let node = &s.nodes[action.node];
+            prop_assert!(node.desired.is_ok(), "acted on an invalid node");
+            prop_assert!(node.pod.as_ref().is_none_or(|pod| pod.owned), "touched a foreign pod");
+            if action.record.is_some() && !matches!(action.operation, Operation::FinishReplacement) {
+                new_changes += 1;
+            }
+            if p.rollout.halt.is_some() {
+                prop_assert!(action.from_history, "halted, yet {:?} on {} is not a rollback", action.operation, node.name);
+                let revision = action.revision.clone().unwrap_or_default();
+                prop_assert!(node.history.contains(&revision), "rollback to {revision}, which is not kept");
+                if let Some(record) = &action.record {
+                    prop_assert_eq!(record.kind, express_api::ChangeKind::Rollback);
+                }
+            }
+            for failure in &p.rollout.failures {
+                prop_assert!(failure.node != action.node || p.rollout.halt.is_some());
+            }
+        }
+        prop_assert!(
+            new_changes <= s.settings.max_concurrent as usize,
+            "{new_changes} new changes with maxConcurrent {}",
+            s.settings.max_concurrent
+        );
+        if !p.rollout.failures.is_empty() {
+            prop_assert!(p.rollout.halt.is_some(), "a failure always halts");
+        }
+    }
+}
