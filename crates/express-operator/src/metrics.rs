@@ -104,9 +104,17 @@ impl Metrics {
 
 /// Serves `/metrics`, `/healthz` (the process runs) and `/readyz` (caches are synced).
 pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_on(listener, metrics).await
+}
+
+/// [`serve`] on a listener already bound (tests bind port 0).
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<()> {
     use axum::http::StatusCode;
     use axum::routing::get;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
     let app = axum::Router::new()
         .route(
             "/metrics",

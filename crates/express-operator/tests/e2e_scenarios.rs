@@ -419,3 +419,91 @@ async fn an_ended_pod_is_recreated() {
         "a new pod"
     );
 }
+
+/// One plain HTTP/1.0 GET: status code and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let path = path.to_owned();
+    let response = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").as_bytes())
+            .expect("request");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response");
+        response
+    })
+    .await
+    .expect("http");
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// The value of the first sample line starting with `prefix`.
+fn sample(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
+}
+
+#[tokio::test]
+async fn metrics_health_and_readiness_are_served() {
+    let env = env_without_operator().await;
+    let metrics = express_operator::metrics::Metrics::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(express_operator::metrics::serve_on(
+        listener,
+        metrics.clone(),
+    ));
+    assert_eq!(http_get(addr, "/healthz").await.0, 200);
+    assert_eq!(
+        http_get(addr, "/readyz").await.0,
+        503,
+        "not ready before the caches sync"
+    );
+
+    operator_with_metrics(
+        &env.client,
+        "e2e",
+        tokio::sync::watch::channel(true).1,
+        metrics,
+    );
+    tenant(&env, json!({}), &[("fe1", json!({})), ("fe2", json!({}))]).await;
+    settle(&env).await;
+    assert_eq!(http_get(addr, "/readyz").await.0, 200);
+    let (code, text) = http_get(addr, "/metrics").await;
+    assert_eq!(code, 200);
+    assert!(sample(&text, "express_operator_reconciles_total{result=\"ok\"}") >= 3.0);
+    assert_eq!(
+        sample(
+            &text,
+            "express_operator_actions_total{action=\"create_pod\"}"
+        ),
+        3.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "express_operator_nodes{namespace=\"tenant\",cluster=\"acme\",phase=\"Ready\"}"
+        ),
+        3.0
+    );
+    assert!(sample(&text, "express_operator_reconcile_duration_seconds_count") >= 3.0);
+    assert_eq!(
+        sample(&text, "express_operator_rollout_failures_total"),
+        0.0
+    );
+}

@@ -34,6 +34,15 @@ pub fn operator(
     identity: &str,
     leader: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
+    operator_with_metrics(client, identity, leader, Metrics::new())
+}
+
+pub fn operator_with_metrics(
+    client: &kube::Client,
+    identity: &str,
+    leader: tokio::sync::watch::Receiver<bool>,
+    metrics: std::sync::Arc<Metrics>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(controller::run(
         client.clone(),
         Settings {
@@ -42,7 +51,7 @@ pub fn operator(
             concurrency: 4,
             identity: identity.into(),
         },
-        Metrics::new(),
+        metrics,
         leader,
     ))
 }
