@@ -1234,6 +1234,11 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
         {
             continue;
         }
+        // A node whose pod was just created or deleted is reported by the reconcile its watch
+        // event brings: the state seen before acting is already stale.
+        if plan.actions.iter().any(|a| a.node == index) && !written.nodes.contains_key(&index) {
+            continue;
+        }
         let observation = &snapshot.nodes[index];
         match env.write_node_status(index, &status).await {
             Ok(()) => {

@@ -36,10 +36,11 @@ pub fn condition(
     }
 }
 
+/// What a node waits for, in words that change only when the requirements do.
 fn waiting_message(plan: &NodePlan) -> String {
     plan.waiting_for
         .iter()
-        .map(ToString::to_string)
+        .map(|w| format!("{} ({})", w.node, w.stable_reason()))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -259,7 +260,7 @@ pub fn node_status(
             .map(|w| WaitingFor {
                 node: w.node.clone(),
                 kind: w.kind,
-                reason: w.reason.to_string(),
+                reason: w.stable_reason(),
             })
             .collect(),
         message: Some(message),

@@ -466,6 +466,23 @@ pub struct Unmet {
     pub node: String,
     pub kind: Option<NodeKind>,
     pub reason: UnmetReason,
+    /// What the prerequisite asks for ("Ready=True on revision abc"), stable while the
+    /// prerequisite's state moves through its sub-states; empty for a node not found.
+    pub wants: String,
+}
+
+impl Unmet {
+    /// A description that changes only when the requirement does, not with every step the
+    /// prerequisite takes (status shows it, and a status write costs an API call).
+    pub fn stable_reason(&self) -> String {
+        match &self.reason {
+            UnmetReason::UnknownNode { .. }
+            | UnmetReason::AmbiguousNode
+            | UnmetReason::InvalidSpec
+            | UnmetReason::PodNotOwned => self.reason.to_string(),
+            _ => format!("not yet {}", self.wants),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -578,6 +595,7 @@ impl Checker<'_, '_> {
                     reason: UnmetReason::UnknownNode {
                         cluster: self.snapshot.cluster_name.clone(),
                     },
+                    wants: String::new(),
                 });
             }
             Target::Ambiguous { name } => {
@@ -585,15 +603,29 @@ impl Checker<'_, '_> {
                     node: name.to_owned(),
                     kind: None,
                     reason: UnmetReason::AmbiguousNode,
+                    wants: String::new(),
                 });
             }
         };
         let node = &self.snapshot.nodes[target];
         let unmet = |reason| {
+            let condition = format!(
+                "{}={}",
+                requirement.condition_type, requirement.condition_status
+            );
+            let wants = match (requirement.pinned_revision, requirement.pinned_version) {
+                (Some(revision), _) => format!("{condition} on revision {revision}"),
+                (None, Some(version)) => format!("{condition} on version {version}"),
+                (None, None) => match &node.desired {
+                    Ok(desired) => format!("{condition} on revision {}", desired.revision),
+                    Err(_) => condition,
+                },
+            };
             Some(Unmet {
                 node: node.name.clone(),
                 kind: Some(node.kind),
                 reason,
+                wants,
             })
         };
         let Some(pod) = &node.pod else {
