@@ -76,6 +76,15 @@ fn rollout_state(cluster: &ExpressCluster) -> Option<&str> {
     cluster.status.as_ref()?.rollout.as_ref()?.state.as_deref()
 }
 
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
 async fn pod_versions(env: &Env) -> HashMap<String, (String, bool)> {
     Api::<Pod>::namespaced(env.client.clone(), NS)
         .list(&ListParams::default())
@@ -90,13 +99,7 @@ async fn pod_versions(env: &Env) -> HashMap<String, (String, bool)> {
                 .as_ref()
                 .and_then(|a| a.get("express.dev/express-version").cloned())
                 .unwrap_or_default();
-            let ready = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let ready = pod_ready(&p);
             let name = p.metadata.name.unwrap_or_default();
             (
                 name.trim_start_matches("acme-").to_owned(),
@@ -357,14 +360,7 @@ fn watch_in_flight(client: &kube::Client) -> Arc<Mutex<usize>> {
             match event {
                 WatchEvent::Added(pod) | WatchEvent::Modified(pod) => {
                     let name = pod.metadata.name.clone().unwrap_or_default();
-                    let ready = pod
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c.type_ == "Ready" && c.status == "True");
-                    let flying = pod.metadata.deletion_timestamp.is_some() || !ready;
+                    let flying = pod.metadata.deletion_timestamp.is_some() || !pod_ready(&pod);
                     in_flight.insert(name, flying);
                 }
                 WatchEvent::Deleted(pod) => {
@@ -485,21 +481,12 @@ async fn an_operator_killed_after_each_write_finishes_the_rollout_once() {
 
 #[tokio::test]
 async fn leader_failover_mid_rollout_finishes_it_once() {
-    use kube_lease_manager::LeaseManagerBuilder;
     let env = env_without_operator().await;
-    let elect = |identity: &'static str| {
-        LeaseManagerBuilder::new(env.client.clone(), "express-operator")
-            .with_namespace("express-system")
-            .with_identity(identity)
-            .with_duration(2)
-            .with_grace(1)
-            .build()
-    };
-    let (alpha_leader, alpha_lease) = elect("alpha").await.expect("alpha").watch().await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (beta_leader, _beta_lease) = elect("beta").await.expect("beta").watch().await;
-    let alpha = operator(&env.client, "alpha", alpha_leader.clone());
-    let _beta = operator(&env.client, "beta", beta_leader.clone());
+    let mut contenders = Contenders::start(&env).await;
+    let (alpha_leader, beta_leader) = (
+        contenders.alpha_leader.clone(),
+        contenders.beta_leader.clone(),
+    );
     let fes = frontends(&FIVE);
     let fes: Vec<(&str, Value)> = fes.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     tenant(&env, json!({}), &fes).await;
@@ -510,9 +497,7 @@ async fn leader_failover_mid_rollout_finishes_it_once() {
     let deleted_from = env.deleted.lock().unwrap().len();
     change(&env, slow_version("v2")).await;
     wait_created(&env, from, 2).await;
-    alpha.abort();
-    alpha_lease.abort();
-    drop(alpha_leader);
+    contenders.kill_alpha();
     settle(&env).await;
     assert_eq!(
         since(&env.created, from),

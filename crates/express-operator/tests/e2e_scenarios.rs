@@ -328,21 +328,12 @@ async fn unknown_prerequisite_waits_and_says_so() {
 
 #[tokio::test]
 async fn only_the_leader_acts_and_the_other_takes_over() {
-    use kube_lease_manager::LeaseManagerBuilder;
     let env = env_without_operator().await;
-    let elect = |identity: &'static str| {
-        LeaseManagerBuilder::new(env.client.clone(), "express-operator")
-            .with_namespace("express-system")
-            .with_identity(identity)
-            .with_duration(2)
-            .with_grace(1)
-            .build()
-    };
-    let (alpha_leader, alpha_lease) = elect("alpha").await.expect("alpha").watch().await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let (beta_leader, _beta_lease) = elect("beta").await.expect("beta").watch().await;
-    let alpha = operator(&env.client, "alpha", alpha_leader.clone());
-    let _beta = operator(&env.client, "beta", beta_leader.clone());
+    let mut contenders = Contenders::start(&env).await;
+    let (alpha_leader, beta_leader) = (
+        contenders.alpha_leader.clone(),
+        contenders.beta_leader.clone(),
+    );
     tenant(&env, json!({}), &[("fe1", json!({})), ("fe2", json!({}))]).await;
     settle(&env).await;
     assert!(*alpha_leader.borrow() && !*beta_leader.borrow());
@@ -363,9 +354,7 @@ async fn only_the_leader_acts_and_the_other_takes_over() {
 
     // The leader dies (operator and lease renewal gone): the other takes over when the lease
     // expires, and finishes the next rollout.
-    alpha.abort();
-    alpha_lease.abort();
-    drop(alpha_leader);
+    contenders.kill_alpha();
     let deadline = Instant::now() + Duration::from_secs(15);
     while !*beta_leader.borrow() {
         assert!(Instant::now() < deadline, "beta never became leader");

@@ -246,3 +246,46 @@ pub async fn frontend(env: &Env, name: &str) -> Frontend {
         .await
         .expect("frontend")
 }
+
+/// Two operator instances contending for the Lease (2 s, grace 1 s): alpha first, so it leads,
+/// then beta.
+pub struct Contenders {
+    pub alpha_leader: tokio::sync::watch::Receiver<bool>,
+    pub beta_leader: tokio::sync::watch::Receiver<bool>,
+    kill_alpha: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Contenders {
+    pub async fn start(env: &Env) -> Contenders {
+        use kube_lease_manager::LeaseManagerBuilder;
+        let elect = |identity: &'static str| {
+            LeaseManagerBuilder::new(env.client.clone(), "express-operator")
+                .with_namespace("express-system")
+                .with_identity(identity)
+                .with_duration(2)
+                .with_grace(1)
+                .build()
+        };
+        let (alpha_leader, alpha_lease) = elect("alpha").await.expect("alpha").watch().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Dropping a task handle detaches the task: beta keeps contending.
+        let (beta_leader, _beta_lease) = elect("beta").await.expect("beta").watch().await;
+        let alpha = operator(&env.client, "alpha", alpha_leader.clone());
+        let _beta = operator(&env.client, "beta", beta_leader.clone());
+        Contenders {
+            alpha_leader,
+            beta_leader,
+            kill_alpha: Some(Box::new(move || {
+                alpha.abort();
+                alpha_lease.abort();
+            })),
+        }
+    }
+
+    /// The leader dies: its controller and its lease renewal stop.
+    pub fn kill_alpha(&mut self) {
+        if let Some(kill) = self.kill_alpha.take() {
+            kill();
+        }
+    }
+}
