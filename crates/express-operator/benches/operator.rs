@@ -15,9 +15,7 @@ use express_api::{
 use express_operator::controller::{self, Settings};
 use express_operator::metrics::{Metrics, ResultLabel};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::core::ObjectMeta;
 use kubesim::kubelet::KubeletConfig;
 use kubesim::{Config, KubeSim};
 use serde_json::json;
@@ -71,17 +69,7 @@ fn operator(
 }
 
 async fn tenant(client: &kube::Client, namespace: &str, frontends: usize, version: &str) {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(namespace.into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
+    express_operator::dev::create_namespace(client, namespace)
         .await
         .expect("namespace");
     let mut spec = ExpressClusterSpec::default();

@@ -66,18 +66,7 @@ async fn create_tenant(
     frontends: usize,
     version: &str,
 ) -> Result<(), DevError> {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(namespace.into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await?;
+    create_namespace(client, namespace).await?;
     let mut spec = ExpressClusterSpec {
         tenant_name: Some(cluster.into()),
         ..Default::default()
@@ -108,6 +97,20 @@ async fn create_tenant(
             .await?;
     }
     Ok(())
+}
+
+/// Creates a namespace. Shared by `dev`, the end-to-end tests and the benchmarks.
+pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<Namespace, kube::Error> {
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
 }
 
 /// Creates every CRD of the API and waits (up to 5 s each) until it is Established. Shared by

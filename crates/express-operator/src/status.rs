@@ -364,6 +364,11 @@ pub fn cluster_status(
         .nodes
         .iter()
         .any(|p| matches!(p.state, NodeState::InvalidSpec(_) | NodeState::PodNotOwned));
+    let rolling_back = plan.actions.iter().any(|a| a.from_history)
+        || snapshot
+            .nodes
+            .iter()
+            .any(express_planner::rollout::rollback_in_flight);
     let (phase, message) = match (&plan.blocked, changing || pending) {
         (Some(Blocked::Paused(pause)), _) => (
             ClusterPhase::Paused,
@@ -387,11 +392,6 @@ pub fn cluster_status(
                 .as_ref()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            let rolling_back = plan.actions.iter().any(|a| a.from_history)
-                || snapshot
-                    .nodes
-                    .iter()
-                    .any(express_planner::rollout::rollback_in_flight);
             let tail = if rolling_back {
                 "; rolling back the nodes it changed, newest first"
             } else {
@@ -420,11 +420,6 @@ pub fn cluster_status(
             format!("all {} up nodes Ready on their desired revision", up.len()),
         ),
     };
-    let rolling_back = plan.actions.iter().any(|a| a.from_history)
-        || snapshot
-            .nodes
-            .iter()
-            .any(express_planner::rollout::rollback_in_flight);
     let halt = plan
         .rollout
         .halt

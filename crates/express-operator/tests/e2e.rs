@@ -12,9 +12,8 @@ use express_api::{
 use express_operator::controller::{self, Settings};
 use express_operator::metrics::Metrics;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::core::ObjectMeta;
 use kubesim::kubelet::KubeletConfig;
 use kubesim::{Config, KubeSim};
 use serde_json::json;
@@ -44,17 +43,7 @@ async fn env() -> Env {
     express_operator::dev::install_crds(&client)
         .await
         .expect("CRDs");
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(NS.into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
+    express_operator::dev::create_namespace(&client, NS)
         .await
         .expect("namespace");
     let created = Arc::new(Mutex::new(Vec::new()));

@@ -13,7 +13,7 @@ use express_api::{
 use express_operator::controller::{self, Settings};
 use express_operator::metrics::Metrics;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
 use kubesim::kubelet::KubeletConfig;
@@ -73,17 +73,7 @@ pub async fn env_without_operator() -> Env {
         .await
         .expect("CRDs");
     for ns in [NS, "express-system"] {
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: ObjectMeta {
-                        name: Some(ns.into()),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
+        express_operator::dev::create_namespace(&client, ns)
             .await
             .expect("namespace");
     }
