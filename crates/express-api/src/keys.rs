@@ -30,6 +30,10 @@ pub const ANNOTATION_ABORT: &str = "express.dev/abort";
 pub const ANNOTATION_ABORT_ROLLBACK: &str = "express.dev/abort-rollback";
 /// ExpressCluster annotation: clear a failed or aborted rollout; the value is a request id.
 pub const ANNOTATION_RETRY: &str = "express.dev/retry";
+/// Annotation on node objects and the ExpressCluster: the delivery that wrote them (e.g. a hash
+/// of the chart values). While the up nodes (and the ExpressCluster) carrying it disagree, no new
+/// change starts: the desired state is still being written (DESIGN section 3, rule 8).
+pub const ANNOTATION_ROLLOUT_ID: &str = "express.dev/rollout-id";
 /// Node annotation: bounce (gracefully restart) the node's pod; the value is a request id.
 pub const ANNOTATION_BOUNCE: &str = "express.dev/bounce";
 /// Node annotation: `"true"` bounces even while the application is rebuilding.

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -274,6 +274,31 @@ pub struct BounceStatus {
     pub finished_at: Option<Time>,
 }
 
+/// An object's desired state as the operator last saw it, and since when (DESIGN section 3,
+/// rule 8). Kept in status so that the settle window survives an operator restart: a change
+/// starts only once no desired state of the cluster has changed for `rollout.settleSeconds`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedDesired {
+    /// The node's desired revision (absent for a node that is down or whose spec is invalid, and
+    /// on the ExpressCluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Whether the node is up (`spec.up`); always true on the ExpressCluster.
+    #[serde(default = "default_true")]
+    pub up: bool,
+    /// The object's `express.dev/rollout-id` annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_id: Option<String>,
+    /// What orders the object's changes: a digest of a node's `deploymentDependencies`; the
+    /// ExpressCluster's dependency settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<String>,
+    /// When the operator first saw this desired state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<MicroTime>,
+}
+
 /// Status of a Backend or Frontend.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -308,6 +333,9 @@ pub struct NodeStatus {
     pub invalid_revisions: Vec<InvalidRevision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounce: Option<BounceStatus>,
+    /// The desired state the operator last saw, for the settle window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_desired: Option<ObservedDesired>,
 }
 
 macro_rules! node_kind {
@@ -423,6 +451,17 @@ fn default_progress_deadline_seconds() -> u32 {
 fn default_revision_history_limit() -> u32 {
     10
 }
+/// Default of `rollout.settleSeconds`: long enough for Helm or an Argo CD sync to write every
+/// object of a tenant, short next to a rollout.
+pub const DEFAULT_SETTLE_SECONDS: u32 = 10;
+fn default_settle_seconds() -> u32 {
+    DEFAULT_SETTLE_SECONDS
+}
+/// Default of `rollout.settleTimeoutSeconds`.
+pub const DEFAULT_SETTLE_TIMEOUT_SECONDS: u32 = 300;
+fn default_settle_timeout_seconds() -> u32 {
+    DEFAULT_SETTLE_TIMEOUT_SECONDS
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -441,6 +480,15 @@ pub struct RolloutSettings {
     /// ControllerRevisions kept per node.
     #[serde(default = "default_revision_history_limit")]
     pub revision_history_limit: u32,
+    /// Without `express.dev/rollout-id` on every up node, a new change starts only once no
+    /// node's desired revision (or `up`) has changed for this many seconds; 0 turns it off.
+    #[serde(default = "default_settle_seconds")]
+    pub settle_seconds: u32,
+    /// Nodes that disagree on `express.dev/rollout-id` with nothing written for this many
+    /// seconds raise a `DesiredStateSettled=False` condition (reason Stalled) and a warning.
+    #[serde(default = "default_settle_timeout_seconds")]
+    #[schemars(range(min = 1))]
+    pub settle_timeout_seconds: u32,
 }
 
 impl Default for RolloutSettings {
@@ -450,6 +498,8 @@ impl Default for RolloutSettings {
             progress_deadline_seconds: default_progress_deadline_seconds(),
             auto_rollback: true,
             revision_history_limit: default_revision_history_limit(),
+            settle_seconds: default_settle_seconds(),
+            settle_timeout_seconds: default_settle_timeout_seconds(),
         }
     }
 }
@@ -576,6 +626,9 @@ pub struct ExpressClusterStatus {
     /// The last abort and retry request ids acted on; each id is acted on once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<HandledRequests>,
+    /// The ExpressCluster's `express.dev/rollout-id` as the operator last saw it, and since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_desired: Option<ObservedDesired>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

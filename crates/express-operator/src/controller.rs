@@ -35,7 +35,10 @@ use crate::history;
 use crate::metrics::{ActionLabel, ErrorLabel, Metrics, PhaseLabel, ResultLabel};
 use crate::pods::{NodeIdentity, build_pod};
 use crate::runner::{self, Next};
-use crate::status::{cluster_status, node_status, same_ignoring_time};
+use crate::status::{
+    CONDITION_SETTLED, REASON_SETTLE_STALLED, cluster_status, node_status, same_ignoring_time,
+};
+use express_planner::settle::{SETTLE_STALLED, SETTLE_WAIT};
 
 /// Which Express cluster a change belongs to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -635,8 +638,9 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     let report_result = report(&env, &mut written).await;
     act_result?;
     report_result?;
-    // A progress deadline passes without any event: look again just after it.
-    Ok(match plan.rollout.deadline_at_ms {
+    // A progress deadline passes, a settle window ends, a disagreement turns stalled: none of
+    // these comes with an event, so look again just after it.
+    Ok(match plan.wake_at_ms() {
         Some(at) => Next::RequeueAfter(std::time::Duration::from_millis(
             u64::try_from(at.saturating_sub(now.0.as_millisecond()))
                 .unwrap_or(0)
@@ -1215,6 +1219,30 @@ fn status_patch(kind: &str, status: &impl serde::Serialize) -> serde_json::Value
     })
 }
 
+/// Whether a status message says that nothing starts until the desired state settles.
+fn waits_to_settle(message: Option<&str>) -> bool {
+    message.is_some_and(|m| m.contains(SETTLE_WAIT))
+}
+
+/// Publishes, on a node of a cluster without ExpressCluster, the start of a settle wait (or of
+/// its stall) that holds the node's change.
+async fn publish_settle_wait(
+    env: &Env<'_>,
+    index: usize,
+    previous: Option<&str>,
+    message: Option<&str>,
+) {
+    let stalled = |m: Option<&str>| m.is_some_and(|m| m.starts_with(SETTLE_STALLED));
+    let note = || env.plan.settle.message().unwrap_or_default();
+    if stalled(message) && !stalled(previous) {
+        env.publish_on_node(index, EventType::Warning, "SettleStalled", "Settle", note())
+            .await;
+    } else if waits_to_settle(message) && !waits_to_settle(previous) {
+        env.publish_on_node(index, EventType::Normal, "Settling", "Settle", note())
+            .await;
+    }
+}
+
 async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
     let ctx = env.ctx;
     let (snapshot, plan, key) = (env.snapshot, env.plan, env.key);
@@ -1222,6 +1250,16 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
     let mut phases: HashMap<String, i64> = HashMap::new();
     for index in 0..snapshot.nodes.len() {
         let (previous, status) = env.node_status(index, written);
+        if env.governing.is_none() {
+            // No ExpressCluster to carry the settle condition: tell it on each waiting node.
+            publish_settle_wait(
+                env,
+                index,
+                previous.as_ref().and_then(|p| p.message.as_deref()),
+                status.message.as_deref(),
+            )
+            .await;
+        }
         *phases
             .entry(format!(
                 "{:?}",
@@ -1292,6 +1330,30 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
                 "Paused",
                 "Pause",
                 status.message.clone().unwrap_or_default(),
+            )
+            .await;
+        }
+        let stalled = |status: Option<&ExpressClusterStatus>| {
+            status
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_SETTLED))
+                .is_some_and(|c| c.status == "False" && c.reason == REASON_SETTLE_STALLED)
+        };
+        if stalled(Some(&status)) && !stalled(previous.as_ref()) {
+            env.publish_on_cluster(
+                EventType::Warning,
+                "SettleStalled",
+                "Settle",
+                plan.settle.message().unwrap_or_default(),
+            )
+            .await;
+        } else if waits_to_settle(status.message.as_deref())
+            && !waits_to_settle(previous.as_ref().and_then(|p| p.message.as_deref()))
+        {
+            env.publish_on_cluster(
+                EventType::Normal,
+                "Settling",
+                "Settle",
+                plan.settle.message().unwrap_or_default(),
             )
             .await;
         }

@@ -4,12 +4,14 @@
 
 use express_api::{
     AbortRecord, ChangeState, ClusterPhase, ExpressClusterStatus, HandledRequests, InvalidRevision,
-    NodeChange, NodeCounts, NodePhase, NodeStatus, RolloutStatus, WaitingFor,
+    NodeChange, NodeCounts, NodePhase, NodeStatus, ObservedDesired, RolloutStatus, WaitingFor,
 };
+use express_planner::UnmetReason;
 use express_planner::plan::Deferred;
 use express_planner::rollout::HaltCause;
+use express_planner::settle::{Mark, SettleState};
 use express_planner::{Blocked, ClusterSnapshot, NodeObservation, NodePlan, NodeState, Plan};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 
 /// A condition, reusing the previous lastTransitionTime when the status did not change.
 pub fn condition(
@@ -40,9 +42,27 @@ pub fn condition(
 fn waiting_message(plan: &NodePlan) -> String {
     plan.waiting_for
         .iter()
-        .map(|w| format!("{} ({})", w.node, w.stable_reason()))
+        .map(|w| match w.reason {
+            // There is no node to name: the reason says it all.
+            UnmetReason::NoBackend { .. } => w.stable_reason(),
+            _ => format!("{} ({})", w.node, w.stable_reason()),
+        })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A settle mark as written to status. Marks carry the instant they were first seen, so a
+/// mark kept from the previous status keeps its instant.
+fn observed_desired(mark: &Mark) -> ObservedDesired {
+    ObservedDesired {
+        revision: mark.revision.clone(),
+        up: mark.up,
+        rollout_id: mark.rollout_id.clone(),
+        ordering: mark.ordering.clone(),
+        since: k8s_openapi::jiff::Timestamp::from_millisecond(mark.since_ms)
+            .ok()
+            .map(MicroTime),
+    }
 }
 
 /// Revisions kept in `invalidRevisions` per node (the newest).
@@ -184,6 +204,13 @@ pub fn node_status(
             ),
         ),
         NodeState::Down => (NodePhase::Down, "intentionally down (up: false)".into()),
+        NodeState::NeedsRemoval if plan.deferred == Some(Deferred::Settling) => (
+            NodePhase::Down,
+            format!(
+                "intentionally down; its pod is removed once the desired state settles ({})",
+                cluster.settle.state
+            ),
+        ),
         NodeState::NeedsRemoval | NodeState::Removing => (
             NodePhase::Down,
             "intentionally down; removing its pod".into(),
@@ -225,6 +252,10 @@ pub fn node_status(
                         "waiting for a free slot: {in_flight} of maxConcurrent {max_concurrent} nodes changing"
                     ),
                 )
+            } else if let (Some(Deferred::Settling), Some(why)) =
+                (&plan.deferred, cluster.settle.node_message())
+            {
+                (NodePhase::Waiting, why)
             } else if matches!(plan.deferred, Some(Deferred::Blocked)) {
                 (
                     NodePhase::Waiting,
@@ -317,6 +348,7 @@ pub fn node_status(
         ),
         invalid_revisions: next_invalid_revisions(index, cluster, previous, now),
         bounce: previous.and_then(|p| p.bounce.clone()),
+        observed_desired: cluster.settle.marks.get(index).map(observed_desired),
     }
 }
 
@@ -405,11 +437,23 @@ pub fn cluster_status(
         }
         (None, true) => (
             ClusterPhase::Progressing,
-            format!(
-                "{} of {} up nodes on their desired revision",
-                counts.up_to_date,
-                up.len()
-            ),
+            match plan
+                .settle
+                .message()
+                .filter(|_| plan.in_flight == 0 && plan.actions.is_empty())
+            {
+                // Nothing moves until the desired state settles: say so, not only counts.
+                Some(why) => format!(
+                    "{} of {} up nodes on their desired revision; {why}",
+                    counts.up_to_date,
+                    up.len()
+                ),
+                None => format!(
+                    "{} of {} up nodes on their desired revision",
+                    counts.up_to_date,
+                    up.len()
+                ),
+            },
         ),
         (None, false) if node_failed || counts.ready < up.len() as u32 => (
             ClusterPhase::Degraded,
@@ -505,6 +549,8 @@ pub fn cluster_status(
     };
     let paused = matches!(plan.blocked, Some(Blocked::Paused(_)));
     let all_ready = counts.ready == up.len() as u32;
+    let settled = plan.settle.is_settled();
+    let settle_reason = settle_reason(&plan.settle.state);
     ExpressClusterStatus {
         observed_generation: generation,
         phase: Some(phase),
@@ -575,7 +621,34 @@ pub fn cluster_status(
                 generation,
                 now,
             ),
+            condition(
+                previous_conditions,
+                CONDITION_SETTLED,
+                settled,
+                settle_reason,
+                plan.settle
+                    .message()
+                    .unwrap_or_else(|| "desired state settled".into()),
+                generation,
+                now,
+            ),
         ],
+        observed_desired: plan.settle.cluster_mark.as_ref().map(observed_desired),
+    }
+}
+
+/// ExpressCluster condition: the desired state has settled (DESIGN section 3, rule 8).
+pub const CONDITION_SETTLED: &str = "DesiredStateSettled";
+/// Reason of a `DesiredStateSettled=False` condition for a rollout-id disagreement that lasts.
+pub const REASON_SETTLE_STALLED: &str = "Stalled";
+
+/// The reason of the `DesiredStateSettled` condition.
+pub fn settle_reason(state: &SettleState) -> &'static str {
+    match state {
+        SettleState::Settled => "Settled",
+        SettleState::Window { .. } => "SettleWindow",
+        SettleState::Disagree { stalled: false, .. } => "RolloutIdMismatch",
+        SettleState::Disagree { stalled: true, .. } => REASON_SETTLE_STALLED,
     }
 }
 

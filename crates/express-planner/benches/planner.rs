@@ -39,17 +39,23 @@ fn mid_upgrade(nodes: usize, backends: usize) -> ClusterSnapshot {
                 change: None,
                 invalid_revisions: Vec::new(),
                 history: Vec::new(),
+                rollout_id: None,
+                recorded_desired: None,
             }
         })
         .collect();
     ClusterSnapshot {
         namespace: "bench".into(),
         cluster_name: "t".into(),
-        settings: ClusterSettings::default(),
+        settings: ClusterSettings {
+            settle_seconds: 0,
+            ..ClusterSettings::default()
+        },
         nodes: observations,
         pause: None,
         spec_errors: Vec::new(),
         control: Default::default(),
+        express_cluster: None,
     }
 }
 

@@ -10,9 +10,11 @@ pub mod observe;
 pub mod plan;
 pub mod prerequisites;
 pub mod rollout;
+pub mod settle;
 pub mod simulate;
 pub mod snapshot;
 
 pub use plan::{Action, Blocked, NodePlan, NodeState, Operation, Plan, plan};
 pub use prerequisites::{Phase, Unmet, UnmetReason};
+pub use settle::{Settle, SettleState};
 pub use snapshot::*;

@@ -6,11 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use express_api::keys::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_EXPRESS_VERSION, ANNOTATION_RETRY,
-    APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED,
-    CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE,
+    ANNOTATION_ROLLOUT_ID, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE,
+    CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE,
 };
 use express_api::{
-    Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus, effective_spec,
+    Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus, ObservedDesired,
+    effective_spec,
 };
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -18,8 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use crate::snapshot::{
-    Abort, AbortRequest, Change, ClusterSettings, ClusterSnapshot, DesiredState, InvalidRevision,
-    NodeObservation, Pause, PauseScope, PodCondition, PodObservation, PodPhase, RolloutControl,
+    Abort, AbortRequest, Change, ClusterSettings, ClusterSnapshot, DesiredState,
+    ExpressClusterObservation, InvalidRevision, NodeObservation, Pause, PauseScope, PodCondition,
+    PodObservation, PodPhase, RecordedDesired, RolloutControl,
 };
 
 /// How to decide that a pod is the one the operator manages for a node.
@@ -137,6 +139,8 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                 max_concurrent: c.spec.rollout.max_concurrent,
                 progress_deadline_seconds: c.spec.rollout.progress_deadline_seconds,
                 auto_rollback: c.spec.rollout.auto_rollback,
+                settle_seconds: c.spec.rollout.settle_seconds,
+                settle_timeout_seconds: c.spec.rollout.settle_timeout_seconds,
             });
             let observations = nodes
                 .iter()
@@ -188,6 +192,11 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                             })
                             .collect(),
                         history: history_of(inventory, namespace, node.kind, name),
+                        rollout_id: rollout_id_of(node.meta),
+                        recorded_desired: node
+                            .status
+                            .and_then(|s| s.observed_desired.as_ref())
+                            .and_then(recorded_desired),
                     })
                 })
                 .collect();
@@ -199,9 +208,37 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                 pause: pause_in_force(inventory, namespace, governing),
                 spec_errors,
                 control: governing.map(rollout_control).unwrap_or_default(),
+                express_cluster: governing.map(|c| ExpressClusterObservation {
+                    rollout_id: rollout_id_of(&c.metadata),
+                    recorded: c
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.observed_desired.as_ref())
+                        .and_then(recorded_desired),
+                }),
             }
         })
         .collect()
+}
+
+/// An object's `express.dev/rollout-id`, trimmed; blank counts as absent.
+fn rollout_id_of(meta: &ObjectMeta) -> Option<String> {
+    meta.annotations
+        .as_ref()?
+        .get(ANNOTATION_ROLLOUT_ID)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// The desired state a status recorded; without a time it tells nothing and is ignored.
+fn recorded_desired(observed: &ObservedDesired) -> Option<RecordedDesired> {
+    Some(RecordedDesired {
+        revision: observed.revision.clone(),
+        up: observed.up,
+        rollout_id: observed.rollout_id.clone(),
+        ordering: observed.ordering.clone(),
+        since_ms: observed.since.as_ref()?.0.as_millisecond(),
+    })
 }
 
 fn desired_state(

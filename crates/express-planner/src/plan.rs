@@ -11,6 +11,7 @@ use express_api::{ChangeKind, ChangeState, NodeKind};
 
 use crate::prerequisites::{self, Checker, Graph, Phase, ReachCache, Target, Unmet};
 use crate::rollout::{self, Assessment, Halt};
+use crate::settle::{self, Settle};
 use crate::snapshot::{Change, ClusterSnapshot, NodeObservation, Pause};
 
 /// What the planner found a node to be, before deciding anything.
@@ -129,6 +130,9 @@ pub enum Deferred {
     RollbackTurn,
     /// The node should return to this revision, but no ControllerRevision keeps its spec.
     NoHistory { revision: String },
+    /// The cluster's desired state is still being written: no new change starts
+    /// ([`Plan::settle`] says why).
+    Settling,
 }
 
 /// The verdict for one node.
@@ -159,11 +163,23 @@ pub struct Plan {
     pub provisioning_order: Vec<String>,
     /// Requests, failures and the halt (DESIGN sections 4 and 5).
     pub rollout: Assessment,
+    /// Whether the desired state has settled, and what to record of it (DESIGN section 3,
+    /// rule 8).
+    pub settle: Settle,
 }
 
 impl Plan {
     pub fn is_idle(&self) -> bool {
         self.actions.is_empty()
+    }
+
+    /// When the plan changes with no event to say so (a progress deadline passing, the settle
+    /// window ending, a disagreement turning stalled): the caller must plan again then.
+    pub fn wake_at_ms(&self) -> Option<i64> {
+        [self.rollout.deadline_at_ms, self.settle.wake_at_ms]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
@@ -217,6 +233,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         })
         .collect();
     let in_flight = node_plans.iter().filter(|p| p.state.in_flight()).count();
+    let settle = settle::assess(snapshot, now_ms);
 
     let graph = match prerequisites::resolve(snapshot) {
         Ok(graph) => graph,
@@ -229,6 +246,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
                 upgrade_order: Vec::new(),
                 provisioning_order: Vec::new(),
                 rollout: Assessment::default(),
+                settle,
             };
         }
     };
@@ -244,6 +262,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         upgrade_order: names(&graph.upgrade_order),
         provisioning_order: names(&graph.provisioning_order),
         rollout: Assessment::default(),
+        settle: Settle::default(),
     };
 
     let mut chosen = vec![false; nodes.len()];
@@ -313,6 +332,16 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
                 continue;
             }
         }
+        // A new change waits for the desired state to settle; restoring a lost pod on the
+        // revision it ran does not (rule 8).
+        if plan.blocked.is_none()
+            && !halted
+            && !settle.is_settled()
+            && !settle::restores_lost_pod(&nodes[node])
+        {
+            node_plan.deferred = Some(Deferred::Settling);
+            continue;
+        }
         if plan.blocked.is_none() && !halted && free_slots == 0 {
             node_plan.deferred = Some(Deferred::NoFreeSlot {
                 in_flight,
@@ -344,6 +373,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         }
     }
     plan.rollout = assessment;
+    plan.settle = settle;
     plan.nodes = node_plans;
     plan
 }
@@ -590,6 +620,7 @@ fn target_name(snapshot: &ClusterSnapshot, target: Target<'_>) -> String {
     match target {
         Target::Node(i) => snapshot.nodes[i].name.clone(),
         Target::Unknown { name, .. } | Target::Ambiguous { name } => name.to_owned(),
+        Target::MissingBackend => prerequisites::MISSING_BACKEND.to_owned(),
     }
 }
 

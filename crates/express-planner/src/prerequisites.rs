@@ -43,6 +43,16 @@ pub enum Target<'a> {
     Ambiguous {
         name: &'a str,
     },
+    /// The default order puts the cluster's Backend here, and the cluster has no Backend
+    /// object (rule 9: a cluster's Backend is required).
+    MissingBackend,
+}
+
+/// A place in a default order list: a node, or the Backend a cluster without one must get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    Node(usize),
+    MissingBackend,
 }
 
 /// One resolved prerequisite: a target and what its pod must show.
@@ -56,9 +66,12 @@ pub struct Requirement<'a> {
 }
 
 impl<'a> Requirement<'a> {
-    fn default_on(target: usize) -> Self {
+    fn default_on(slot: Slot) -> Self {
         Requirement {
-            target: Target::Node(target),
+            target: match slot {
+                Slot::Node(node) => Target::Node(node),
+                Slot::MissingBackend => Target::MissingBackend,
+            },
             condition_type: DEFAULT_PREREQUISITE_CONDITION,
             condition_status: DEFAULT_PREREQUISITE_STATUS,
             pinned_version: None,
@@ -192,12 +205,25 @@ pub fn resolve(snapshot: &ClusterSnapshot) -> Result<Graph<'_>, Cycle> {
     backends.sort_by(|&a, &b| natural_cmp(&nodes[a].name, &nodes[b].name));
     frontends.sort_by(|&a, &b| natural_cmp(&nodes[a].name, &nodes[b].name));
 
-    let full_provisioning: Vec<usize> = backends.iter().chain(&frontends).copied().collect();
-    let split = (snapshot.settings.backend_upgrade_position as usize).min(frontends.len());
-    let full_upgrade: Vec<usize> = frontends[..split]
+    // Rule 9: without any Backend object, the default orders keep the Backend's place, and the
+    // node after it waits for a Backend to appear (a half-applied tenant, or a mistake). Other
+    // missing objects shorten nothing: frontend numbering may have gaps.
+    let backend_slots: Vec<Slot> = if backends.is_empty() {
+        vec![Slot::MissingBackend]
+    } else {
+        backends.iter().map(|&i| Slot::Node(i)).collect()
+    };
+    let frontend_slots: Vec<Slot> = frontends.iter().map(|&i| Slot::Node(i)).collect();
+    let full_provisioning: Vec<Slot> = backend_slots
         .iter()
-        .chain(&backends)
-        .chain(&frontends[split..])
+        .chain(&frontend_slots)
+        .copied()
+        .collect();
+    let split = (snapshot.settings.backend_upgrade_position as usize).min(frontends.len());
+    let full_upgrade: Vec<Slot> = frontend_slots[..split]
+        .iter()
+        .chain(&backend_slots)
+        .chain(&frontend_slots[split..])
         .copied()
         .collect();
 
@@ -221,8 +247,15 @@ pub fn resolve(snapshot: &ClusterSnapshot) -> Result<Graph<'_>, Cycle> {
             upgrade.push(Vec::new());
         }
     }
-    let only_up =
-        |order: Vec<usize>| -> Vec<usize> { order.into_iter().filter(|&i| nodes[i].up).collect() };
+    let only_up = |order: Vec<Slot>| -> Vec<usize> {
+        order
+            .into_iter()
+            .filter_map(|slot| match slot {
+                Slot::Node(i) if nodes[i].up => Some(i),
+                _ => None,
+            })
+            .collect()
+    };
     let graph = Graph {
         provisioning_order: only_up(full_provisioning),
         upgrade_order: only_up(full_upgrade),
@@ -237,16 +270,22 @@ pub fn resolve(snapshot: &ClusterSnapshot) -> Result<Graph<'_>, Cycle> {
     Ok(graph)
 }
 
-/// For each node, the nearest node before it in `order` that is up: each node waits for its
-/// predecessor once intentionally-down nodes are removed from the list (rule 1). A down node
-/// gets the same answer, which is exactly what substituting it needs.
-fn nearest_up_predecessors(nodes: &[NodeObservation], order: &[usize]) -> Vec<Option<usize>> {
+/// For each node, the nearest slot before it in `order` that is up (a missing Backend counts
+/// as up: it is required): each node waits for its predecessor once intentionally-down nodes are
+/// removed from the list (rule 1). A down node gets the same answer, which is exactly what
+/// substituting it needs.
+fn nearest_up_predecessors(nodes: &[NodeObservation], order: &[Slot]) -> Vec<Option<Slot>> {
     let mut predecessor = vec![None; nodes.len()];
     let mut last_up = None;
-    for &node in order {
-        predecessor[node] = last_up;
-        if nodes[node].up {
-            last_up = Some(node);
+    for &slot in order {
+        match slot {
+            Slot::Node(node) => {
+                predecessor[node] = last_up;
+                if nodes[node].up {
+                    last_up = Some(slot);
+                }
+            }
+            Slot::MissingBackend => last_up = Some(slot),
         }
     }
     predecessor
@@ -331,7 +370,7 @@ pub fn dangling_prerequisites(snapshot: &ClusterSnapshot) -> Vec<DanglingPrerequ
         for (phase, list) in lists {
             for prerequisite in list.iter().flatten() {
                 let problem = match index.lookup(prerequisite) {
-                    Target::Node(_) => continue,
+                    Target::Node(_) | Target::MissingBackend => continue,
                     Target::Unknown { .. } => {
                         format!("no such node in Express cluster {}", snapshot.cluster_name)
                     }
@@ -358,8 +397,8 @@ pub fn dangling_prerequisites(snapshot: &ClusterSnapshot) -> Vec<DanglingPrerequ
 struct Resolver<'a> {
     snapshot: &'a ClusterSnapshot,
     index: NodeIndex<'a>,
-    default_provisioning: Vec<Option<usize>>,
-    default_upgrade: Vec<Option<usize>>,
+    default_provisioning: Vec<Option<Slot>>,
+    default_upgrade: Vec<Option<Slot>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -460,6 +499,9 @@ fn find_cycle<'r, 'a: 'r>(
     None
 }
 
+/// How a missing Backend is named where a node name is expected (`waitingFor[].node`).
+pub const MISSING_BACKEND: &str = "(no Backend)";
+
 /// A prerequisite that is not met, named for the status of the waiting node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unmet {
@@ -478,6 +520,7 @@ impl Unmet {
         match &self.reason {
             UnmetReason::UnknownNode { .. }
             | UnmetReason::AmbiguousNode
+            | UnmetReason::NoBackend { .. }
             | UnmetReason::InvalidSpec
             | UnmetReason::PodNotOwned => self.reason.to_string(),
             _ => format!("not yet {}", self.wants),
@@ -491,6 +534,10 @@ pub enum UnmetReason {
         cluster: String,
     },
     AmbiguousNode,
+    /// Rule 9: the cluster has no Backend object.
+    NoBackend {
+        cluster: String,
+    },
     InvalidSpec,
     PodMissing,
     PodTerminating,
@@ -520,6 +567,9 @@ impl fmt::Display for UnmetReason {
             UnmetReason::AmbiguousNode => f.write_str(
                 "both a Backend and a Frontend have this name; set kind on the prerequisite",
             ),
+            UnmetReason::NoBackend { cluster } => {
+                write!(f, "cluster {cluster} has no Backend object")
+            }
             UnmetReason::InvalidSpec => f.write_str("its spec is invalid"),
             UnmetReason::PodMissing => f.write_str("pod does not exist"),
             UnmetReason::PodTerminating => f.write_str("pod is terminating"),
@@ -603,6 +653,16 @@ impl Checker<'_, '_> {
                     node: name.to_owned(),
                     kind: None,
                     reason: UnmetReason::AmbiguousNode,
+                    wants: String::new(),
+                });
+            }
+            Target::MissingBackend => {
+                return Some(Unmet {
+                    node: MISSING_BACKEND.to_owned(),
+                    kind: Some(NodeKind::Backend),
+                    reason: UnmetReason::NoBackend {
+                        cluster: self.snapshot.cluster_name.clone(),
+                    },
                     wants: String::new(),
                 });
             }

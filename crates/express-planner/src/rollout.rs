@@ -128,10 +128,15 @@ pub fn rollout_id(snapshot: &ClusterSnapshot) -> String {
         .filter_map(|n| n.desired.as_ref().ok())
         .map(|d| d.revision.as_str())
         .collect();
-    // FNV-1a: a stable, dependency-free digest; this is an identity, not a security boundary.
+    digest(revisions)
+}
+
+/// A short, stable digest of a sequence of strings (FNV-1a, each part NUL-terminated): an
+/// identity that survives restarts and releases, not a security boundary.
+pub(crate) fn digest<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for revision in revisions {
-        for byte in revision.bytes().chain([0]) {
+    for part in parts {
+        for byte in part.bytes().chain([0]) {
             hash ^= u64::from(byte);
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }

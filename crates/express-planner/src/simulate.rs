@@ -55,9 +55,12 @@ pub struct Simulation {
 }
 
 /// Simulates the rollout. `max_concurrent` overrides the cluster's setting (the CLI shows the
-/// order for 1); steps that start together are listed in planner order.
+/// order for 1); steps that start together are listed in planner order. The snapshot's desired
+/// state is taken as complete, so the settle window does not apply; disagreeing
+/// `express.dev/rollout-id`s still hold every new change, as they would in the cluster.
 pub fn simulate(snapshot: &ClusterSnapshot, max_concurrent: Option<u32>) -> Simulation {
     let mut state = snapshot.clone();
+    state.settings.settle_seconds = 0;
     if let Some(max) = max_concurrent {
         state.settings.max_concurrent = max;
     }

@@ -18,6 +18,29 @@ pub struct ClusterSnapshot {
     pub spec_errors: Vec<String>,
     /// Abort and retry requests, and the abort in force (DESIGN section 4).
     pub control: RolloutControl,
+    /// The ExpressCluster governing the cluster, as far as the settle rules need it.
+    pub express_cluster: Option<ExpressClusterObservation>,
+}
+
+/// What the settle rules (DESIGN section 3, rule 8) need of the governing ExpressCluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExpressClusterObservation {
+    /// Its `express.dev/rollout-id` annotation.
+    pub rollout_id: Option<String>,
+    /// The desired state its status recorded (only `rollout_id` and `since_ms` matter).
+    pub recorded: Option<RecordedDesired>,
+}
+
+/// An object's desired state as recorded in its status by an earlier reconcile, and since when
+/// (`express_api::ObservedDesired`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedDesired {
+    pub revision: Option<String>,
+    pub up: bool,
+    pub rollout_id: Option<String>,
+    pub ordering: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub since_ms: i64,
 }
 
 /// Abort and retry, as requested by annotations and as recorded in the ExpressCluster status.
@@ -59,6 +82,11 @@ pub struct ClusterSettings {
     pub progress_deadline_seconds: u32,
     /// A failed rollout returns the nodes it changed to their previous revision.
     pub auto_rollback: bool,
+    /// A new change starts only once no desired state changed for this long (0: off), unless
+    /// every up node carries an agreeing `express.dev/rollout-id`.
+    pub settle_seconds: u32,
+    /// A rollout-id disagreement with nothing written for this long is reported as stalled.
+    pub settle_timeout_seconds: u32,
 }
 
 impl Default for ClusterSettings {
@@ -70,6 +98,8 @@ impl Default for ClusterSettings {
             max_concurrent: rollout.max_concurrent,
             progress_deadline_seconds: rollout.progress_deadline_seconds,
             auto_rollback: rollout.auto_rollback,
+            settle_seconds: rollout.settle_seconds,
+            settle_timeout_seconds: rollout.settle_timeout_seconds,
         }
     }
 }
@@ -94,6 +124,10 @@ pub struct NodeObservation {
     pub invalid_revisions: Vec<InvalidRevision>,
     /// Revisions whose pod spec is kept (ControllerRevisions): the ones a rollback can return to.
     pub history: Vec<String>,
+    /// Its `express.dev/rollout-id` annotation.
+    pub rollout_id: Option<String>,
+    /// The desired state its status recorded, and since when.
+    pub recorded_desired: Option<RecordedDesired>,
 }
 
 /// A node's last recorded change, reduced to what the rollout rules need.

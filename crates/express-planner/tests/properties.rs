@@ -155,7 +155,7 @@ fn arb_any_cluster() -> impl Strategy<Value = ClusterSnapshot> {
                     dependencies_disabled: disabled,
                     backend_upgrade_position: position,
                     max_concurrent,
-                    ..ClusterSettings::default()
+                    ..settled_settings()
                 };
                 snapshot.pause = pause;
                 if spec_error {
@@ -170,7 +170,10 @@ fn arb_any_cluster() -> impl Strategy<Value = ClusterSnapshot> {
 /// (with random per-node and global `disabled`) or explicit prerequisites that all point
 /// earlier in one random permutation (so no combination of phases can wait in a circle).
 fn arb_convergent_cluster() -> impl Strategy<Value = (ClusterSnapshot, Vec<bool>)> {
+    // A cluster without a Backend object never provisions its frontends (rule 9): not
+    // convergent by design, and covered by the invariants over any cluster.
     arb_size()
+        .prop_map(|(backends, frontends)| (backends.max(1), frontends))
         .prop_flat_map(|(backends, frontends)| {
             let names = node_names(backends, frontends);
             let count = names.len();
@@ -243,7 +246,7 @@ fn arb_convergent_cluster() -> impl Strategy<Value = (ClusterSnapshot, Vec<bool>
                     dependencies_disabled: disabled,
                     backend_upgrade_position: position,
                     max_concurrent: max,
-                    ..ClusterSettings::default()
+                    ..settled_settings()
                 };
                 (snapshot, ticks)
             },
@@ -269,9 +272,17 @@ fn ordered(s: &ClusterSnapshot, kind: NodeKind) -> Vec<usize> {
     list
 }
 
-fn default_list(s: &ClusterSnapshot, phase: Phase) -> Vec<usize> {
-    let backends = ordered(s, NodeKind::Backend);
-    let frontends = ordered(s, NodeKind::Frontend);
+/// A default order list; `None` is the place of the Backend a cluster without one must get
+/// (rule 9).
+fn default_list(s: &ClusterSnapshot, phase: Phase) -> Vec<Option<usize>> {
+    let backends: Vec<Option<usize>> = match ordered(s, NodeKind::Backend) {
+        list if list.is_empty() => vec![None],
+        list => list.into_iter().map(Some).collect(),
+    };
+    let frontends: Vec<Option<usize>> = ordered(s, NodeKind::Frontend)
+        .into_iter()
+        .map(Some)
+        .collect();
     match phase {
         Phase::Provisioning => backends.into_iter().chain(frontends).collect(),
         Phase::Upgrade => {
@@ -318,14 +329,16 @@ fn oracle_requirements(
             let list = default_list(s, phase);
             let position = list
                 .iter()
-                .position(|&i| i == node)
+                .position(|&i| i == Some(node))
                 .expect("node is in its list");
+            // A missing Backend is required, so it is never skipped like a down node; it
+            // stands as a target that can never be met.
             list[..position]
                 .iter()
                 .rev()
-                .find(|&&i| s.nodes[i].up)
-                .map(|&i| OracleRequirement {
-                    target: Some(i),
+                .find(|i| i.is_none_or(|i| s.nodes[i].up))
+                .map(|&target| OracleRequirement {
+                    target,
                     condition: "Ready".into(),
                     status: "True".into(),
                     revision: None,

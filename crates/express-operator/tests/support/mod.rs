@@ -130,8 +130,15 @@ pub fn node_spec(extra: Value) -> NodeSpec {
     serde_json::from_value(spec).unwrap()
 }
 
+/// Creates the ExpressCluster `acme` (versions v1 by default), its Backend, then the given
+/// Frontends. Unless the spec sets `rollout.settleSeconds`, the settle window is off: these
+/// tests change the desired state in one write (the settle rules have tests of their own).
 pub async fn tenant(env: &Env, cluster_spec: Value, frontends: &[(&str, Value)]) {
+    let settle_given = cluster_spec.pointer("/rollout/settleSeconds").is_some();
     let mut spec: ExpressClusterSpec = serde_json::from_value(cluster_spec).unwrap();
+    if !settle_given {
+        spec.rollout.settle_seconds = 0;
+    }
     let defaults = NodeDefaults {
         express_version: Some("v1".into()),
         ..Default::default()

@@ -84,6 +84,17 @@ pub fn node(short: &str, state: Pod) -> NodeObservation {
         change: None,
         invalid_revisions: Vec::new(),
         history: Vec::new(),
+        rollout_id: None,
+        recorded_desired: None,
+    }
+}
+
+/// Default settings, with the settle window off: table rows stand for a desired state that has
+/// been complete for a long time (the settle rules have their own tests).
+pub fn settled_settings() -> ClusterSettings {
+    ClusterSettings {
+        settle_seconds: 0,
+        ..ClusterSettings::default()
     }
 }
 
@@ -91,7 +102,7 @@ pub fn cluster(rows: &[(&str, Pod)]) -> ClusterSnapshot {
     ClusterSnapshot {
         namespace: "tenants".into(),
         cluster_name: "acme".into(),
-        settings: ClusterSettings::default(),
+        settings: settled_settings(),
         nodes: rows
             .iter()
             .map(|&(short, state)| node(short, state))
@@ -99,6 +110,7 @@ pub fn cluster(rows: &[(&str, Pod)]) -> ClusterSnapshot {
         pause: None,
         spec_errors: Vec::new(),
         control: Default::default(),
+        express_cluster: None,
     }
 }
 
@@ -151,6 +163,8 @@ pub struct Driver {
     pub snapshot: ClusterSnapshot,
     pub started: Vec<Started>,
     pub plans: usize,
+    /// The instant every plan is made at (milliseconds since the epoch).
+    pub now_ms: i64,
 }
 
 impl Driver {
@@ -159,12 +173,13 @@ impl Driver {
             snapshot,
             started: Vec::new(),
             plans: 0,
+            now_ms: 0,
         }
     }
 
     /// Plans once and applies the actions. Returns how many actions there were.
     pub fn act(&mut self) -> usize {
-        let current = plan(&self.snapshot, 0);
+        let current = plan(&self.snapshot, self.now_ms);
         self.plans += 1;
         for action in &current.actions {
             let node = &mut self.snapshot.nodes[action.node];
@@ -264,7 +279,7 @@ impl Driver {
     }
 
     pub fn all_converged(&self) -> bool {
-        plan(&self.snapshot, 0)
+        plan(&self.snapshot, self.now_ms)
             .nodes
             .iter()
             .all(|p| matches!(p.state, NodeState::UpToDate | NodeState::Down))
