@@ -29,7 +29,8 @@ else
 fi
 
 echo "== acceptance: kubesim through kubectl, the Python client and Helm"
-cargo build --locked -p kubesim -p kubectl-express
+cargo build --locked -p kubesim -p kubectl-express -p express-operator
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
+EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \
     .venv/bin/python -m pytest -q tests/acceptance
