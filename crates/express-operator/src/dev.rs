@@ -6,10 +6,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use express_api::keys::ANNOTATION_ROLLOUT_ID;
 use express_api::{
     Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
     NodeSpec,
 };
+use express_planner::settle::SETTLE_WAIT;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -59,6 +61,25 @@ fn defaults(version: &str) -> NodeDefaults {
     }
 }
 
+/// The settle window of the sample tenants: short, so the local cluster starts at once.
+const DEV_SETTLE_SECONDS: u32 = 2;
+
+/// Object metadata as the tenant chart renders it: stamped with the delivery's rollout id.
+fn delivered(name: &str, namespace: &str, rollout_id: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        annotations: Some(
+            [(ANNOTATION_ROLLOUT_ID.to_owned(), rollout_id.to_owned())]
+                .into_iter()
+                .collect(),
+        ),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Writes a tenant the way the tenant chart delivers one: the ExpressCluster, the Backend, then
+/// the Frontends, one object at a time, every object stamped with rollout-id `r1`.
 async fn create_tenant(
     client: &kube::Client,
     namespace: &str,
@@ -73,27 +94,24 @@ async fn create_tenant(
     };
     spec.defaults.backend = Some(defaults(version));
     spec.defaults.frontend = Some(defaults(version));
+    spec.rollout.settle_seconds = DEV_SETTLE_SECONDS;
+    let mut object = ExpressCluster::new(cluster, spec);
+    object.metadata = delivered(cluster, namespace, "r1");
     Api::<ExpressCluster>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &ExpressCluster::new(cluster, spec))
+        .create(&PostParams::default(), &object)
         .await?;
+    let name = format!("{cluster}-be");
+    let mut backend = Backend::new(&name, BackendSpec(NodeSpec::for_cluster(cluster)));
+    backend.metadata = delivered(&name, namespace, "r1");
     Api::<Backend>::namespaced(client.clone(), namespace)
-        .create(
-            &PostParams::default(),
-            &Backend::new(
-                &format!("{cluster}-be"),
-                BackendSpec(NodeSpec::for_cluster(cluster)),
-            ),
-        )
+        .create(&PostParams::default(), &backend)
         .await?;
     for i in 1..=frontends {
+        let name = format!("{cluster}-fe{i}");
+        let mut frontend = Frontend::new(&name, FrontendSpec(NodeSpec::for_cluster(cluster)));
+        frontend.metadata = delivered(&name, namespace, "r1");
         Api::<Frontend>::namespaced(client.clone(), namespace)
-            .create(
-                &PostParams::default(),
-                &Frontend::new(
-                    &format!("{cluster}-fe{i}"),
-                    FrontendSpec(NodeSpec::for_cluster(cluster)),
-                ),
-            )
+            .create(&PostParams::default(), &frontend)
             .await?;
     }
     Ok(())
@@ -177,7 +195,7 @@ pub async fn run(options: DevOptions) -> Result<(), DevError> {
     create_tenant(&client, "tenant-acme", "acme", 4, "express-e689.154").await?;
     create_tenant(&client, "tenant-globex", "globex", 2, "express-e689.154").await?;
     println!(
-        "sample tenants: tenant-acme/acme (1 backend, 4 frontends), tenant-globex/globex (1 backend, 2 frontends)"
+        "sample tenants: tenant-acme/acme (1 backend, 4 frontends), tenant-globex/globex (1 backend, 2 frontends), written like the tenant chart writes them (rollout-id r1; settleSeconds {DEV_SETTLE_SECONDS})"
     );
     println!();
     println!("  export KUBECONFIG={}", options.kubeconfig.display());
@@ -197,8 +215,6 @@ pub async fn run(options: DevOptions) -> Result<(), DevError> {
 /// for), a pod Ready (with how long the step took).
 async fn follow(client: kube::Client, origin: Instant, until: usize) -> Result<(), DevError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
-    let frontends: Api<Frontend> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
-    let backends: Api<Backend> = Api::namespaced(client.clone(), DEMO_NAMESPACE);
     // Only what happens from now on: watch from the current list's resourceVersion.
     let current = pods.list(&Default::default()).await?;
     let from = current
@@ -208,6 +224,7 @@ async fn follow(client: kube::Client, origin: Instant, until: usize) -> Result<(
     let stream = pods.watch(&WatchParams::default(), &from).await?;
     let mut stream = std::pin::pin!(stream);
     let mut started: HashMap<String, (Instant, String)> = HashMap::new();
+    let mut gone: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut done = 0;
     while done < until {
         let Some(Ok(event)) = stream.next().await else {
@@ -229,24 +246,12 @@ async fn follow(client: kube::Client, origin: Instant, until: usize) -> Result<(
                     .as_ref()
                     .and_then(|a| a.get("express.dev/express-version").cloned())
                     .unwrap_or_default();
-                let status = if name.ends_with("-be") {
-                    backends.get_status(&name).await.ok().and_then(|b| b.status)
+                // Told by what the watch saw: a pod created where this run saw the old one go
+                // replaces it; any other is provisioned.
+                let action = if gone.contains(&name) {
+                    "upgrade"
                 } else {
-                    frontends
-                        .get_status(&name)
-                        .await
-                        .ok()
-                        .and_then(|f| f.status)
-                };
-                // The change record is written before the pod is created: it names the change.
-                let action = match status
-                    .as_ref()
-                    .and_then(|s| s.change.as_ref())
-                    .map(|c| c.kind)
-                {
-                    Some(express_api::ChangeKind::Upgrade) => "upgrade",
-                    Some(express_api::ChangeKind::Rollback) => "rollback",
-                    _ => "provision",
+                    "provision"
                 };
                 println!(
                     "{} {name:<10} {action:<9} pod created: {version} (revision {revision})",
@@ -275,6 +280,7 @@ async fn follow(client: kube::Client, origin: Instant, until: usize) -> Result<(
             WatchEvent::Deleted(pod) => {
                 let name = pod.metadata.name.unwrap_or_default();
                 println!("{} {name:<10} old pod gone", stamp());
+                gone.insert(name);
             }
             _ => {}
         }
@@ -299,10 +305,18 @@ async fn explain_waits(client: kube::Client, origin: Instant) {
                 .flat_map(|s| s.waiting_for.iter())
                 .map(|w| format!("{} ({})", w.node, w.reason))
                 .collect();
-            let text = waiting.join("; ");
+            let settling = fe
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .filter(|m| m.contains(SETTLE_WAIT));
+            let text = match settling {
+                Some(message) if waiting.is_empty() => message,
+                _ => waiting.join("; "),
+            };
             if !text.is_empty() && said.get(&name) != Some(&text) {
                 println!(
-                    "[{:>5.1}s] {name:<10} waits for {text}",
+                    "[{:>5.1}s] {name:<10} waits: {text}",
                     origin.elapsed().as_secs_f64()
                 );
                 said.insert(name, text);
@@ -315,7 +329,7 @@ async fn demo(client: &kube::Client, startup_seconds: f64) -> Result<(), DevErro
     let origin = Instant::now();
     let limit = Duration::from_secs(120);
     println!(
-        "demo: provisioning Express cluster {DEMO_NAMESPACE}/acme (1 backend, 4 frontends; each pod takes {startup_seconds}s to become Ready)"
+        "demo: provisioning Express cluster {DEMO_NAMESPACE}/acme (1 backend, 4 frontends; each pod takes {startup_seconds}s to become Ready; a first delivery waits rollout.settleSeconds {DEV_SETTLE_SECONDS}s for all of its objects)"
     );
     let follower = tokio::spawn(follow(client.clone(), origin, 5));
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -331,15 +345,47 @@ async fn demo(client: &kube::Client, startup_seconds: f64) -> Result<(), DevErro
         provisioned.as_secs_f64()
     );
 
-    println!("demo: upgrading every node to express-e689.155 (order: fe1, fe2, be, fe3, fe4)");
-    let upgrade_origin = Instant::now();
+    println!(
+        "demo: upgrading every node to express-e689.155, written one object at a time in the worst order (backend first), each stamped with rollout-id r2; the operator starts nothing until every node carries r2, then runs fe1, fe2, be, fe3, fe4"
+    );
     let follower = tokio::spawn(follow(client.clone(), origin, 5));
     // Let the follower start watching before the change.
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let stamp_and_version = json!({
+        "metadata": {"annotations": {ANNOTATION_ROLLOUT_ID: "r2"}},
+        "spec": {"expressVersion": "express-e689.155"},
+    });
+    let params = PatchParams::default();
+    for node in ["acme-be", "acme-fe4", "acme-fe3", "acme-fe2", "acme-fe1"] {
+        println!(
+            "[{:>5.1}s] writing {node} (rollout-id r2, express-e689.155)",
+            origin.elapsed().as_secs_f64()
+        );
+        let patch = Patch::Merge(&stamp_and_version);
+        if node.ends_with("-be") {
+            Api::<Backend>::namespaced(client.clone(), DEMO_NAMESPACE)
+                .patch(node, &params, &patch)
+                .await?;
+        } else {
+            Api::<Frontend>::namespaced(client.clone(), DEMO_NAMESPACE)
+                .patch(node, &params, &patch)
+                .await?;
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    println!(
+        "[{:>5.1}s] writing ExpressCluster acme (rollout-id r2)",
+        origin.elapsed().as_secs_f64()
+    );
     Api::<ExpressCluster>::namespaced(client.clone(), DEMO_NAMESPACE)
-        .patch("acme", &PatchParams::default(), &Patch::Merge(json!({"spec": {"defaults": {
-            "backend": {"expressVersion": "express-e689.155"}, "frontend": {"expressVersion": "express-e689.155"}}}})))
+        .patch(
+            "acme",
+            &params,
+            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION_ROLLOUT_ID: "r2"}}})),
+        )
         .await?;
+    // The rollout starts with the last write of the delivery.
+    let upgrade_origin = Instant::now();
     tokio::time::timeout(limit, follower)
         .await
         .map_err(|_| DevError::Timeout(limit))?

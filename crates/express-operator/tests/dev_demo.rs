@@ -41,8 +41,18 @@ fn demo_provisions_and_upgrades_in_order_and_exits_zero() {
     ];
     assert_eq!(created, expected, "{text}");
     assert!(
-        text.contains("waits for acme-be"),
+        text.contains("waits: acme-be"),
         "the demo says why nodes wait:\n{text}"
     );
+    assert!(
+        text.contains("waits: waiting for the desired state to settle"),
+        "the demo says that nodes wait for the delivery to complete:\n{text}"
+    );
+    // Nothing is upgraded before the delivery's last write.
+    let last_write = text
+        .find("writing ExpressCluster acme")
+        .expect("the demo writes");
+    let first_upgrade = text.find("upgrade   pod created").expect("an upgrade");
+    assert!(last_write < first_upgrade, "{text}");
     assert!(text.contains("demo: upgrade complete"));
 }
