@@ -4,19 +4,18 @@
 //! namespace, under one operator; the order is read from a pod watch (what the API shows).
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use express_api::keys::ANNOTATION_ROLLOUT_ID;
 use express_api::{Backend, ExpressCluster, Frontend, NodePhase};
-use express_operator::controller::{self, Settings};
-use express_operator::metrics::Metrics;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kubesim::kubelet::KubeletConfig;
-use kubesim::{Config, KubeSim};
+use kubesim::KubeSim;
 use serde_json::{Value, json};
 
 const NODES: [&str; 5] = ["be", "fe1", "fe2", "fe3", "fe4"];
@@ -24,35 +23,11 @@ const DESIGN_UPGRADE: [&str; 5] = ["fe1", "fe2", "be", "fe3", "fe4"];
 const DESIGN_PROVISIONING: [&str; 5] = ["be", "fe1", "fe2", "fe3", "fe4"];
 
 async fn cluster_with_operator() -> (KubeSim, kube::Client) {
-    let sim = KubeSim::start(Config {
-        pod_termination_seconds: 0.1,
-        kubelet: KubeletConfig {
-            startup_seconds: 0.2,
-            terminate_seconds: 0.1,
-            rules: Vec::new(),
-        },
-        ..Config::default()
-    })
-    .await
-    .expect("kubesim");
-    let client = sim.client().expect("client");
-    express_operator::dev::install_crds(&client)
-        .await
-        .expect("CRDs");
+    let (sim, client) = support::kubesim_with_crds(0.2).await;
     express_operator::dev::create_namespace(&client, "express-system")
         .await
         .expect("namespace");
-    tokio::spawn(controller::run(
-        client.clone(),
-        Settings {
-            namespaces: Vec::new(),
-            operator_namespace: "express-system".into(),
-            concurrency: 8,
-            identity: "e2e-settle".into(),
-        },
-        Metrics::new(),
-        tokio::sync::watch::channel(true).1,
-    ));
+    support::operator(&client, "e2e-settle", tokio::sync::watch::channel(true).1);
     (sim, client)
 }
 

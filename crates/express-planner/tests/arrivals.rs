@@ -164,18 +164,6 @@ impl Delivery {
     }
 }
 
-fn record_marks(s: &mut ClusterSnapshot, p: &express_planner::Plan) {
-    for (node, mark) in s.nodes.iter_mut().zip(&p.settle.marks) {
-        node.recorded_desired = Some(RecordedDesired {
-            revision: mark.revision.clone(),
-            up: mark.up,
-            rollout_id: mark.rollout_id.clone(),
-            ordering: mark.ordering.clone(),
-            since_ms: mark.since_ms,
-        });
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 

@@ -55,19 +55,6 @@ fn stamp(s: &mut ClusterSnapshot, id: &str) {
     }
 }
 
-/// What the operator's status report does: keep each node's mark.
-fn record_marks(s: &mut ClusterSnapshot, p: &Plan) {
-    for (node, mark) in s.nodes.iter_mut().zip(&p.settle.marks) {
-        node.recorded_desired = Some(RecordedDesired {
-            revision: mark.revision.clone(),
-            up: mark.up,
-            rollout_id: mark.rollout_id.clone(),
-            ordering: mark.ordering.clone(),
-            since_ms: mark.since_ms,
-        });
-    }
-}
-
 fn started(p: &Plan) -> Vec<(String, Operation)> {
     p.actions
         .iter()

@@ -56,11 +56,13 @@ pub fn operator_with_metrics(
     ))
 }
 
-pub async fn env_without_operator() -> Env {
+/// kubesim with a fast kubelet (pods Ready `startup_seconds` after creation, 0.1 s to
+/// terminate) and the CRDs installed.
+pub async fn kubesim_with_crds(startup_seconds: f64) -> (KubeSim, kube::Client) {
     let sim = KubeSim::start(Config {
         pod_termination_seconds: 0.1,
         kubelet: KubeletConfig {
-            startup_seconds: 0.15,
+            startup_seconds,
             terminate_seconds: 0.1,
             rules: Vec::new(),
         },
@@ -72,6 +74,11 @@ pub async fn env_without_operator() -> Env {
     express_operator::dev::install_crds(&client)
         .await
         .expect("CRDs");
+    (sim, client)
+}
+
+pub async fn env_without_operator() -> Env {
+    let (sim, client) = kubesim_with_crds(0.15).await;
     for ns in [NS, "express-system"] {
         express_operator::dev::create_namespace(&client, ns)
             .await

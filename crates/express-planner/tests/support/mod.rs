@@ -5,8 +5,8 @@
 use express_api::{DeploymentDependencies, NodeKind, Prerequisite};
 use express_planner::simulate::ready_pod;
 use express_planner::{
-    ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, NodeState, Operation,
-    PodCondition, PodObservation, PodPhase, plan,
+    ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, NodeState, Operation, Plan,
+    PodCondition, PodObservation, PodPhase, RecordedDesired, plan,
 };
 
 pub const OLD: &str = "rev-old";
@@ -147,6 +147,19 @@ pub fn set_provisioning_prerequisites(
         .dependencies
         .get_or_insert_with(DeploymentDependencies::default)
         .provisioning_prerequisites = Some(on.to_vec());
+}
+
+/// What the operator's status report does with a plan's settle marks: each node keeps its mark.
+pub fn record_marks(snapshot: &mut ClusterSnapshot, plan: &Plan) {
+    for (node, mark) in snapshot.nodes.iter_mut().zip(&plan.settle.marks) {
+        node.recorded_desired = Some(RecordedDesired {
+            revision: mark.revision.clone(),
+            up: mark.up,
+            rollout_id: mark.rollout_id.clone(),
+            ordering: mark.ordering.clone(),
+            since_ms: mark.since_ms,
+        });
+    }
 }
 
 /// A change the driver saw the planner start, in the words of `kubectl express plan`.
