@@ -50,6 +50,9 @@ pub struct Simulation {
     pub blocked: Option<Blocked>,
     /// Nodes left needing a change: empty when the rollout would complete.
     pub pending: Vec<Pending>,
+    /// Why no new change could start at the end, when the desired state has not settled
+    /// (disagreeing `express.dev/rollout-id`s).
+    pub unsettled: Option<String>,
     /// The cluster as the simulation leaves it.
     pub end_state: ClusterSnapshot,
 }
@@ -128,6 +131,7 @@ pub fn simulate(snapshot: &ClusterSnapshot, max_concurrent: Option<u32>) -> Simu
         steps,
         blocked,
         pending,
+        unsettled: last.settle.message(),
         end_state: state,
     }
 }

@@ -95,6 +95,9 @@ pub fn offline(request: &OfflinePlan) -> Result<Report, Vec<String>> {
             Some(Blocked::InvalidSpec(message)) => errors.push(format!("{cluster}: {message}")),
             Some(Blocked::Paused(_)) | None => {}
         }
+        if let Some(why) = &simulation.unsettled {
+            warnings.push(format!("{cluster}: nothing new starts: {why}"));
+        }
         for pending in &simulation.pending {
             let why: Vec<String> = pending
                 .waiting_for
@@ -212,10 +215,11 @@ pub fn render_table(report: &Report) -> String {
             continue;
         }
         if cluster.simulation.steps.is_empty() {
-            let _ = writeln!(
-                out,
-                "  nothing to do: every up node runs its desired revision"
-            );
+            let text = match &cluster.simulation.unsettled {
+                Some(why) => format!("  nothing starts: {why}"),
+                None => "  nothing to do: every up node runs its desired revision".to_owned(),
+            };
+            let _ = writeln!(out, "{text}");
             continue;
         }
         let rows: Vec<[String; 5]> = cluster

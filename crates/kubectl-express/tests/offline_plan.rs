@@ -388,3 +388,47 @@ fn live_mode_is_refused_clearly() {
         .expect("run");
     assert_eq!(bad_flag.status.code(), Some(2));
 }
+
+#[test]
+fn files_whose_rollout_ids_disagree_plan_nothing_and_say_why() {
+    let scratch = Scratch::new("rollout-ids");
+    let node = |kind: &str, name: &str, id: &str| {
+        format!(
+            "apiVersion: express.dev/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n  annotations: {{express.dev/rollout-id: {id}}}\nspec: {{clusterConfig: {{clusterName: acme}}, expressVersion: v2}}\n"
+        )
+    };
+    let half_written = scratch.file(
+        "tenant.yaml",
+        &[
+            node("Backend", "acme-be", "r2"),
+            node("Frontend", "acme-fe1", "r1"),
+            node("Frontend", "acme-fe2", "r2"),
+        ]
+        .join("---\n"),
+    );
+    let output = plan(&[], &[&half_written]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("nothing starts: waiting for the desired state to settle")
+            && text.contains("r2 on acme-be, acme-fe2 (2 of 3 nodes); r1 on acme-fe1"),
+        "{text}"
+    );
+    assert_eq!(steps(&json_plan(&[&half_written])), vec![]);
+
+    // The same files with one id: a complete delivery, planned in the default order.
+    let complete = scratch.file(
+        "complete.yaml",
+        &[
+            node("Backend", "acme-be", "r2"),
+            node("Frontend", "acme-fe1", "r2"),
+            node("Frontend", "acme-fe2", "r2"),
+        ]
+        .join("---\n"),
+    );
+    let order: Vec<String> = steps(&json_plan(&[&complete]))
+        .into_iter()
+        .map(|(node, _, _)| node)
+        .collect();
+    assert_eq!(order, ["acme-be", "acme-fe1", "acme-fe2"]);
+}
