@@ -5,8 +5,10 @@
 //!
 //! This crate owns the wire format. It does no I/O.
 
+pub mod conditions;
 pub mod crd;
 pub mod effective;
+pub mod history;
 pub mod keys;
 pub mod natural;
 pub mod types;

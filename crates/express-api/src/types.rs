@@ -169,7 +169,7 @@ impl NodeSpec {
 }
 
 /// Phase of one node, as shown by `kubectl get express`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum NodePhase {
     Waiting,
     Provisioning,
@@ -180,6 +180,36 @@ pub enum NodePhase {
     Failed,
     Paused,
     Bouncing,
+}
+
+impl NodePhase {
+    /// Every phase, in the order DESIGN section 7 lists them.
+    pub const ALL: [NodePhase; 9] = [
+        NodePhase::Waiting,
+        NodePhase::Provisioning,
+        NodePhase::Upgrading,
+        NodePhase::Ready,
+        NodePhase::NotReady,
+        NodePhase::Down,
+        NodePhase::Failed,
+        NodePhase::Paused,
+        NodePhase::Bouncing,
+    ];
+
+    /// The name status carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodePhase::Waiting => "Waiting",
+            NodePhase::Provisioning => "Provisioning",
+            NodePhase::Upgrading => "Upgrading",
+            NodePhase::Ready => "Ready",
+            NodePhase::NotReady => "NotReady",
+            NodePhase::Down => "Down",
+            NodePhase::Failed => "Failed",
+            NodePhase::Paused => "Paused",
+            NodePhase::Bouncing => "Bouncing",
+        }
+    }
 }
 
 /// One prerequisite a node is waiting for, and why it is not met.
@@ -590,11 +620,64 @@ pub struct NodeCounts {
     pub down: u32,
 }
 
+/// Where an Express cluster's rollout stands (`status.rollout.state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RolloutState {
+    /// Nodes are changing or still need a change.
+    Progressing,
+    /// Every up node runs its desired revision.
+    Complete,
+    /// A pause is in force.
+    Paused,
+    /// The cluster's spec cannot be acted on.
+    Blocked,
+    /// A node's change failed; the rollout is halted.
+    Failed,
+    /// An abort request halted the rollout.
+    Aborted,
+    /// Halted, and the nodes the rollout changed return to their previous revision.
+    RollingBack,
+}
+
+fn lenient_rollout_state<'de, D>(deserializer: D) -> Result<Option<RolloutState>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let value = Option::<serde_json::Value>::deserialize(deserializer)?;
+    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+impl RolloutState {
+    /// The name status carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutState::Progressing => "Progressing",
+            RolloutState::Complete => "Complete",
+            RolloutState::Paused => "Paused",
+            RolloutState::Blocked => "Blocked",
+            RolloutState::Failed => "Failed",
+            RolloutState::Aborted => "Aborted",
+            RolloutState::RollingBack => "RollingBack",
+        }
+    }
+
+    /// A rollout in this state is still under way (it has no finish time yet).
+    pub fn is_active(self) -> bool {
+        matches!(self, RolloutState::Progressing | RolloutState::RollingBack)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    /// Lenient on read: a state this version does not know reads as absent, so that a status
+    /// written by another tool or version never breaks the operator's cache.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_rollout_state"
+    )]
+    pub state: Option<RolloutState>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub order: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -659,4 +742,48 @@ pub struct HandledRequests {
     pub abort: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_wire_names() {
+        for phase in NodePhase::ALL {
+            assert_eq!(
+                serde_json::to_value(phase).ok(),
+                Some(phase.as_str().into())
+            );
+        }
+        for state in [
+            RolloutState::Progressing,
+            RolloutState::Complete,
+            RolloutState::Paused,
+            RolloutState::Blocked,
+            RolloutState::Failed,
+            RolloutState::Aborted,
+            RolloutState::RollingBack,
+        ] {
+            assert_eq!(
+                serde_json::to_value(state).ok(),
+                Some(state.as_str().into())
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_rollout_state_reads_as_absent() {
+        let read = |state: serde_json::Value| -> RolloutStatus {
+            serde_json::from_value(serde_json::json!({"state": state, "order": ["a"]}))
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(
+            read("RollingBack".into()).state,
+            Some(RolloutState::RollingBack)
+        );
+        let unknown = read("Exploded".into());
+        assert_eq!((unknown.state, unknown.order), (None, vec!["a".to_owned()]));
+        assert_eq!(read(serde_json::Value::Null).state, None);
+    }
 }

@@ -35,9 +35,8 @@ use crate::history;
 use crate::metrics::{ActionLabel, ErrorLabel, Metrics, PhaseLabel, ResultLabel};
 use crate::pods::{NodeIdentity, build_pod};
 use crate::runner::{self, Next};
-use crate::status::{
-    CONDITION_SETTLED, REASON_SETTLE_STALLED, cluster_status, node_status, same_ignoring_time,
-};
+use crate::status::{cluster_status, node_status, same_ignoring_time};
+use express_api::conditions::{self, reason};
 use express_planner::settle::{SETTLE_STALLED, SETTLE_WAIT};
 
 /// Which Express cluster a change belongs to.
@@ -1247,7 +1246,7 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
     let ctx = env.ctx;
     let (snapshot, plan, key) = (env.snapshot, env.plan, env.key);
     let mut result = Ok(());
-    let mut phases: HashMap<String, i64> = HashMap::new();
+    let mut phases: HashMap<express_api::NodePhase, i64> = HashMap::new();
     for index in 0..snapshot.nodes.len() {
         let (previous, status) = env.node_status(index, written);
         if env.governing.is_none() {
@@ -1261,10 +1260,7 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
             .await;
         }
         *phases
-            .entry(format!(
-                "{:?}",
-                status.phase.unwrap_or(express_api::NodePhase::Waiting)
-            ))
+            .entry(status.phase.unwrap_or(express_api::NodePhase::Waiting))
             .or_default() += 1;
         if previous
             .as_ref()
@@ -1291,25 +1287,15 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
             Err(_) => {}
         }
     }
-    for phase in [
-        "Waiting",
-        "Provisioning",
-        "Upgrading",
-        "Ready",
-        "NotReady",
-        "Down",
-        "Failed",
-        "Paused",
-        "Bouncing",
-    ] {
+    for phase in express_api::NodePhase::ALL {
         ctx.metrics
             .nodes
             .get_or_create(&PhaseLabel {
                 namespace: key.namespace.clone(),
                 cluster: key.cluster.clone(),
-                phase: phase.into(),
+                phase: phase.as_str().into(),
             })
-            .set(phases.get(phase).copied().unwrap_or(0));
+            .set(phases.get(&phase).copied().unwrap_or(0));
     }
     if let Some((previous, status)) = env.cluster_status(written) {
         let transitioned = |type_: &str| {
@@ -1324,7 +1310,7 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
                 .map(|c| c.status == "True");
             is == Some(true) && was != Some(true)
         };
-        if transitioned("Paused") {
+        if transitioned(conditions::PAUSED) {
             env.publish_on_cluster(
                 EventType::Normal,
                 "Paused",
@@ -1335,8 +1321,12 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
         }
         let stalled = |status: Option<&ExpressClusterStatus>| {
             status
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_SETTLED))
-                .is_some_and(|c| c.status == "False" && c.reason == REASON_SETTLE_STALLED)
+                .and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == conditions::DESIRED_STATE_SETTLED)
+                })
+                .is_some_and(|c| c.status == "False" && c.reason == reason::STALLED)
         };
         if stalled(Some(&status)) && !stalled(previous.as_ref()) {
             env.publish_on_cluster(
@@ -1357,7 +1347,7 @@ async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
             )
             .await;
         }
-        if transitioned("InvalidSpec")
+        if transitioned(conditions::INVALID_SPEC)
             && let Some(Blocked::InvalidSpec(why)) = &plan.blocked
         {
             env.publish_on_cluster(EventType::Warning, "InvalidSpec", "Validate", why.clone())

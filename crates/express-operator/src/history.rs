@@ -6,30 +6,14 @@
 use std::collections::BTreeMap;
 
 use express_api::EffectiveNodeSpec;
+pub use express_api::history::revision_name;
+use express_api::history::{KeptSpec, kept_revision_of};
 use express_api::keys::{LABEL_CLUSTER, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use serde::{Deserialize, Serialize};
 
 use crate::pods::NodeIdentity;
-
-/// What a ControllerRevision keeps: the effective spec, in a stable JSON shape.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct KeptSpec {
-    express_version: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    config_changeset: Option<String>,
-    image_repository: String,
-    #[serde(default)]
-    pod_template: serde_json::Value,
-}
-
-/// The ControllerRevision name for a node's revision.
-pub fn revision_name(node: &str, revision: &str) -> String {
-    format!("{node}-{revision}")
-}
 
 fn label<'a>(revision: &'a ControllerRevision, key: &str) -> Option<&'a str> {
     revision
@@ -47,10 +31,7 @@ pub fn of_node<'a>(
 ) -> Vec<&'a ControllerRevision> {
     let mut revisions: Vec<&ControllerRevision> = all
         .iter()
-        .filter(|r| {
-            label(r, LABEL_NODE) == Some(node.name)
-                && label(r, LABEL_KIND) == Some(node.kind.label_value())
-        })
+        .filter(|r| kept_revision_of(r.metadata.labels.as_ref(), node.kind, node.name).is_some())
         .collect();
     revisions.sort_by_key(|r| r.revision);
     revisions
@@ -64,13 +45,7 @@ pub fn build(
     revision: &str,
     number: i64,
 ) -> Result<ControllerRevision, String> {
-    let kept = KeptSpec {
-        express_version: spec.express_version.clone(),
-        config_changeset: spec.config_changeset.clone(),
-        image_repository: spec.image_repository.clone(),
-        pod_template: spec.pod_template.clone(),
-    };
-    let data = serde_json::to_value(&kept).map_err(|e| e.to_string())?;
+    let data = serde_json::to_value(KeptSpec::from(spec)).map_err(|e| e.to_string())?;
     let labels = BTreeMap::from([
         (LABEL_CLUSTER.to_owned(), node.cluster_name.to_owned()),
         (LABEL_NODE.to_owned(), node.name.to_owned()),
@@ -94,12 +69,7 @@ pub fn build(
 pub fn spec_of(revision: &ControllerRevision) -> Result<EffectiveNodeSpec, String> {
     let kept: KeptSpec = serde_json::from_value(revision.data.0.clone())
         .map_err(|e| format!("the ControllerRevision's data is not a kept spec: {e}"))?;
-    Ok(EffectiveNodeSpec {
-        express_version: kept.express_version,
-        config_changeset: kept.config_changeset,
-        image_repository: kept.image_repository,
-        pod_template: kept.pod_template,
-    })
+    Ok(kept.into())
 }
 
 /// Names of the node's ControllerRevisions to delete so that at most `limit` remain, oldest

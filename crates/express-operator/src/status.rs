@@ -2,9 +2,11 @@
 //! (DESIGN section 7). Conditions keep their lastTransitionTime unless their status changes;
 //! [`same_ignoring_time`] tells whether a write is needed at all.
 
+use express_api::conditions::{self, reason};
 use express_api::{
     AbortRecord, ChangeState, ClusterPhase, ExpressClusterStatus, HandledRequests, InvalidRevision,
-    NodeChange, NodeCounts, NodePhase, NodeStatus, ObservedDesired, RolloutStatus, WaitingFor,
+    NodeChange, NodeCounts, NodePhase, NodeStatus, ObservedDesired, RolloutState, RolloutStatus,
+    WaitingFor,
 };
 use express_planner::UnmetReason;
 use express_planner::plan::Deferred;
@@ -298,9 +300,13 @@ pub fn node_status(
         conditions: vec![
             condition(
                 previous_conditions,
-                "Ready",
+                conditions::READY,
                 ready,
-                if ready { "PodReady" } else { "PodNotReady" },
+                if ready {
+                    reason::POD_READY
+                } else {
+                    reason::POD_NOT_READY
+                },
                 if ready {
                     "pod is Ready".into()
                 } else {
@@ -311,12 +317,12 @@ pub fn node_status(
             ),
             condition(
                 previous_conditions,
-                "UpToDate",
+                conditions::UP_TO_DATE,
                 up_to_date,
                 if up_to_date {
-                    "DesiredRevision"
+                    reason::DESIRED_REVISION
                 } else {
-                    "OldRevision"
+                    reason::OLD_REVISION
                 },
                 match desired {
                     Some(d) => format!("desired revision {}", d.revision),
@@ -327,9 +333,13 @@ pub fn node_status(
             ),
             condition(
                 previous_conditions,
-                "PrerequisitesMet",
+                conditions::PREREQUISITES_MET,
                 prerequisites_met,
-                if prerequisites_met { "Met" } else { "Waiting" },
+                if prerequisites_met {
+                    reason::MET
+                } else {
+                    reason::WAITING
+                },
                 if prerequisites_met {
                     "no unmet prerequisite".into()
                 } else {
@@ -402,18 +412,7 @@ pub fn cluster_status(
             .iter()
             .any(express_planner::rollout::rollback_in_flight);
     let (phase, message) = match (&plan.blocked, changing || pending) {
-        (Some(Blocked::Paused(pause)), _) => (
-            ClusterPhase::Paused,
-            format!(
-                "paused ({}){}",
-                pause.scope,
-                pause
-                    .reason
-                    .as_deref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
-            ),
-        ),
+        (Some(Blocked::Paused(pause)), _) => (ClusterPhase::Paused, pause.to_string()),
         (Some(Blocked::InvalidSpec(why)), _) => {
             (ClusterPhase::Failed, format!("invalid spec: {why}"))
         }
@@ -470,24 +469,23 @@ pub fn cluster_status(
         .as_ref()
         .filter(|_| plan.blocked.is_none() || matches!(plan.blocked, Some(Blocked::Paused(_))));
     let state = match (phase, halt.map(|h| &h.cause)) {
-        (ClusterPhase::Paused, _) => "Paused",
-        (_, Some(_)) if rolling_back => "RollingBack",
-        (_, Some(HaltCause::Failed { .. })) => "Failed",
-        (_, Some(HaltCause::Aborted { .. })) => "Aborted",
-        (ClusterPhase::Failed, None) => "Blocked",
-        (ClusterPhase::Progressing, None) => "Progressing",
-        _ => "Complete",
+        (ClusterPhase::Paused, _) => RolloutState::Paused,
+        (_, Some(_)) if rolling_back => RolloutState::RollingBack,
+        (_, Some(HaltCause::Failed { .. })) => RolloutState::Failed,
+        (_, Some(HaltCause::Aborted { .. })) => RolloutState::Aborted,
+        (ClusterPhase::Failed, None) => RolloutState::Blocked,
+        (ClusterPhase::Progressing, None) => RolloutState::Progressing,
+        _ => RolloutState::Complete,
     };
     let failed_node = match halt.map(|h| &h.cause) {
         Some(HaltCause::Failed { node, .. }) => Some(node.clone()),
         _ => None,
     };
     let previous_rollout = previous.and_then(|p| p.rollout.as_ref());
-    let was_progressing = previous_rollout.and_then(|r| r.state.as_deref()) == Some("Progressing");
-    let was_active = matches!(
-        previous_rollout.and_then(|r| r.state.as_deref()),
-        Some("Progressing" | "RollingBack")
-    );
+    let was_progressing = previous_rollout.and_then(|r| r.state) == Some(RolloutState::Progressing);
+    let was_active = previous_rollout
+        .and_then(|r| r.state)
+        .is_some_and(RolloutState::is_active);
     let names = |filter: &dyn Fn(&NodePlan) -> bool| -> Vec<String> {
         plan.upgrade_order
             .iter()
@@ -502,19 +500,18 @@ pub fn cluster_status(
             .collect()
     };
     let rollout = RolloutStatus {
-        state: Some(state.into()),
+        state: Some(state),
         order: plan.upgrade_order.clone(),
         current: names(&|p| p.state.in_flight() || p.action.is_some()),
         completed: names(&|p| p.state == NodeState::UpToDate),
         failed_node,
         started_at: match (state, was_progressing) {
-            ("Progressing", true) => previous_rollout.and_then(|r| r.started_at.clone()),
-            ("Progressing", false) => Some(now.clone()),
+            (RolloutState::Progressing, false) => Some(now.clone()),
             _ => previous_rollout.and_then(|r| r.started_at.clone()),
         },
         finished_at: match state {
-            "Progressing" | "RollingBack" => None,
-            "Paused" => previous_rollout.and_then(|r| r.finished_at.clone()),
+            RolloutState::Progressing | RolloutState::RollingBack => None,
+            RolloutState::Paused => previous_rollout.and_then(|r| r.finished_at.clone()),
             _ if was_active => Some(now.clone()),
             _ => previous_rollout.and_then(|r| r.finished_at.clone()),
         },
@@ -543,9 +540,9 @@ pub fn cluster_status(
     };
     let requests = (requests != HandledRequests::default()).then_some(requests);
     let halted_reason = match halt.map(|h| &h.cause) {
-        Some(HaltCause::Failed { .. }) => "RolloutFailed",
-        Some(HaltCause::Aborted { .. }) => "Aborted",
-        None => "NotHalted",
+        Some(HaltCause::Failed { .. }) => reason::ROLLOUT_FAILED,
+        Some(HaltCause::Aborted { .. }) => reason::ABORTED,
+        None => reason::NOT_HALTED,
     };
     let paused = matches!(plan.blocked, Some(Blocked::Paused(_)));
     let all_ready = counts.ready == up.len() as u32;
@@ -562,7 +559,7 @@ pub fn cluster_status(
         conditions: vec![
             condition(
                 previous_conditions,
-                "Halted",
+                conditions::HALTED,
                 halt.is_some(),
                 halted_reason,
                 halt.map_or_else(|| "rollout not halted".into(), ToString::to_string),
@@ -571,12 +568,12 @@ pub fn cluster_status(
             ),
             condition(
                 previous_conditions,
-                "Ready",
+                conditions::READY,
                 all_ready,
                 if all_ready {
-                    "AllNodesReady"
+                    reason::ALL_NODES_READY
                 } else {
-                    "NodesNotReady"
+                    reason::NODES_NOT_READY
                 },
                 message.clone(),
                 generation,
@@ -584,12 +581,12 @@ pub fn cluster_status(
             ),
             condition(
                 previous_conditions,
-                "Progressing",
+                conditions::PROGRESSING,
                 changing || pending,
                 if changing || pending {
-                    "RolloutInProgress"
+                    reason::ROLLOUT_IN_PROGRESS
                 } else {
-                    "RolloutComplete"
+                    reason::ROLLOUT_COMPLETE
                 },
                 message.clone(),
                 generation,
@@ -597,9 +594,13 @@ pub fn cluster_status(
             ),
             condition(
                 previous_conditions,
-                "Paused",
+                conditions::PAUSED,
                 paused,
-                if paused { "Paused" } else { "NotPaused" },
+                if paused {
+                    reason::PAUSED
+                } else {
+                    reason::NOT_PAUSED
+                },
                 if paused {
                     message.clone()
                 } else {
@@ -610,12 +611,12 @@ pub fn cluster_status(
             ),
             condition(
                 previous_conditions,
-                "InvalidSpec",
+                conditions::INVALID_SPEC,
                 invalid.is_some(),
                 if invalid.is_some() {
-                    "InvalidSpec"
+                    reason::INVALID_SPEC
                 } else {
-                    "Valid"
+                    reason::VALID
                 },
                 invalid.unwrap_or_else(|| "spec is valid".into()),
                 generation,
@@ -623,7 +624,7 @@ pub fn cluster_status(
             ),
             condition(
                 previous_conditions,
-                CONDITION_SETTLED,
+                conditions::DESIRED_STATE_SETTLED,
                 settled,
                 settle_reason,
                 plan.settle
@@ -637,18 +638,13 @@ pub fn cluster_status(
     }
 }
 
-/// ExpressCluster condition: the desired state has settled (DESIGN section 3, rule 8).
-pub const CONDITION_SETTLED: &str = "DesiredStateSettled";
-/// Reason of a `DesiredStateSettled=False` condition for a rollout-id disagreement that lasts.
-pub const REASON_SETTLE_STALLED: &str = "Stalled";
-
 /// The reason of the `DesiredStateSettled` condition.
 pub fn settle_reason(state: &SettleState) -> &'static str {
     match state {
-        SettleState::Settled => "Settled",
-        SettleState::Window { .. } => "SettleWindow",
-        SettleState::Disagree { stalled: false, .. } => "RolloutIdMismatch",
-        SettleState::Disagree { stalled: true, .. } => REASON_SETTLE_STALLED,
+        SettleState::Settled => reason::SETTLED,
+        SettleState::Window { .. } => reason::SETTLE_WINDOW,
+        SettleState::Disagree { stalled: false, .. } => reason::ROLLOUT_ID_MISMATCH,
+        SettleState::Disagree { stalled: true, .. } => reason::STALLED,
     }
 }
 

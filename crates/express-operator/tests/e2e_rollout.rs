@@ -72,8 +72,8 @@ async fn wait_for(
     }
 }
 
-fn rollout_state(cluster: &ExpressCluster) -> Option<&str> {
-    cluster.status.as_ref()?.rollout.as_ref()?.state.as_deref()
+fn rollout_state(cluster: &ExpressCluster) -> Option<&'static str> {
+    Some(cluster.status.as_ref()?.rollout.as_ref()?.state?.as_str())
 }
 
 fn pod_ready(pod: &Pod) -> bool {

@@ -4,10 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use express_api::history::kept_revision_of;
 use express_api::keys::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_EXPRESS_VERSION, ANNOTATION_RETRY,
     ANNOTATION_ROLLOUT_ID, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE,
-    CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE,
+    CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
 };
 use express_api::{
     Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus, ObservedDesired,
@@ -342,17 +343,12 @@ fn history_of(
     kind: NodeKind,
     name: &str,
 ) -> Vec<String> {
-    let kind = kind.label_value();
     inventory
         .controller_revisions
         .iter()
         .filter(|r| namespace_of(*r) == Some(namespace))
-        .filter_map(|r| {
-            let labels = r.metadata.labels.as_ref()?;
-            (labels.get(LABEL_NODE).map(String::as_str) == Some(name)
-                && labels.get(LABEL_KIND).map(String::as_str) == Some(kind))
-            .then(|| labels.get(LABEL_DEPLOYMENT_REVISION).cloned())?
-        })
+        .filter_map(|r| kept_revision_of(r.metadata.labels.as_ref(), kind, name))
+        .map(str::to_owned)
         .collect()
 }
 

@@ -220,6 +220,17 @@ pub struct Pause {
     pub reason: Option<String>,
 }
 
+impl std::fmt::Display for Pause {
+    /// "paused (namespace (ConfigMap express-control)): maintenance window"
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "paused ({})", self.scope)?;
+        match &self.reason {
+            Some(reason) => write!(f, ": {reason}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Where a pause was requested (DESIGN section 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PauseScope {

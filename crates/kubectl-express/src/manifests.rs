@@ -7,6 +7,7 @@ use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use express_api::keys::{GROUP, VERSION};
 use express_api::{Backend, ExpressCluster, Frontend};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde::de::DeserializeOwned;
@@ -267,16 +268,13 @@ fn add_object(
         return;
     }
     let describe = format!("{kind} {namespace}/{name}");
+    let express = api_version == format!("{GROUP}/{VERSION}");
     let added = match (api_version.as_str(), kind.as_str()) {
-        ("express.dev/v1alpha1", "ExpressCluster") => {
+        (_, "ExpressCluster") if express => {
             typed(object, &describe).map(|o| manifests.clusters.push(o))
         }
-        ("express.dev/v1alpha1", "Backend") => {
-            typed(object, &describe).map(|o| manifests.backends.push(o))
-        }
-        ("express.dev/v1alpha1", "Frontend") => {
-            typed(object, &describe).map(|o| manifests.frontends.push(o))
-        }
+        (_, "Backend") if express => typed(object, &describe).map(|o| manifests.backends.push(o)),
+        (_, "Frontend") if express => typed(object, &describe).map(|o| manifests.frontends.push(o)),
         ("v1", "Pod") => typed(object, &describe).map(|o| manifests.pods.push(o)),
         ("v1", "ConfigMap") => typed(object, &describe).map(|o| manifests.config_maps.push(o)),
         _ => {

@@ -202,16 +202,7 @@ pub fn render_table(report: &Report) -> String {
             snapshot.nodes.iter().filter(|n| n.up).count()
         );
         if let Some(Blocked::Paused(pause)) = &cluster.simulation.blocked {
-            let reason = pause
-                .reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  paused ({}){reason}; nothing changes until it is resumed",
-                pause.scope
-            );
+            let _ = writeln!(out, "  {pause}; nothing changes until it is resumed");
             continue;
         }
         if cluster.simulation.steps.is_empty() {
