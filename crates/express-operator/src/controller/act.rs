@@ -1,0 +1,221 @@
+//! Act: the thin actuator. Creates pods (keeping each new revision as a ControllerRevision
+//! first), deletes them gracefully with a uid precondition, never forced.
+
+use std::collections::HashMap;
+
+use express_api::keys::FIELD_MANAGER;
+use express_api::{EffectiveNodeSpec, effective_spec};
+use express_planner::{Action, Operation};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+
+use tracing::info;
+
+use super::events;
+use super::{Env, Error};
+
+use crate::history;
+use crate::metrics::ActionLabel;
+use crate::pods::{NodeIdentity, build_pod};
+
+pub(super) async fn act(
+    env: &Env<'_>,
+    pod_uids: &HashMap<String, String>,
+    revisions: &[ControllerRevision],
+) -> Result<(), Error> {
+    let ctx = env.ctx;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &env.key.namespace);
+    let mut first_error = Ok(());
+    for action in &env.plan.actions {
+        let observation = &env.snapshot.nodes[action.node];
+        let uid = pod_uids.get(&action.name);
+        let result = match action.operation {
+            Operation::CreatePod | Operation::FinishReplacement => {
+                create_pod(env, &pods, action, revisions).await.map(Some)
+            }
+            Operation::ReplacePod
+            | Operation::ResumeReplacement
+            | Operation::RemovePod
+            | Operation::DeleteEndedPod => {
+                delete_pod(&pods, &action.name, uid).await.map(|()| None)
+            }
+        };
+        let label = events::action_label(action.operation);
+        ctx.metrics
+            .actions
+            .get_or_create(&ActionLabel {
+                action: label.into(),
+            })
+            .inc();
+        match result {
+            Ok(created) => {
+                let waited_for = &env.plan.nodes[action.node].prerequisites;
+                let notice =
+                    events::pod_operation(action, observation, waited_for, created.as_deref());
+                info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, action = label, rollback = action.from_history, "{}", notice.note);
+                env.publish_on_node(action.node, notice).await;
+            }
+            Err(err) => {
+                env.publish_on_node(action.node, events::action_failed(action, &err))
+                    .await;
+                if first_error.is_ok() {
+                    first_error = Err(err);
+                }
+            }
+        }
+    }
+    first_error
+}
+
+/// Creates a node's pod: from the node's spec (keeping that spec as a ControllerRevision
+/// first), or for a rollback from the spec a ControllerRevision kept.
+pub(super) async fn create_pod(
+    env: &Env<'_>,
+    pods: &Api<Pod>,
+    action: &Action,
+    revisions: &[ControllerRevision],
+) -> Result<String, Error> {
+    let (kind, name) = (action.kind, action.name.as_str());
+    let build = |why: String| Error::BuildPod {
+        node: name.to_owned(),
+        why,
+    };
+    let (Some(meta), Some(spec)) = (env.nodes.meta(kind, name), env.nodes.spec(kind, name)) else {
+        return Err(build("the node object is gone".into()));
+    };
+    let identity = NodeIdentity {
+        kind,
+        name,
+        namespace: &env.key.namespace,
+        uid: meta.uid.as_deref().unwrap_or(""),
+        cluster_name: &env.key.cluster,
+    };
+    let kept = history::of_node(revisions, &identity);
+    let (effective, revision): (EffectiveNodeSpec, String) =
+        match (&action.revision, action.from_history) {
+            (Some(revision), true) => {
+                let wanted = history::revision_name(name, revision);
+                let kept_revision = kept
+                    .iter()
+                    .find(|r| r.metadata.name.as_deref() == Some(wanted.as_str()))
+                    .ok_or_else(|| {
+                        build(format!(
+                            "no ControllerRevision {wanted} keeps revision {revision}"
+                        ))
+                    })?;
+                (
+                    history::spec_of(kept_revision).map_err(build)?,
+                    revision.clone(),
+                )
+            }
+            _ => {
+                let defaults = env.governing.and_then(|c| c.spec.defaults.for_kind(kind));
+                let effective =
+                    effective_spec(kind, spec, defaults).map_err(|e| build(e.to_string()))?;
+                let revision = effective.desired_revision(meta.labels.as_ref());
+                keep_revision(env, &identity, &effective, &revision, &kept).await?;
+                (effective, revision)
+            }
+        };
+    let pod = build_pod(&identity, &effective, &revision).map_err(build)?;
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match pods.create(&params, &pod).await {
+        Ok(_) => Ok(revision),
+        // Created by an earlier attempt whose answer was lost: the watch will show it.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(revision),
+        Err(source) => Err(Error::CreatePod {
+            pod: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Keeps `revision` of a node as a ControllerRevision (if not kept yet) and prunes the node's
+/// history to `revisionHistoryLimit`, sparing the revisions it runs, wants or may return to.
+pub(super) async fn keep_revision(
+    env: &Env<'_>,
+    node: &NodeIdentity<'_>,
+    effective: &EffectiveNodeSpec,
+    revision: &str,
+    kept: &[&ControllerRevision],
+) -> Result<(), Error> {
+    let api: Api<ControllerRevision> = Api::namespaced(env.ctx.client.clone(), &env.key.namespace);
+    let failed = |source| Error::KeepRevision {
+        node: node.name.to_owned(),
+        revision: revision.to_owned(),
+        source,
+    };
+    let name = history::revision_name(node.name, revision);
+    let mut kept: Vec<&ControllerRevision> = kept.to_vec();
+    let created;
+    if !kept
+        .iter()
+        .any(|r| r.metadata.name.as_deref() == Some(name.as_str()))
+    {
+        let number = kept.iter().filter_map(|r| r.revision).max().unwrap_or(0) + 1;
+        let object =
+            history::build(node, effective, revision, number).map_err(|why| Error::BuildPod {
+                node: node.name.to_owned(),
+                why,
+            })?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        created = match api.create(&params, &object).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(status)) if status.code == 409 => object,
+            Err(source) => return Err(failed(source)),
+        };
+        kept.push(&created);
+    }
+    let limit = env.governing.map_or(
+        express_api::RolloutSettings::default().revision_history_limit,
+        |c| c.spec.rollout.revision_history_limit,
+    ) as usize;
+    let observation = env.snapshot.nodes.iter().find(|n| n.name == node.name);
+    let mut protected: Vec<&str> = vec![revision];
+    if let Some(observation) = observation {
+        protected.extend(observation.pod.as_ref().and_then(|p| p.revision.as_deref()));
+        if let Some(change) = &observation.change {
+            protected.extend(change.from.as_deref());
+            protected.push(&change.to);
+        }
+    }
+    for stale in history::to_prune(&kept, limit.max(1), &protected) {
+        match api.delete(&stale, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => return Err(failed(source)),
+        }
+    }
+    Ok(())
+}
+
+/// Graceful delete of exactly the pod observed (uid precondition), never forced.
+pub(super) async fn delete_pod(
+    pods: &Api<Pod>,
+    name: &str,
+    uid: Option<&String>,
+) -> Result<(), Error> {
+    let params = DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match pods.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        // Already gone, or replaced by another pod meanwhile: nothing to do now.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(source) => Err(Error::DeletePod {
+            pod: name.to_owned(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,249 @@
+//! The controller's view of the cluster: one reflector per kind (and per managed namespace),
+//! every change mapped to the Express clusters it concerns, and the overlay of statuses this
+//! operator wrote that its caches have not caught up with yet (read your own writes).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use express_api::{Backend, ExpressCluster, Frontend, NodeSpec};
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tracing::warn;
+
+use super::ClusterKey;
+
+/// A cache of one kind: one reflector per managed namespace (or one for all of them).
+pub struct Scoped<K: Resource + Clone + 'static>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    stores: Vec<(Option<String>, Store<K>)>,
+}
+
+impl<K> Scoped<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    /// Objects of a namespace, owned (the snapshot builder works on slices).
+    pub fn in_namespace(&self, namespace: &str) -> Vec<K> {
+        self.stores
+            .iter()
+            .filter(|(scope, _)| scope.as_deref().is_none_or(|s| s == namespace))
+            .flat_map(|(_, store)| store.state())
+            .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+            .map(|o| (*o).clone())
+            .collect()
+    }
+
+    pub fn all(&self) -> Vec<Arc<K>> {
+        self.stores
+            .iter()
+            .flat_map(|(_, store)| store.state())
+            .collect()
+    }
+
+    pub(super) async fn wait_until_ready(&self) {
+        for (_, store) in &self.stores {
+            let _ = store.wait_until_ready().await;
+        }
+    }
+}
+
+pub struct Caches {
+    pub clusters: Scoped<ExpressCluster>,
+    pub backends: Scoped<Backend>,
+    pub frontends: Scoped<Frontend>,
+    pub pods: Scoped<Pod>,
+    pub controls: Scoped<ConfigMap>,
+    pub revisions: Scoped<ControllerRevision>,
+}
+
+/// Statuses this operator wrote, kept until its caches have caught up with them. A reconcile
+/// that starts before the watch delivers the operator's own status write must still see it:
+/// the change record written before a pod is deleted is what makes the next step safe.
+#[derive(Default)]
+pub struct WrittenStatuses(Mutex<HashMap<StatusKey, (u64, serde_json::Value)>>);
+
+/// Kind, namespace and name of an object whose status was written.
+pub(super) type StatusKey = (&'static str, String, String);
+
+impl WrittenStatuses {
+    pub(super) fn remember(
+        &self,
+        kind: &'static str,
+        meta: &ObjectMeta,
+        status: serde_json::Value,
+    ) {
+        let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+            return;
+        };
+        let Some(version) = meta
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+        else {
+            return;
+        };
+        if let Ok(mut written) = self.0.lock() {
+            written.insert((kind, namespace, name), (version, status));
+        }
+    }
+
+    /// Replaces a cached object's status by the one written, while the cache is older than
+    /// the write. Resource versions are compared as numbers (as etcd and kubesim issue them);
+    /// an object whose version is not a number is taken as fresh.
+    pub(super) fn refresh<K>(&self, kind: &'static str, object: &mut K)
+    where
+        K: Resource + kube::core::object::HasStatus,
+        K::Status: DeserializeOwned,
+    {
+        let meta = object.meta();
+        let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+            return;
+        };
+        let cached: Option<u64> = meta
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok());
+        let Ok(mut written) = self.0.lock() else {
+            return;
+        };
+        let key = (kind, namespace, name);
+        match (written.get(&key), cached) {
+            (Some((version, status)), Some(cached)) if cached < *version => {
+                if let Ok(status) = serde_json::from_value(status.clone()) {
+                    *object.status_mut() = Some(status);
+                }
+            }
+            (Some(_), _) => {
+                written.remove(&key);
+            }
+            (None, _) => {}
+        }
+    }
+}
+
+impl Caches {
+    /// Every Express cluster known, optionally only in one namespace.
+    pub(super) fn keys(&self, namespace: Option<&str>) -> BTreeSet<ClusterKey> {
+        let mut keys = BTreeSet::new();
+        let mut add = |ns: Option<&String>, cluster: Option<&str>| {
+            if let (Some(ns), Some(cluster)) = (ns, cluster)
+                && namespace.is_none_or(|wanted| wanted == ns)
+            {
+                keys.insert(ClusterKey {
+                    namespace: ns.clone(),
+                    cluster: cluster.to_owned(),
+                });
+            }
+        };
+        for c in self.clusters.all() {
+            add(c.metadata.namespace.as_ref(), c.cluster_name());
+        }
+        for b in self.backends.all() {
+            add(
+                b.metadata.namespace.as_ref(),
+                Some(&b.spec.cluster_config.cluster_name),
+            );
+        }
+        for f in self.frontends.all() {
+            add(
+                f.metadata.namespace.as_ref(),
+                Some(&f.spec.cluster_config.cluster_name),
+            );
+        }
+        keys
+    }
+}
+
+pub(super) type Trigger = mpsc::UnboundedSender<ClusterKey>;
+
+/// Background tasks owned by one controller run: aborted when it ends or is dropped, so that
+/// nothing (a watch, a leadership receiver) outlives it.
+#[derive(Default)]
+pub struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Tasks {
+    pub(super) fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.0.push(tokio::spawn(task));
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Starts one reflector per scope for a kind, mapping every change to cluster keys.
+pub(super) fn cache<K, F>(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    config: watcher::Config,
+    to_keys: F,
+    triggers: Trigger,
+    tasks: &mut Tasks,
+) -> Scoped<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: Fn(&K) -> Vec<ClusterKey> + Clone + Send + Sync + 'static,
+{
+    let mut stores = Vec::new();
+    for scope in scopes {
+        let api: Api<K> = match scope {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let (reader, writer) = reflector::store();
+        let stream = reflector::reflector(writer, watcher(api, config.clone()).default_backoff())
+            .touched_objects();
+        let (triggers, to_keys) = (triggers.clone(), to_keys.clone());
+        tasks.spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(object) => {
+                        for key in to_keys(&object) {
+                            let _ = triggers.send(key);
+                        }
+                    }
+                    Err(err) => {
+                        warn!(error = %err, kind = %K::kind(&()), "watch error; the watcher retries with backoff")
+                    }
+                }
+            }
+        });
+        stores.push((scope.clone(), reader));
+    }
+    Scoped { stores }
+}
+
+pub(super) fn node_key<K: Resource>(object: &K, spec: &NodeSpec) -> Vec<ClusterKey> {
+    object
+        .meta()
+        .namespace
+        .clone()
+        .map(|namespace| ClusterKey {
+            namespace,
+            cluster: spec.cluster_config.cluster_name.clone(),
+        })
+        .into_iter()
+        .collect()
+}

@@ -1,0 +1,40 @@
+//! Errors of one reconcile. Each variant is meaningful to an operator reading an event or a log;
+//! [`Error::kind`] labels the `express_operator_reconcile_errors_total` metric.
+
+/// Errors of one reconcile, each meaningful to an operator reading an event or a log.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot create pod {pod}: {source}")]
+    CreatePod { pod: String, source: kube::Error },
+    #[error("cannot delete pod {pod}: {source}")]
+    DeletePod { pod: String, source: kube::Error },
+    #[error("cannot record {what} in the status of {object} before acting: {source}")]
+    Record {
+        what: String,
+        object: String,
+        source: kube::Error,
+    },
+    #[error("cannot keep revision {revision} of {node} as a ControllerRevision: {source}")]
+    KeepRevision {
+        node: String,
+        revision: String,
+        source: kube::Error,
+    },
+    #[error("cannot write the status of {object}: {source}")]
+    WriteStatus { object: String, source: kube::Error },
+    #[error("cannot build the pod of {node}: {why}")]
+    BuildPod { node: String, why: String },
+}
+
+impl Error {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::CreatePod { .. } => "create_pod",
+            Error::DeletePod { .. } => "delete_pod",
+            Error::Record { .. } => "record",
+            Error::KeepRevision { .. } => "keep_revision",
+            Error::WriteStatus { .. } => "write_status",
+            Error::BuildPod { .. } => "build_pod",
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Events: every reason and note the operator publishes, built from the planner's outputs, and
+//! where each is published (the node, or the ExpressCluster). A new event is a new builder here.
+
+use express_planner::rollout::{AbortOutcome, Failure};
+use express_planner::settle::{SETTLE_STALLED, SETTLE_WAIT};
+use express_planner::{Action, NodeObservation, Operation};
+use kube::Resource;
+use kube::runtime::events::{Event, EventType};
+use tracing::warn;
+
+use super::{Context, Env};
+
+/// One event, before it is published.
+pub(super) struct Notice {
+    pub(super) type_: EventType,
+    pub(super) reason: &'static str,
+    /// What the operator did or checked (the event's `action`).
+    pub(super) action: &'static str,
+    pub(super) note: String,
+}
+
+impl Notice {
+    fn normal(reason: &'static str, action: &'static str, note: String) -> Self {
+        Notice {
+            type_: EventType::Normal,
+            reason,
+            action,
+            note,
+        }
+    }
+
+    fn warning(reason: &'static str, action: &'static str, note: String) -> Self {
+        Notice {
+            type_: EventType::Warning,
+            reason,
+            action,
+            note,
+        }
+    }
+}
+
+/// The label of a pod operation, in events (`action`), logs and the actions metric.
+pub(super) fn action_label(operation: Operation) -> &'static str {
+    match operation {
+        Operation::CreatePod => "create_pod",
+        Operation::ReplacePod => "replace_pod",
+        Operation::ResumeReplacement => "resume_replacement",
+        Operation::FinishReplacement => "finish_replacement",
+        Operation::RemovePod => "remove_pod",
+        Operation::DeleteEndedPod => "delete_ended_pod",
+    }
+}
+
+/// A pod operation done. `created` is the revision of a pod just created; `waited_for` the
+/// prerequisites the change waited for. Every step of a rollback is RollingBack, whichever
+/// operation it is.
+pub(super) fn pod_operation(
+    action: &Action,
+    observation: &NodeObservation,
+    waited_for: &[String],
+    created: Option<&str>,
+) -> Notice {
+    let rollback = action.from_history;
+    let waited = if waited_for.is_empty() || rollback {
+        String::new()
+    } else {
+        format!(" (after {})", waited_for.join(", "))
+    };
+    let name = &action.name;
+    let upgrading = if rollback { "RollingBack" } else { "Upgrading" };
+    let (reason, note) = match (action.operation, created) {
+        (Operation::CreatePod, Some(revision)) if !rollback => (
+            "Provisioning",
+            format!("created pod {name} on revision {revision}{waited}"),
+        ),
+        (Operation::CreatePod | Operation::FinishReplacement, Some(revision)) => (
+            upgrading,
+            format!("created pod {name} on revision {revision}{waited}"),
+        ),
+        (Operation::ReplacePod, _) => {
+            let from = observation
+                .pod
+                .as_ref()
+                .and_then(|p| p.revision.as_deref())
+                .unwrap_or("none");
+            let to = action
+                .revision
+                .as_deref()
+                .or_else(|| {
+                    observation
+                        .desired
+                        .as_ref()
+                        .ok()
+                        .map(|d| d.revision.as_str())
+                })
+                .unwrap_or_default();
+            (
+                upgrading,
+                format!("replacing pod {name} (revision {from} -> {to}){waited}"),
+            )
+        }
+        (Operation::ResumeReplacement, _) => (
+            upgrading,
+            format!("deleting old pod {name} to finish its replacement"),
+        ),
+        (Operation::RemovePod, _) => (
+            "Removing",
+            format!("deleting pod {name}: the node is set down"),
+        ),
+        (Operation::DeleteEndedPod, _) => (
+            "Recreating",
+            format!("deleting ended pod {name} so it can be provisioned again"),
+        ),
+        (Operation::CreatePod | Operation::FinishReplacement, None) => {
+            (upgrading, format!("created pod {name}"))
+        }
+    };
+    Notice::normal(reason, action_label(action.operation), note)
+}
+
+/// A pod operation that failed.
+pub(super) fn action_failed(action: &Action, error: &super::Error) -> Notice {
+    Notice::warning(
+        "ActionFailed",
+        action_label(action.operation),
+        error.to_string(),
+    )
+}
+
+/// A change found failed (published on the node and on the ExpressCluster).
+pub(super) fn rollout_failed(failure: &Failure, rolling_back: bool) -> Notice {
+    Notice::warning(
+        "RolloutFailed",
+        "Assess",
+        format!(
+            "revision {} failed on {}: {}; no further node is changed{}",
+            failure.revision,
+            failure.name,
+            failure.reason,
+            if rolling_back {
+                "; rolling back the nodes this rollout changed"
+            } else {
+                ""
+            }
+        ),
+    )
+}
+
+/// An abort request acted on.
+pub(super) fn abort_request(id: &str, outcome: &AbortOutcome, rollback: bool) -> Notice {
+    let note = match outcome {
+        AbortOutcome::Recorded => format!(
+            "abort request {id}: the rollout stops{}",
+            if rollback {
+                "; the nodes it changed return to their previous revision"
+            } else {
+                ""
+            }
+        ),
+        AbortOutcome::NothingToAbort => {
+            format!("abort request {id}: no rollout in progress, nothing to stop")
+        }
+    };
+    Notice::normal("Aborted", "Abort", note)
+}
+
+/// A retry request acted on.
+pub(super) fn retry_request(id: &str) -> Notice {
+    Notice::normal(
+        "Retried",
+        "Retry",
+        format!("retry request {id}: known-invalid revisions and any abort cleared"),
+    )
+}
+
+/// A pause came into force.
+pub(super) fn paused(message: String) -> Notice {
+    Notice::normal("Paused", "Pause", message)
+}
+
+/// The cluster's spec cannot be acted on.
+pub(super) fn invalid_spec(why: String) -> Notice {
+    Notice::warning("InvalidSpec", "Validate", why)
+}
+
+/// A settle wait started holding a change.
+pub(super) fn settling(message: String) -> Notice {
+    Notice::normal("Settling", "Settle", message)
+}
+
+/// A rollout-id disagreement turned stalled.
+pub(super) fn settle_stalled(message: String) -> Notice {
+    Notice::warning("SettleStalled", "Settle", message)
+}
+
+/// Whether a status message says that nothing starts until the desired state settles.
+pub(super) fn waits_to_settle(message: Option<&str>) -> bool {
+    message.is_some_and(|m| m.contains(SETTLE_WAIT))
+}
+
+impl Env<'_> {
+    pub(super) async fn publish_on_node(&self, index: usize, notice: Notice) {
+        let observation = &self.snapshot.nodes[index];
+        publish(
+            self.ctx,
+            self.nodes.reference(observation.kind, &observation.name),
+            notice,
+        )
+        .await;
+    }
+
+    pub(super) async fn publish_on_cluster(&self, notice: Notice) {
+        if let Some(cluster) = self.governing {
+            publish(self.ctx, Some(cluster.object_ref(&())), notice).await;
+        }
+    }
+
+    /// Publishes, on a node of a cluster without ExpressCluster, the start of a settle wait
+    /// (or of its stall) that holds the node's change.
+    pub(super) async fn publish_settle_wait(
+        &self,
+        index: usize,
+        previous: Option<&str>,
+        message: Option<&str>,
+    ) {
+        let stalled = |m: Option<&str>| m.is_some_and(|m| m.starts_with(SETTLE_STALLED));
+        let note = || self.plan.settle.message().unwrap_or_default();
+        if stalled(message) && !stalled(previous) {
+            self.publish_on_node(index, settle_stalled(note())).await;
+        } else if waits_to_settle(message) && !waits_to_settle(previous) {
+            self.publish_on_node(index, settling(note())).await;
+        }
+    }
+}
+
+async fn publish(
+    ctx: &Context,
+    reference: Option<k8s_openapi::api::core::v1::ObjectReference>,
+    notice: Notice,
+) {
+    let Some(reference) = reference else { return };
+    let event = Event {
+        type_: notice.type_,
+        reason: notice.reason.into(),
+        note: Some(notice.note),
+        action: notice.action.into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&event, &reference).await {
+        warn!(error = %err, reason = notice.reason, "cannot publish event");
+    }
+}

@@ -1,0 +1,321 @@
+//! The controller. Caches (reflectors) of ExpressClusters, Backends, Frontends, the pods they
+//! own, the control ConfigMaps and ControllerRevisions; every change is mapped to its Express
+//! cluster (namespace, clusterName); one reconcile per cluster, which reads as its table of
+//! contents: gate (leader, namespace) → [`observe`] → plan (the pure planner) → [`record`] →
+//! [`act`] → [`report`], with every event worded in [`events`]. Level-triggered and
+//! watch-driven: nothing polls.
+
+mod act;
+mod caches;
+mod error;
+mod events;
+mod observe;
+mod record;
+mod report;
+
+pub use caches::{Caches, Scoped, Tasks, WrittenStatuses};
+pub use error::Error;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
+use express_api::{Backend, ExpressCluster, ExpressClusterStatus, Frontend, NodeStatus};
+use express_planner::{ClusterSnapshot, Plan, plan};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+use act::act;
+use caches::{cache, node_key};
+use observe::{Nodes, Observed};
+use record::record;
+use report::report;
+
+use crate::metrics::{ErrorLabel, Metrics, ResultLabel};
+use crate::runner::{self, Next};
+
+/// Which Express cluster a change belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterKey {
+    pub namespace: String,
+    pub cluster: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Namespaces to manage; empty means every namespace.
+    pub namespaces: Vec<String>,
+    /// Where the operator runs (its control ConfigMap and Lease live there).
+    pub operator_namespace: String,
+    /// Express clusters reconciled at once.
+    pub concurrency: usize,
+    /// Name of this instance in events and the Lease.
+    pub identity: String,
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub caches: Caches,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    pub leader: watch::Receiver<bool>,
+    pub written: WrittenStatuses,
+}
+
+/// Runs the controller until the process stops.
+pub async fn run(
+    client: kube::Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    leader: watch::Receiver<bool>,
+) {
+    let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
+        vec![None]
+    } else {
+        settings.namespaces.iter().cloned().map(Some).collect()
+    };
+    let (triggers, queue) = mpsc::unbounded_channel::<ClusterKey>();
+    let mut tasks = Tasks::default();
+    let all_keys: Arc<std::sync::OnceLock<Arc<Context>>> = Arc::new(std::sync::OnceLock::new());
+
+    let clusters = cache::<ExpressCluster, _>(
+        &client,
+        &scopes,
+        watcher::Config::default(),
+        |c| match (c.metadata.namespace.clone(), c.cluster_name()) {
+            (Some(namespace), Some(cluster)) => vec![ClusterKey {
+                namespace,
+                cluster: cluster.to_owned(),
+            }],
+            _ => Vec::new(),
+        },
+        triggers.clone(),
+        &mut tasks,
+    );
+    let backends = cache::<Backend, _>(
+        &client,
+        &scopes,
+        watcher::Config::default(),
+        |b| node_key(b, &b.spec),
+        triggers.clone(),
+        &mut tasks,
+    );
+    let frontends = cache::<Frontend, _>(
+        &client,
+        &scopes,
+        watcher::Config::default(),
+        |f| node_key(f, &f.spec),
+        triggers.clone(),
+        &mut tasks,
+    );
+    let pods = cache::<Pod, _>(
+        &client,
+        &scopes,
+        watcher::Config::default().labels(LABEL_CLUSTER),
+        |p| match (p.metadata.namespace.clone(), p.labels().get(LABEL_CLUSTER)) {
+            (Some(namespace), Some(cluster)) => vec![ClusterKey {
+                namespace,
+                cluster: cluster.clone(),
+            }],
+            _ => Vec::new(),
+        },
+        triggers.clone(),
+        &mut tasks,
+    );
+    // Control ConfigMaps pause whole namespaces (or everything): every cluster there is affected.
+    let operator_namespace = settings.operator_namespace.clone();
+    let context_for_controls = all_keys.clone();
+    let mut control_scopes = scopes.clone();
+    if !control_scopes.contains(&None)
+        && !control_scopes.contains(&Some(operator_namespace.clone()))
+    {
+        control_scopes.push(Some(operator_namespace.clone()));
+    }
+    let controls = cache::<ConfigMap, _>(
+        &client,
+        &control_scopes,
+        watcher::Config::default(),
+        move |cm| {
+            let Some(ctx) = context_for_controls.get() else {
+                return Vec::new();
+            };
+            let namespace = cm.metadata.namespace.as_deref().unwrap_or("");
+            match cm.metadata.name.as_deref() {
+                Some(CONTROL_CONFIGMAP_NAMESPACE) => {
+                    ctx.caches.keys(Some(namespace)).into_iter().collect()
+                }
+                Some(CONTROL_CONFIGMAP_GLOBAL) if namespace == operator_namespace => {
+                    ctx.caches.keys(None).into_iter().collect()
+                }
+                _ => Vec::new(),
+            }
+        },
+        triggers.clone(),
+        &mut tasks,
+    );
+
+    let revisions = cache::<ControllerRevision, _>(
+        &client,
+        &scopes,
+        watcher::Config::default().labels(LABEL_CLUSTER),
+        |_| Vec::new(),
+        triggers.clone(),
+        &mut tasks,
+    );
+
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "express-operator".into(),
+            instance: Some(settings.identity.clone()),
+        },
+    );
+    let context = Arc::new(Context {
+        client,
+        caches: Caches {
+            clusters,
+            backends,
+            frontends,
+            pods,
+            controls,
+            revisions,
+        },
+        recorder,
+        metrics: metrics.clone(),
+        settings,
+        leader: leader.clone(),
+        written: WrittenStatuses::default(),
+    });
+    let _ = all_keys.set(context.clone());
+    let caches = &context.caches;
+    caches.clusters.wait_until_ready().await;
+    caches.backends.wait_until_ready().await;
+    caches.frontends.wait_until_ready().await;
+    caches.pods.wait_until_ready().await;
+    caches.controls.wait_until_ready().await;
+    caches.revisions.wait_until_ready().await;
+    metrics.set_ready();
+    info!("caches synced; reconciling");
+
+    // Becoming leader means every cluster needs a look, whatever changed meanwhile.
+    {
+        let (context, triggers, mut leader) = (context.clone(), triggers.clone(), leader);
+        tasks.spawn(async move {
+            loop {
+                if *leader.borrow_and_update() {
+                    for key in context.caches.keys(None) {
+                        let _ = triggers.send(key);
+                    }
+                }
+                if leader.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    let concurrency = context.settings.concurrency;
+    runner::run(queue, concurrency, move |key| {
+        let context = context.clone();
+        async move {
+            let started = Instant::now();
+            let result = reconcile(&context, &key).await;
+            context.metrics.reconcile_seconds.observe(started.elapsed().as_secs_f64());
+            match result {
+                Ok(next) => {
+                    context.metrics.reconciles.get_or_create(&ResultLabel { result: "ok".into() }).inc();
+                    Ok(next)
+                }
+                Err(err) => {
+                    warn!(namespace = %key.namespace, cluster = %key.cluster, error = %err, "reconcile failed; retrying with backoff");
+                    context.metrics.reconciles.get_or_create(&ResultLabel { result: "error".into() }).inc();
+                    context.metrics.errors.get_or_create(&ErrorLabel { kind: err.kind().into() }).inc();
+                    Err(())
+                }
+            }
+        }
+    })
+    .await;
+}
+
+pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
+    if !*ctx.leader.borrow() {
+        debug!(namespace = %key.namespace, cluster = %key.cluster, "not the leader; observing only");
+        return Ok(Next::AwaitChange);
+    }
+    if !ctx.settings.namespaces.is_empty() && !ctx.settings.namespaces.contains(&key.namespace) {
+        return Ok(Next::AwaitChange);
+    }
+    let Some(observed) = observe::observe(ctx, key) else {
+        return Ok(Next::AwaitChange);
+    };
+    let Observed {
+        snapshot,
+        governing,
+        nodes,
+        pod_uids,
+        revisions,
+    } = &observed;
+
+    // Plan.
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let plan = plan(snapshot, now.0.as_millisecond());
+    debug!(namespace = %key.namespace, cluster = %key.cluster, actions = plan.actions.len(), in_flight = plan.in_flight, "planned");
+    let env = Env {
+        ctx,
+        key,
+        snapshot,
+        plan: &plan,
+        nodes,
+        governing: governing.as_ref(),
+        now: &now,
+    };
+
+    // Record what must be durable before any pod is touched, then act.
+    let mut written = Written::default();
+    let act_result = match record(&env, &mut written).await {
+        Ok(()) => act(&env, pod_uids, revisions).await,
+        Err(err) => Err(err),
+    };
+
+    // Report, even when an action failed: status must say what is going on.
+    let report_result = report(&env, &mut written).await;
+    act_result?;
+    report_result?;
+    // A progress deadline passes, a settle window ends, a disagreement turns stalled: none of
+    // these comes with an event, so look again just after it.
+    Ok(match plan.wake_at_ms() {
+        Some(at) => Next::RequeueAfter(std::time::Duration::from_millis(
+            u64::try_from(at.saturating_sub(now.0.as_millisecond()))
+                .unwrap_or(0)
+                .max(1),
+        )),
+        None => Next::AwaitChange,
+    })
+}
+
+/// Everything one reconcile works from.
+struct Env<'a> {
+    ctx: &'a Context,
+    key: &'a ClusterKey,
+    snapshot: &'a ClusterSnapshot,
+    plan: &'a Plan,
+    nodes: &'a Nodes,
+    governing: Option<&'a ExpressCluster>,
+    now: &'a Time,
+}
+
+/// Statuses written during one reconcile, so that the report does not write them again.
+#[derive(Default)]
+struct Written {
+    nodes: HashMap<usize, NodeStatus>,
+    cluster: Option<ExpressClusterStatus>,
+}

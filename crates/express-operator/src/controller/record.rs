@@ -1,0 +1,85 @@
+//! Record: what must be durable before any pod is touched (change records, failures, handled
+//! requests), so that an operator killed at any instant resumes without changing a node twice.
+
+use tracing::{info, warn};
+
+use super::{Env, Error, Written, events};
+
+use crate::status::same_ignoring_time;
+
+/// Writes, before any pod operation, the statuses that make the operation safe to resume and
+/// act on once: the change record of every node about to change, failures found (the
+/// revision becomes known-invalid), a retry clearing known-invalid revisions, and the
+/// ExpressCluster's record of abort and retry requests.
+pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
+    let plan = env.plan;
+    let rollout = &plan.rollout;
+    for index in 0..env.snapshot.nodes.len() {
+        let starts = plan
+            .actions
+            .iter()
+            .any(|a| a.node == index && a.record.is_some());
+        let fails = rollout.failures.iter().any(|f| f.node == index);
+        let (previous, status) = env.node_status(index, written);
+        let clears = rollout.retry.is_some()
+            && previous
+                .as_ref()
+                .is_some_and(|p| !p.invalid_revisions.is_empty());
+        if !(starts || fails || clears) {
+            continue;
+        }
+        let name = env.snapshot.nodes[index].name.clone();
+        if previous
+            .as_ref()
+            .is_none_or(|p| !same_ignoring_time(p, &status))
+        {
+            env.write_node_status(index, &status)
+                .await
+                .map_err(|source| Error::Record {
+                    what: if fails {
+                        "a failed change"
+                    } else {
+                        "the change about to start"
+                    }
+                    .into(),
+                    object: name.clone(),
+                    source,
+                })?;
+            written.nodes.insert(index, status);
+        }
+    }
+    let cluster_news =
+        rollout.abort_request.is_some() || rollout.retry.is_some() || !rollout.failures.is_empty();
+    if cluster_news && let Some((previous, status)) = env.cluster_status(written) {
+        if previous
+            .as_ref()
+            .is_none_or(|p| !same_ignoring_time(p, &status))
+        {
+            env.write_cluster_status(&status).await?;
+        }
+        written.cluster = Some(status);
+    }
+
+    // Tell what was recorded.
+    let rolling_back = rollout.halt.as_ref().is_some_and(|h| h.rollback);
+    for failure in &rollout.failures {
+        env.ctx.metrics.rollout_failures.inc();
+        warn!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %failure.name, revision = %failure.revision, reason = %failure.reason, "rollout failed");
+        env.publish_on_node(failure.node, events::rollout_failed(failure, rolling_back))
+            .await;
+        env.publish_on_cluster(events::rollout_failed(failure, rolling_back))
+            .await;
+    }
+    if let Some((id, outcome)) = &rollout.abort_request {
+        let rollback = rollout.abort.as_ref().is_some_and(|a| a.rollback);
+        let notice = events::abort_request(id, outcome, rollback);
+        info!(namespace = %env.key.namespace, cluster = %env.key.cluster, request = %id, "{}", notice.note);
+        env.publish_on_cluster(notice).await;
+    }
+    if let Some(id) = &rollout.retry {
+        let notice = events::retry_request(id);
+        info!(namespace = %env.key.namespace, cluster = %env.key.cluster, request = %id, "{}", notice.note);
+        env.publish_on_cluster(notice).await;
+    }
+    Ok(())
+}

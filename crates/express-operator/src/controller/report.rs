@@ -1,0 +1,252 @@
+//! Report: node and ExpressCluster status (server-side apply under one field manager, only
+//! when something other than a timestamp changed) and the per-phase node gauge. Runs after
+//! every reconcile, even when an action failed.
+
+use std::collections::HashMap;
+
+use express_api::keys::FIELD_MANAGER;
+use express_api::{Backend, ExpressCluster, ExpressClusterStatus, Frontend, NodeKind, NodeStatus};
+use express_planner::Blocked;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+
+use super::events;
+use super::{Env, Error, Written};
+
+use crate::metrics::PhaseLabel;
+use crate::status::{cluster_status, node_status, same_ignoring_time};
+use express_api::conditions::{self, reason};
+
+impl Env<'_> {
+    pub(super) fn node_status(
+        &self,
+        index: usize,
+        written: &Written,
+    ) -> (Option<NodeStatus>, NodeStatus) {
+        let observation = &self.snapshot.nodes[index];
+        let (kind, name) = (observation.kind, observation.name.as_str());
+        let previous = written
+            .nodes
+            .get(&index)
+            .or_else(|| self.nodes.status(kind, name))
+            .cloned();
+        let generation = self.nodes.meta(kind, name).and_then(|m| m.generation);
+        let status = node_status(
+            observation,
+            index,
+            &self.plan.nodes[index],
+            self.plan,
+            previous.as_ref(),
+            generation,
+            self.now,
+        );
+        (previous, status)
+    }
+
+    pub(super) fn cluster_status(
+        &self,
+        written: &Written,
+    ) -> Option<(Option<ExpressClusterStatus>, ExpressClusterStatus)> {
+        let cluster = self.governing?;
+        let previous = written.cluster.clone().or_else(|| cluster.status.clone());
+        let status = cluster_status(
+            self.snapshot,
+            self.plan,
+            previous.as_ref(),
+            cluster.metadata.generation,
+            self.now,
+        );
+        Some((previous, status))
+    }
+
+    pub(super) async fn write_node_status(
+        &self,
+        index: usize,
+        status: &NodeStatus,
+    ) -> Result<(), kube::Error> {
+        let observation = &self.snapshot.nodes[index];
+        let (kind, name) = (observation.kind, observation.name.as_str());
+        let patch = status_patch(&kind.to_string(), status);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let (kind_name, meta) = match kind {
+            NodeKind::Backend => (
+                "Backend",
+                Api::<Backend>::namespaced(self.ctx.client.clone(), &self.key.namespace)
+                    .patch_status(name, &params, &Patch::Apply(&patch))
+                    .await?
+                    .metadata,
+            ),
+            NodeKind::Frontend => (
+                "Frontend",
+                Api::<Frontend>::namespaced(self.ctx.client.clone(), &self.key.namespace)
+                    .patch_status(name, &params, &Patch::Apply(&patch))
+                    .await?
+                    .metadata,
+            ),
+        };
+        self.ctx.written.remember(
+            kind_name,
+            &meta,
+            serde_json::to_value(status).unwrap_or_default(),
+        );
+        Ok(())
+    }
+
+    pub(super) async fn write_cluster_status(
+        &self,
+        status: &ExpressClusterStatus,
+    ) -> Result<(), Error> {
+        let Some(cluster) = self.governing else {
+            return Ok(());
+        };
+        let name = cluster.name_any();
+        let patch = status_patch("ExpressCluster", status);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let written =
+            Api::<ExpressCluster>::namespaced(self.ctx.client.clone(), &self.key.namespace)
+                .patch_status(&name, &params, &Patch::Apply(&patch))
+                .await
+                .map_err(|source| Error::WriteStatus {
+                    object: format!("ExpressCluster {name}"),
+                    source,
+                })?;
+        self.ctx.written.remember(
+            "ExpressCluster",
+            &written.metadata,
+            serde_json::to_value(status).unwrap_or_default(),
+        );
+        Ok(())
+    }
+}
+
+pub(super) fn status_patch(kind: &str, status: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": format!("{}/{}", express_api::keys::GROUP, express_api::keys::VERSION),
+        "kind": kind,
+        "status": status,
+    })
+}
+
+pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
+    let ctx = env.ctx;
+    let (snapshot, plan, key) = (env.snapshot, env.plan, env.key);
+    let mut result = Ok(());
+    let mut phases: HashMap<express_api::NodePhase, i64> = HashMap::new();
+    for index in 0..snapshot.nodes.len() {
+        let (previous, status) = env.node_status(index, written);
+        if env.governing.is_none() {
+            // No ExpressCluster to carry the settle condition: tell it on each waiting node.
+            env.publish_settle_wait(
+                index,
+                previous.as_ref().and_then(|p| p.message.as_deref()),
+                status.message.as_deref(),
+            )
+            .await;
+        }
+        *phases
+            .entry(status.phase.unwrap_or(express_api::NodePhase::Waiting))
+            .or_default() += 1;
+        if previous
+            .as_ref()
+            .is_some_and(|p| same_ignoring_time(p, &status))
+        {
+            continue;
+        }
+        // A node whose pod was just created or deleted is reported by the reconcile its watch
+        // event brings: the state seen before acting is already stale.
+        if plan.actions.iter().any(|a| a.node == index) && !written.nodes.contains_key(&index) {
+            continue;
+        }
+        let observation = &snapshot.nodes[index];
+        match env.write_node_status(index, &status).await {
+            Ok(()) => {
+                written.nodes.insert(index, status);
+            }
+            Err(source) if result.is_ok() => {
+                result = Err(Error::WriteStatus {
+                    object: format!("{} {}", observation.kind, observation.name),
+                    source,
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    for phase in express_api::NodePhase::ALL {
+        ctx.metrics
+            .nodes
+            .get_or_create(&PhaseLabel {
+                namespace: key.namespace.clone(),
+                cluster: key.cluster.clone(),
+                phase: phase.as_str().into(),
+            })
+            .set(phases.get(&phase).copied().unwrap_or(0));
+    }
+    if let Some((previous, status)) = env.cluster_status(written) {
+        let transitioned = |type_: &str| {
+            let was = previous
+                .as_ref()
+                .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
+                .map(|c| c.status == "True");
+            let is = status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == type_)
+                .map(|c| c.status == "True");
+            is == Some(true) && was != Some(true)
+        };
+        if transitioned(conditions::PAUSED) {
+            env.publish_on_cluster(events::paused(status.message.clone().unwrap_or_default()))
+                .await;
+        }
+        let stalled = |status: Option<&ExpressClusterStatus>| {
+            status
+                .and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == conditions::DESIRED_STATE_SETTLED)
+                })
+                .is_some_and(|c| c.status == "False" && c.reason == reason::STALLED)
+        };
+        if stalled(Some(&status)) && !stalled(previous.as_ref()) {
+            env.publish_on_cluster(events::settle_stalled(
+                plan.settle.message().unwrap_or_default(),
+            ))
+            .await;
+        } else if events::waits_to_settle(status.message.as_deref())
+            && !events::waits_to_settle(previous.as_ref().and_then(|p| p.message.as_deref()))
+        {
+            env.publish_on_cluster(events::settling(plan.settle.message().unwrap_or_default()))
+                .await;
+        }
+        if transitioned(conditions::INVALID_SPEC)
+            && let Some(Blocked::InvalidSpec(why)) = &plan.blocked
+        {
+            env.publish_on_cluster(events::invalid_spec(why.clone()))
+                .await;
+        }
+        if previous
+            .as_ref()
+            .is_none_or(|p| !same_ignoring_time(p, &status))
+        {
+            match env.write_cluster_status(&status).await {
+                Ok(()) => written.cluster = Some(status),
+                Err(err) if result.is_ok() => result = Err(err),
+                Err(_) => {}
+            }
+        }
+    } else if let Some(Blocked::InvalidSpec(why)) = &plan.blocked {
+        // No ExpressCluster to carry the condition: every node's status says it, and an event
+        // on each node records it.
+        for (index, observation) in snapshot.nodes.iter().enumerate() {
+            let had = env
+                .nodes
+                .status(observation.kind, &observation.name)
+                .and_then(|s| s.message.clone());
+            if had.as_deref().is_none_or(|m| !m.contains(why.as_str())) {
+                env.publish_on_node(index, events::invalid_spec(why.clone()))
+                    .await;
+            }
+        }
+    }
+    result
+}
