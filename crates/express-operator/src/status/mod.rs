@@ -1,0 +1,104 @@
+//! The report step, pure: node and ExpressCluster status from the snapshot and the plan
+//! (DESIGN section 7). Conditions keep their lastTransitionTime unless their status changes;
+//! [`same_ignoring_time`] tells whether a write is needed at all.
+
+mod cluster;
+mod conditions;
+mod node;
+
+pub use cluster::{cluster_status, settle_reason};
+pub use conditions::{condition, same_ignoring_time};
+pub use node::node_status;
+
+use express_api::ObservedDesired;
+use express_planner::settle::Mark;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+/// A settle mark as written to status. Marks carry the instant they were first seen, so a
+/// mark kept from the previous status keeps its instant.
+fn observed_desired(mark: &Mark) -> ObservedDesired {
+    ObservedDesired {
+        revision: mark.revision.clone(),
+        up: mark.up,
+        rollout_id: mark.rollout_id.clone(),
+        ordering: mark.ordering.clone(),
+        since: k8s_openapi::jiff::Timestamp::from_millisecond(mark.since_ms)
+            .ok()
+            .map(MicroTime),
+    }
+}
+
+/// Snapshots for the status table tests: a cluster `acme` whose nodes want revision `r2`.
+#[cfg(test)]
+mod fixtures {
+    use express_api::NodeKind;
+    use express_planner::{
+        ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, PodCondition,
+        PodObservation, PodPhase,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    pub const NOW_MS: i64 = 1_700_000_000_000;
+
+    pub fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_millisecond(NOW_MS).unwrap_or_default())
+    }
+
+    pub fn pod(revision: &str, ready: bool) -> PodObservation {
+        PodObservation {
+            owned: true,
+            revision: Some(revision.into()),
+            version: Some(format!("v-{revision}")),
+            phase: PodPhase::Running,
+            conditions: vec![PodCondition {
+                type_: "Ready".into(),
+                status: if ready { "True" } else { "False" }.into(),
+            }],
+            terminating: false,
+            restarts: 0,
+            created_at_ms: Some(NOW_MS - 1_000),
+        }
+    }
+
+    /// `be` is the Backend, anything else a Frontend; every name gets the `acme-` prefix.
+    pub fn node(short: &str, pod: Option<PodObservation>) -> NodeObservation {
+        NodeObservation {
+            name: format!("acme-{short}"),
+            kind: if short == "be" {
+                NodeKind::Backend
+            } else {
+                NodeKind::Frontend
+            },
+            up: true,
+            desired: Ok(DesiredState {
+                revision: "r2".into(),
+                version: "v-r2".into(),
+            }),
+            dependencies: None,
+            pod,
+            replacing: false,
+            change: None,
+            invalid_revisions: Vec::new(),
+            history: vec!["r1".into(), "r2".into()],
+            rollout_id: None,
+            recorded_desired: None,
+        }
+    }
+
+    /// A cluster with the settle window off (its rows stand for a settled desired state).
+    pub fn cluster(nodes: Vec<NodeObservation>) -> ClusterSnapshot {
+        ClusterSnapshot {
+            namespace: "tenant".into(),
+            cluster_name: "acme".into(),
+            settings: ClusterSettings {
+                settle_seconds: 0,
+                ..ClusterSettings::default()
+            },
+            nodes,
+            pause: None,
+            spec_errors: Vec::new(),
+            control: Default::default(),
+            express_cluster: None,
+        }
+    }
+}

@@ -1,0 +1,602 @@
+//! The status of a Backend or Frontend (DESIGN section 7): phase and message, revisions, what
+//! it waits for, conditions, the change record and known-invalid revisions, pure.
+
+use express_api::conditions::{self, reason};
+use express_api::{ChangeState, InvalidRevision, NodeChange, NodePhase, NodeStatus, WaitingFor};
+use express_planner::UnmetReason;
+use express_planner::plan::Deferred;
+use express_planner::{Blocked, NodeObservation, NodePlan, NodeState, Plan};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::conditions::condition;
+use super::observed_desired;
+
+/// What a node waits for, in words that change only when the requirements do.
+fn waiting_message(plan: &NodePlan) -> String {
+    plan.waiting_for
+        .iter()
+        .map(|w| match w.reason {
+            // There is no node to name: the reason says it all.
+            UnmetReason::NoBackend { .. } => w.stable_reason(),
+            _ => format!("{} ({})", w.node, w.stable_reason()),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Revisions kept in `invalidRevisions` per node (the newest).
+const INVALID_REVISIONS_KEPT: usize = 10;
+
+/// The node's change record after this plan: a change about to start, a failure found, or a
+/// change whose pod became Ready; otherwise what was recorded.
+fn next_change(
+    node: &NodeObservation,
+    index: usize,
+    cluster: &Plan,
+    previous: Option<&NodeChange>,
+    now: &Time,
+) -> Option<NodeChange> {
+    if let Some(record) = cluster
+        .actions
+        .iter()
+        .find(|a| a.node == index)
+        .and_then(|a| a.record.as_ref())
+    {
+        return Some(NodeChange {
+            kind: record.kind,
+            state: ChangeState::InProgress,
+            from_revision: record.from.clone(),
+            to_revision: record.to.clone(),
+            sequence: record.sequence,
+            rollout: record.rollout.clone(),
+            reason: None,
+            started_at: Some(now.clone()),
+            finished_at: None,
+        });
+    }
+    let mut change = previous?.clone();
+    if change.state != ChangeState::InProgress {
+        return Some(change);
+    }
+    if let Some(failure) = cluster.rollout.failures.iter().find(|f| f.node == index) {
+        change.state = ChangeState::Failed;
+        change.reason = Some(failure.reason.clone());
+        change.finished_at = Some(now.clone());
+    } else if node.pod.as_ref().is_some_and(|p| {
+        p.owned
+            && !p.terminating
+            && p.is_ready()
+            && p.revision.as_deref() == Some(change.to_revision.as_str())
+    }) {
+        change.state = ChangeState::Succeeded;
+        change.finished_at = Some(now.clone());
+    }
+    Some(change)
+}
+
+fn next_invalid_revisions(
+    index: usize,
+    cluster: &Plan,
+    previous: Option<&NodeStatus>,
+    now: &Time,
+) -> Vec<InvalidRevision> {
+    let mut list: Vec<InvalidRevision> = match (&cluster.rollout.retry, previous) {
+        (None, Some(previous)) => previous.invalid_revisions.clone(),
+        _ => Vec::new(),
+    };
+    for failure in cluster.rollout.failures.iter().filter(|f| f.node == index) {
+        list.retain(|r| r.revision != failure.revision);
+        list.push(InvalidRevision {
+            revision: failure.revision.clone(),
+            reason: failure.reason.clone(),
+            at: Some(now.clone()),
+        });
+    }
+    let excess = list.len().saturating_sub(INVALID_REVISIONS_KEPT);
+    list.drain(..excess);
+    list
+}
+
+/// The status of one node (`index` into the snapshot's nodes).
+pub fn node_status(
+    node: &NodeObservation,
+    index: usize,
+    plan: &NodePlan,
+    cluster: &Plan,
+    previous: Option<&NodeStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> NodeStatus {
+    let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
+    let pod = node.pod.as_ref();
+    let desired = node.desired.as_ref().ok();
+    let ready = pod.is_some_and(|p| p.owned && !p.terminating && p.is_ready());
+    let up_to_date = match (pod, desired) {
+        (Some(p), Some(d)) => p.owned && p.revision.as_deref() == Some(d.revision.as_str()),
+        _ => false,
+    };
+    let (phase, message) = phase_and_message(node, index, plan, cluster, previous);
+    let prerequisites_met = plan.waiting_for.is_empty();
+    NodeStatus {
+        observed_generation: generation,
+        phase: Some(phase),
+        desired_revision: desired.map(|d| d.revision.clone()),
+        running_revision: pod.and_then(|p| p.revision.clone()),
+        running_version: pod.and_then(|p| p.version.clone()),
+        pod_name: pod.map(|_| node.name.clone()),
+        ready: Some(ready),
+        restarts: pod.map(|p| p.restarts),
+        waiting_for: plan
+            .waiting_for
+            .iter()
+            .map(|w| WaitingFor {
+                node: w.node.clone(),
+                kind: w.kind,
+                reason: w.stable_reason(),
+            })
+            .collect(),
+        message: Some(message),
+        conditions: vec![
+            condition(
+                previous_conditions,
+                conditions::READY,
+                ready,
+                if ready {
+                    reason::POD_READY
+                } else {
+                    reason::POD_NOT_READY
+                },
+                if ready {
+                    "pod is Ready".into()
+                } else {
+                    "pod is missing or not Ready".into()
+                },
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
+                conditions::UP_TO_DATE,
+                up_to_date,
+                if up_to_date {
+                    reason::DESIRED_REVISION
+                } else {
+                    reason::OLD_REVISION
+                },
+                match desired {
+                    Some(d) => format!("desired revision {}", d.revision),
+                    None => "no desired revision (invalid spec)".into(),
+                },
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
+                conditions::PREREQUISITES_MET,
+                prerequisites_met,
+                if prerequisites_met {
+                    reason::MET
+                } else {
+                    reason::WAITING
+                },
+                if prerequisites_met {
+                    "no unmet prerequisite".into()
+                } else {
+                    waiting_message(plan)
+                },
+                generation,
+                now,
+            ),
+        ],
+        change: next_change(
+            node,
+            index,
+            cluster,
+            previous.and_then(|p| p.change.as_ref()),
+            now,
+        ),
+        invalid_revisions: next_invalid_revisions(index, cluster, previous, now),
+        bounce: previous.and_then(|p| p.bounce.clone()),
+        observed_desired: cluster.settle.marks.get(index).map(observed_desired),
+    }
+}
+
+/// The node's phase, and a message that says why, in words that stay the same while nothing
+/// changes (a status write costs an API call).
+fn phase_and_message(
+    node: &NodeObservation,
+    index: usize,
+    plan: &NodePlan,
+    cluster: &Plan,
+    previous: Option<&NodeStatus>,
+) -> (NodePhase, String) {
+    let desired = node.desired.as_ref().ok();
+    let paused = matches!(cluster.blocked, Some(Blocked::Paused(_)));
+    let halt = cluster.rollout.halt.as_ref();
+    let invalid_here = desired.and_then(|d| {
+        cluster
+            .rollout
+            .invalid_revisions(index, node)
+            .find(|(revision, _)| *revision == d.revision)
+            .map(|(revision, reason)| (revision.to_owned(), reason.to_owned()))
+    });
+    let action = cluster.actions.iter().find(|a| a.node == index);
+    match &plan.state {
+        _ if action.is_some_and(|a| a.from_history) => (
+            NodePhase::Upgrading,
+            format!(
+                "rolling back to revision {}",
+                action.and_then(|a| a.revision.as_deref()).unwrap_or("?")
+            ),
+        ),
+        _ if invalid_here.is_some() && node.up => {
+            let (revision, reason) = invalid_here.clone().unwrap_or_default();
+            (
+                NodePhase::Failed,
+                format!(
+                    "revision {revision} failed on this node ({reason}); it is refused until the spec changes or a retry is requested"
+                ),
+            )
+        }
+        _ if matches!(plan.deferred, Some(Deferred::NoHistory { .. })) => {
+            let revision = match &plan.deferred {
+                Some(Deferred::NoHistory { revision }) => revision.as_str(),
+                _ => "",
+            };
+            (
+                NodePhase::Failed,
+                format!(
+                    "cannot return to revision {revision}: no ControllerRevision keeps its spec"
+                ),
+            )
+        }
+        NodeState::InvalidSpec(why) => (NodePhase::Failed, format!("invalid spec: {why}")),
+        NodeState::PodNotOwned => (
+            NodePhase::Failed,
+            format!(
+                "pod {} exists but is not controlled by this node; it is left alone",
+                node.name
+            ),
+        ),
+        NodeState::Down => (NodePhase::Down, "intentionally down (up: false)".into()),
+        NodeState::NeedsRemoval if plan.deferred == Some(Deferred::Settling) => (
+            NodePhase::Down,
+            format!(
+                "intentionally down; its pod is removed once the desired state settles ({})",
+                cluster.settle.state
+            ),
+        ),
+        NodeState::NeedsRemoval | NodeState::Removing => (
+            NodePhase::Down,
+            "intentionally down; removing its pod".into(),
+        ),
+        NodeState::UpToDate => (NodePhase::Ready, "running its desired revision".into()),
+        NodeState::Starting => {
+            let was = previous.and_then(|p| p.phase);
+            match was {
+                Some(NodePhase::Upgrading) => (NodePhase::Upgrading, "new pod starting".into()),
+                Some(NodePhase::Provisioning | NodePhase::Waiting) | None => {
+                    (NodePhase::Provisioning, "pod starting".into())
+                }
+                _ => (NodePhase::NotReady, "pod is not Ready".into()),
+            }
+        }
+        NodeState::Terminating | NodeState::Replacing => {
+            (NodePhase::Upgrading, "replacing its pod".into())
+        }
+        NodeState::NeedsProvision | NodeState::NeedsRecreate | NodeState::NeedsUpgrade => {
+            let upgrading = plan.state == NodeState::NeedsUpgrade;
+            if paused {
+                (
+                    NodePhase::Paused,
+                    "paused: nothing is changed until resumed".into(),
+                )
+            } else if !plan.waiting_for.is_empty() {
+                (
+                    NodePhase::Waiting,
+                    format!("waiting for {}", waiting_message(plan)),
+                )
+            } else if let Some(Deferred::NoFreeSlot {
+                in_flight,
+                max_concurrent,
+            }) = &plan.deferred
+            {
+                (
+                    NodePhase::Waiting,
+                    format!(
+                        "waiting for a free slot: {in_flight} of maxConcurrent {max_concurrent} nodes changing"
+                    ),
+                )
+            } else if let (Some(Deferred::Settling), Some(why)) =
+                (&plan.deferred, cluster.settle.node_message())
+            {
+                (NodePhase::Waiting, why)
+            } else if matches!(plan.deferred, Some(Deferred::Blocked)) {
+                (
+                    NodePhase::Waiting,
+                    "the cluster spec is invalid; nothing is changed".into(),
+                )
+            } else if let Some(halt) = halt.filter(|_| plan.deferred == Some(Deferred::Halted)) {
+                (NodePhase::Waiting, format!("held: {halt}"))
+            } else if plan.deferred == Some(Deferred::RollbackTurn) {
+                (
+                    NodePhase::Waiting,
+                    "rolling back: waiting for the nodes changed after it to be rolled back".into(),
+                )
+            } else if upgrading {
+                (NodePhase::Upgrading, "replacing its pod".into())
+            } else {
+                (NodePhase::Provisioning, "creating its pod".into())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+    use express_api::conditions;
+    use express_api::{ChangeKind, ChangeState, NodePhase, NodeStatus};
+    use express_planner::{Change, ClusterSnapshot, InvalidRevision, Pause, PauseScope, plan};
+
+    use super::super::fixtures::{NOW_MS, cluster, node, now, pod};
+    use super::node_status;
+
+    /// The status of every node of `snapshot`, planned at NOW_MS, without a previous status.
+    fn statuses(snapshot: &ClusterSnapshot) -> Vec<NodeStatus> {
+        let plan = plan(snapshot, NOW_MS);
+        (0..snapshot.nodes.len())
+            .map(|i| {
+                node_status(
+                    &snapshot.nodes[i],
+                    i,
+                    &plan.nodes[i],
+                    &plan,
+                    None,
+                    Some(1),
+                    &now(),
+                )
+            })
+            .collect()
+    }
+
+    fn condition<'a>(status: &'a NodeStatus, type_: &str) -> (&'a str, &'a str) {
+        let c = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no condition {type_}"));
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    fn phase_and_message(status: &NodeStatus) -> (NodePhase, &str) {
+        (status.phase.unwrap(), status.message.as_deref().unwrap())
+    }
+
+    #[test]
+    fn every_node_phase_from_a_planned_cluster() {
+        struct Row {
+            what: &'static str,
+            snapshot: ClusterSnapshot,
+            node: usize,
+            phase: NodePhase,
+            message: &'static str,
+        }
+        let up_to_date = || node("fe1", Some(pod("r2", true)));
+        let mut down = node("fe2", None);
+        down.up = false;
+        let mut removing = node("fe2", Some(pod("r1", true)));
+        removing.up = false;
+        let mut invalid = node("fe1", None);
+        invalid.desired = Err("no expressVersion".into());
+        let mut failed = node("fe1", Some(pod("r2", false)));
+        failed.invalid_revisions = vec![InvalidRevision {
+            revision: "r2".into(),
+            reason: "crash-looping".into(),
+        }];
+        let mut paused = cluster(vec![node("be", None)]);
+        paused.pause = Some(Pause {
+            scope: PauseScope::Cluster,
+            reason: None,
+        });
+        let mut terminating = pod("r1", true);
+        terminating.terminating = true;
+        let rows = [
+            Row {
+                what: "up to date",
+                snapshot: cluster(vec![node("be", Some(pod("r2", true))), up_to_date()]),
+                node: 1,
+                phase: NodePhase::Ready,
+                message: "running its desired revision",
+            },
+            Row {
+                what: "waits for its predecessor",
+                snapshot: cluster(vec![node("be", None), node("fe1", None)]),
+                node: 1,
+                phase: NodePhase::Waiting,
+                message: "waiting for acme-be (not yet Ready=True on revision r2)",
+            },
+            Row {
+                what: "no Backend object",
+                snapshot: cluster(vec![node("fe1", None)]),
+                node: 0,
+                phase: NodePhase::Waiting,
+                message: "waiting for cluster acme has no Backend object",
+            },
+            Row {
+                what: "first to provision",
+                snapshot: cluster(vec![node("be", None)]),
+                node: 0,
+                phase: NodePhase::Provisioning,
+                message: "creating its pod",
+            },
+            Row {
+                what: "first to upgrade",
+                snapshot: cluster(vec![
+                    node("be", Some(pod("r1", true))),
+                    node("fe1", Some(pod("r1", true))),
+                ]),
+                node: 1,
+                phase: NodePhase::Upgrading,
+                message: "replacing its pod",
+            },
+            Row {
+                what: "old pod terminating",
+                snapshot: cluster(vec![node("be", Some(terminating))]),
+                node: 0,
+                phase: NodePhase::Upgrading,
+                message: "replacing its pod",
+            },
+            Row {
+                what: "pod starting, nothing known before",
+                snapshot: cluster(vec![node("be", Some(pod("r2", false)))]),
+                node: 0,
+                phase: NodePhase::Provisioning,
+                message: "pod starting",
+            },
+            Row {
+                what: "paused",
+                snapshot: paused,
+                node: 0,
+                phase: NodePhase::Paused,
+                message: "paused: nothing is changed until resumed",
+            },
+            Row {
+                what: "intentionally down",
+                snapshot: cluster(vec![node("be", Some(pod("r2", true))), down]),
+                node: 1,
+                phase: NodePhase::Down,
+                message: "intentionally down (up: false)",
+            },
+            Row {
+                what: "set down, pod still there",
+                snapshot: cluster(vec![node("be", Some(pod("r2", true))), removing]),
+                node: 1,
+                phase: NodePhase::Down,
+                message: "intentionally down; removing its pod",
+            },
+            Row {
+                what: "invalid spec",
+                snapshot: cluster(vec![node("be", Some(pod("r2", true))), invalid]),
+                node: 1,
+                phase: NodePhase::Failed,
+                message: "invalid spec: no expressVersion",
+            },
+            Row {
+                what: "known-invalid revision",
+                snapshot: cluster(vec![node("be", Some(pod("r2", true))), failed]),
+                node: 1,
+                phase: NodePhase::Failed,
+                message: "revision r2 failed on this node (crash-looping); it is refused until the spec changes or a retry is requested",
+            },
+        ];
+        for row in rows {
+            let status = &statuses(&row.snapshot)[row.node];
+            assert_eq!(
+                phase_and_message(status),
+                (row.phase, row.message),
+                "{}",
+                row.what
+            );
+        }
+    }
+
+    #[test]
+    fn conditions_follow_the_pod_and_the_prerequisites() {
+        let snapshot = cluster(vec![
+            node("be", Some(pod("r1", true))),
+            node("fe1", Some(pod("r2", true))),
+            node("fe2", None),
+        ]);
+        let s = statuses(&snapshot);
+        assert_eq!(
+            condition(&s[0], conditions::UP_TO_DATE),
+            ("False", "OldRevision")
+        );
+        assert_eq!(condition(&s[0], conditions::READY), ("True", "PodReady"));
+        assert_eq!(
+            condition(&s[1], conditions::UP_TO_DATE),
+            ("True", "DesiredRevision")
+        );
+        // fe2 waits for fe1 on r2, which is Ready: its provisioning prerequisite is met.
+        assert_eq!(
+            condition(&s[2], conditions::PREREQUISITES_MET),
+            ("True", "Met")
+        );
+        assert_eq!(
+            condition(&s[2], conditions::READY),
+            ("False", "PodNotReady")
+        );
+        assert_eq!(s[0].running_revision.as_deref(), Some("r1"));
+        assert_eq!(s[0].desired_revision.as_deref(), Some("r2"));
+        assert_eq!(s[2].pod_name, None);
+    }
+
+    #[test]
+    fn a_change_about_to_start_is_recorded_and_a_ready_one_succeeds() {
+        let snapshot = cluster(vec![node("be", None)]);
+        let change = statuses(&snapshot)[0].change.clone().unwrap();
+        assert_eq!(
+            (change.kind, change.state, change.to_revision.as_str()),
+            (ChangeKind::Provision, ChangeState::InProgress, "r2")
+        );
+
+        let mut started = node("be", Some(pod("r2", true)));
+        started.change = Some(Change {
+            kind: ChangeKind::Provision,
+            state: ChangeState::InProgress,
+            from: None,
+            to: "r2".into(),
+            sequence: 1,
+            rollout: "x".into(),
+        });
+        let snapshot = cluster(vec![started]);
+        let plan = plan(&snapshot, NOW_MS);
+        let previous = NodeStatus {
+            change: Some(express_api::NodeChange {
+                kind: ChangeKind::Provision,
+                state: ChangeState::InProgress,
+                from_revision: None,
+                to_revision: "r2".into(),
+                sequence: 1,
+                rollout: "x".into(),
+                reason: None,
+                started_at: None,
+                finished_at: None,
+            }),
+            ..NodeStatus::default()
+        };
+        let status = node_status(
+            &snapshot.nodes[0],
+            0,
+            &plan.nodes[0],
+            &plan,
+            Some(&previous),
+            Some(1),
+            &now(),
+        );
+        let change = status.change.unwrap();
+        assert_eq!(change.state, ChangeState::Succeeded);
+        assert_eq!(change.finished_at, Some(now()));
+    }
+
+    #[test]
+    fn a_settle_wait_is_said_and_the_mark_is_kept() {
+        let mut snapshot = cluster(vec![node("be", None)]);
+        snapshot.settings.settle_seconds = 10;
+        let status = &statuses(&snapshot)[0];
+        assert_eq!(
+            phase_and_message(status),
+            (
+                NodePhase::Waiting,
+                "waiting for the desired state to settle: no change for rollout.settleSeconds (10 s)"
+            )
+        );
+        let mark = status.observed_desired.as_ref().unwrap();
+        assert_eq!(mark.revision.as_deref(), Some("r2"));
+        assert_eq!(
+            mark.since.as_ref().map(|t| t.0.as_millisecond()),
+            Some(NOW_MS)
+        );
+    }
+}
