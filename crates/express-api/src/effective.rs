@@ -41,7 +41,7 @@ pub enum EffectiveSpecError {
 }
 
 /// The pod-relevant spec of one node after defaults are applied.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectiveNodeSpec {
     pub express_version: String,
     pub config_changeset: Option<String>,

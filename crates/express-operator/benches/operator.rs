@@ -58,12 +58,7 @@ fn operator(
     let metrics = Metrics::new();
     let task = tokio::spawn(controller::run(
         client.clone(),
-        Settings {
-            namespaces: Vec::new(),
-            operator_namespace: "express-system".into(),
-            concurrency,
-            identity: "bench".into(),
-        },
+        Settings::cluster_wide("bench", concurrency),
         metrics.clone(),
         tokio::sync::watch::channel(true).1,
     ));

@@ -170,12 +170,7 @@ async fn start(options: &DevOptions) -> Result<(KubeSim, kube::Client), DevError
     let operator_client = client.clone();
     tokio::spawn(controller::run(
         operator_client,
-        Settings {
-            namespaces: Vec::new(),
-            operator_namespace: "express-system".into(),
-            concurrency: 8,
-            identity: "express-operator-dev".into(),
-        },
+        Settings::cluster_wide("express-operator-dev", 8),
         Metrics::new(),
         watch::channel(true).1,
     ));

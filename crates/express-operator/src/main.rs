@@ -126,7 +126,7 @@ fn main() -> ExitCode {
             init_tracing();
             let operator_namespace = operator_namespace
                 .or_else(|| std::env::var("POD_NAMESPACE").ok())
-                .unwrap_or_else(|| "express-system".into());
+                .unwrap_or_else(|| controller::DEFAULT_OPERATOR_NAMESPACE.into());
             tokio::runtime::Runtime::new()
                 .map_err(Error::Runtime)
                 .and_then(|rt| {

@@ -2,6 +2,8 @@
 //! the API (a watch on pods), never from the operator's own logs.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -9,13 +11,10 @@ use express_api::{
     Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
     NodeSpec,
 };
-use express_operator::controller::{self, Settings};
-use express_operator::metrics::Metrics;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kubesim::kubelet::KubeletConfig;
-use kubesim::{Config, KubeSim};
+use kubesim::KubeSim;
 use serde_json::json;
 
 const NS: &str = "tenant";
@@ -28,21 +27,7 @@ struct Env {
 }
 
 async fn env() -> Env {
-    let sim = KubeSim::start(Config {
-        pod_termination_seconds: 0.1,
-        kubelet: KubeletConfig {
-            startup_seconds: 0.15,
-            terminate_seconds: 0.1,
-            rules: Vec::new(),
-        },
-        ..Config::default()
-    })
-    .await
-    .expect("kubesim");
-    let client = sim.client().expect("client");
-    express_operator::dev::install_crds(&client)
-        .await
-        .expect("CRDs");
+    let (sim, client) = support::kubesim_with_crds(0.15).await;
     express_operator::dev::create_namespace(&client, NS)
         .await
         .expect("namespace");
@@ -69,17 +54,7 @@ async fn env() -> Env {
             }
         }
     });
-    tokio::spawn(controller::run(
-        client.clone(),
-        Settings {
-            namespaces: Vec::new(),
-            operator_namespace: "express-system".into(),
-            concurrency: 4,
-            identity: "e2e".into(),
-        },
-        Metrics::new(),
-        tokio::sync::watch::channel(true).1,
-    ));
+    support::operator(&client, "e2e", tokio::sync::watch::channel(true).1);
     Env {
         sim,
         client,

@@ -32,6 +32,12 @@ fn mid_upgrade(nodes: usize, backends: usize) -> ClusterSnapshot {
                 desired: Ok(DesiredState {
                     revision: "new".into(),
                     version: "v".into(),
+                    spec: express_api::EffectiveNodeSpec {
+                        express_version: "v".into(),
+                        config_changeset: None,
+                        image_repository: "express".into(),
+                        pod_template: serde_json::Value::Object(Default::default()),
+                    },
                 }),
                 dependencies: None,
                 pod: Some(pod),

@@ -66,84 +66,133 @@ struct ClusterGroup<'a> {
     nodes: Vec<NodeRef<'a>>,
 }
 
+/// The inventory grouped into Express clusters, with what building a snapshot needs.
+struct Grouped<'a> {
+    inventory: &'a Inventory<'a>,
+    groups: BTreeMap<(&'a str, &'a str), ClusterGroup<'a>>,
+    pods: HashMap<(&'a str, &'a str), &'a Pod>,
+    /// The kinds of the node objects of each (namespace, name): more than one is a conflict.
+    names_per_namespace: HashMap<(&'a str, &'a str), Vec<NodeKind>>,
+}
+
 /// One snapshot per Express cluster: per (namespace, clusterName) found on nodes or on
 /// ExpressClusters, sorted by namespace and name.
 pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
-    let mut groups: BTreeMap<(&str, &str), ClusterGroup<'_>> = BTreeMap::new();
-    for cluster in inventory.clusters {
-        if let (Some(namespace), Some(name)) = (namespace_of(cluster), cluster.cluster_name()) {
-            groups
-                .entry((namespace, name))
-                .or_default()
-                .claimants
-                .push(cluster);
-        }
-    }
-    let nodes = inventory
-        .backends
+    let grouped = Grouped::new(inventory);
+    grouped
+        .groups
         .iter()
-        .map(|b| NodeRef {
-            kind: NodeKind::Backend,
-            meta: &b.metadata,
-            spec: &b.spec,
-            status: b.status.as_ref(),
-        })
-        .chain(inventory.frontends.iter().map(|f| NodeRef {
-            kind: NodeKind::Frontend,
-            meta: &f.metadata,
-            spec: &f.spec,
-            status: f.status.as_ref(),
-        }));
-    for node in nodes {
-        if let Some(namespace) = node.meta.namespace.as_deref() {
-            let cluster_name = node.spec.cluster_config.cluster_name.as_str();
-            groups
-                .entry((namespace, cluster_name))
-                .or_default()
-                .nodes
-                .push(node);
-        }
-    }
+        .map(|(&(namespace, cluster_name), group)| grouped.build(namespace, cluster_name, group))
+        .collect()
+}
 
-    let pods: HashMap<(&str, &str), &Pod> = inventory
-        .pods
-        .iter()
-        .filter_map(|p| Some(((namespace_of(p)?, p.metadata.name.as_deref()?), p)))
-        .collect();
-    let mut names_per_namespace: HashMap<(&str, &str), Vec<NodeKind>> = HashMap::new();
-    for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), g)| (ns, &g.nodes)) {
-        for node in cluster_nodes {
-            if let Some(name) = node.meta.name.as_deref() {
-                names_per_namespace
+/// The snapshot of one Express cluster (the others are grouped, not built), if any object
+/// belongs to it.
+pub fn snapshot_of(
+    inventory: &Inventory<'_>,
+    namespace: &str,
+    cluster_name: &str,
+) -> Option<ClusterSnapshot> {
+    let grouped = Grouped::new(inventory);
+    let group = grouped.groups.get(&(namespace, cluster_name))?;
+    Some(grouped.build(namespace, cluster_name, group))
+}
+
+impl<'a> Grouped<'a> {
+    fn new(inventory: &'a Inventory<'a>) -> Self {
+        let mut groups: BTreeMap<(&str, &str), ClusterGroup<'_>> = BTreeMap::new();
+        for cluster in inventory.clusters {
+            if let (Some(namespace), Some(name)) = (namespace_of(cluster), cluster.cluster_name()) {
+                groups
                     .entry((namespace, name))
                     .or_default()
-                    .push(node.kind);
+                    .claimants
+                    .push(cluster);
             }
+        }
+        let nodes = inventory
+            .backends
+            .iter()
+            .map(|b| NodeRef {
+                kind: NodeKind::Backend,
+                meta: &b.metadata,
+                spec: &b.spec,
+                status: b.status.as_ref(),
+            })
+            .chain(inventory.frontends.iter().map(|f| NodeRef {
+                kind: NodeKind::Frontend,
+                meta: &f.metadata,
+                spec: &f.spec,
+                status: f.status.as_ref(),
+            }));
+        for node in nodes {
+            if let Some(namespace) = node.meta.namespace.as_deref() {
+                let cluster_name = node.spec.cluster_config.cluster_name.as_str();
+                groups
+                    .entry((namespace, cluster_name))
+                    .or_default()
+                    .nodes
+                    .push(node);
+            }
+        }
+
+        let pods: HashMap<(&str, &str), &Pod> = inventory
+            .pods
+            .iter()
+            .filter_map(|p| Some(((namespace_of(p)?, p.metadata.name.as_deref()?), p)))
+            .collect();
+        let mut names_per_namespace: HashMap<(&str, &str), Vec<NodeKind>> = HashMap::new();
+        for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), g)| (ns, &g.nodes)) {
+            for node in cluster_nodes {
+                if let Some(name) = node.meta.name.as_deref() {
+                    names_per_namespace
+                        .entry((namespace, name))
+                        .or_default()
+                        .push(node.kind);
+                }
+            }
+        }
+        Grouped {
+            inventory,
+            groups,
+            pods,
+            names_per_namespace,
         }
     }
 
-    groups
-        .into_iter()
-        .map(|((namespace, cluster_name), ClusterGroup { claimants: clusters, nodes })| {
-            let governing = clusters.first().copied();
-            let mut spec_errors = Vec::new();
-            if clusters.len() > 1 {
-                let names: Vec<&str> = clusters.iter().filter_map(|c| c.metadata.name.as_deref()).collect();
-                spec_errors.push(format!(
-                    "ExpressClusters {} all claim Express cluster {cluster_name}; keep one",
-                    names.join(", ")
-                ));
-            }
-            let settings = governing.map_or_else(ClusterSettings::default, |c| ClusterSettings {
-                dependencies_disabled: c.spec.dependencies.disabled,
-                backend_upgrade_position: c.spec.dependencies.backend_upgrade_position,
-                max_concurrent: c.spec.rollout.max_concurrent,
-                progress_deadline_seconds: c.spec.rollout.progress_deadline_seconds,
-                auto_rollback: c.spec.rollout.auto_rollback,
-                settle_seconds: c.spec.rollout.settle_seconds,
-                settle_timeout_seconds: c.spec.rollout.settle_timeout_seconds,
-            });
-            let observations = nodes
+    fn build(
+        &self,
+        namespace: &str,
+        cluster_name: &str,
+        group: &ClusterGroup<'a>,
+    ) -> ClusterSnapshot {
+        let (inventory, pods, names_per_namespace) =
+            (self.inventory, &self.pods, &self.names_per_namespace);
+        let (clusters, nodes) = (&group.claimants, &group.nodes);
+
+        let governing = clusters.first().copied();
+        let mut spec_errors = Vec::new();
+        if clusters.len() > 1 {
+            let names: Vec<&str> = clusters
+                .iter()
+                .filter_map(|c| c.metadata.name.as_deref())
+                .collect();
+            spec_errors.push(format!(
+                "ExpressClusters {} all claim Express cluster {cluster_name}; keep one",
+                names.join(", ")
+            ));
+        }
+        let settings = governing.map_or_else(ClusterSettings::default, |c| ClusterSettings {
+            dependencies_disabled: c.spec.dependencies.disabled,
+            backend_upgrade_position: c.spec.dependencies.backend_upgrade_position,
+            max_concurrent: c.spec.rollout.max_concurrent,
+            progress_deadline_seconds: c.spec.rollout.progress_deadline_seconds,
+            auto_rollback: c.spec.rollout.auto_rollback,
+            settle_seconds: c.spec.rollout.settle_seconds,
+            settle_timeout_seconds: c.spec.rollout.settle_timeout_seconds,
+            revision_history_limit: c.spec.rollout.revision_history_limit,
+        });
+        let observations = nodes
                 .iter()
                 .filter_map(|node| {
                     let name = node.meta.name.as_deref()?;
@@ -201,25 +250,24 @@ pub fn snapshots(inventory: &Inventory<'_>) -> Vec<ClusterSnapshot> {
                     })
                 })
                 .collect();
-            ClusterSnapshot {
-                namespace: namespace.to_owned(),
-                cluster_name: cluster_name.to_owned(),
-                settings,
-                nodes: observations,
-                pause: pause_in_force(inventory, namespace, governing),
-                spec_errors,
-                control: governing.map(rollout_control).unwrap_or_default(),
-                express_cluster: governing.map(|c| ExpressClusterObservation {
-                    rollout_id: rollout_id_of(&c.metadata),
-                    recorded: c
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.observed_desired.as_ref())
-                        .and_then(recorded_desired),
-                }),
-            }
-        })
-        .collect()
+        ClusterSnapshot {
+            namespace: namespace.to_owned(),
+            cluster_name: cluster_name.to_owned(),
+            settings,
+            nodes: observations,
+            pause: pause_in_force(inventory, namespace, governing),
+            spec_errors,
+            control: governing.map(rollout_control).unwrap_or_default(),
+            express_cluster: governing.map(|c| ExpressClusterObservation {
+                rollout_id: rollout_id_of(&c.metadata),
+                recorded: c
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.observed_desired.as_ref())
+                    .and_then(recorded_desired),
+            }),
+        }
+    }
 }
 
 /// An object's `express.dev/rollout-id`, trimmed; blank counts as absent.
@@ -250,7 +298,8 @@ fn desired_state(
     let effective = effective_spec(node.kind, node.spec, defaults).map_err(|e| e.to_string())?;
     Ok(DesiredState {
         revision: effective.desired_revision(node.meta.labels.as_ref()),
-        version: effective.express_version,
+        version: effective.express_version.clone(),
+        spec: effective,
     })
 }
 

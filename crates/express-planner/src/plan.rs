@@ -56,6 +56,12 @@ impl NodeState {
         )
     }
 
+    /// The node still needs a change (a provision, upgrade, removal, or the rest of a recorded
+    /// replacement).
+    pub fn needs_change(&self) -> bool {
+        self.phase().is_some() || matches!(self, NodeState::NeedsRemoval | NodeState::Replacing)
+    }
+
     /// The prerequisite list that gates this node's next change, if it needs one.
     pub fn phase(&self) -> Option<Phase> {
         match self {
@@ -81,12 +87,6 @@ pub enum Operation {
     RemovePod,
     /// Delete a pod whose containers ended so that the node can be provisioned again.
     DeleteEndedPod,
-}
-
-impl Operation {
-    pub fn creates_pod(self) -> bool {
-        matches!(self, Operation::CreatePod | Operation::FinishReplacement)
-    }
 }
 
 /// An operation on one node's pod, allowed now.
@@ -159,8 +159,6 @@ pub struct Plan {
     pub in_flight: usize,
     /// Up nodes in default upgrade order (the rollout order shown in status).
     pub upgrade_order: Vec<String>,
-    /// Up nodes in default provisioning order.
-    pub provisioning_order: Vec<String>,
     /// Requests, failures and the halt (DESIGN sections 4 and 5).
     pub rollout: Assessment,
     /// Whether the desired state has settled, and what to record of it (DESIGN section 3,
@@ -169,10 +167,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn is_idle(&self) -> bool {
-        self.actions.is_empty()
-    }
-
     /// When the plan changes with no event to say so (a progress deadline passing, the settle
     /// window ending, a disagreement turning stalled): the caller must plan again then.
     pub fn wake_at_ms(&self) -> Option<i64> {
@@ -244,7 +238,6 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
                 nodes: node_plans,
                 in_flight,
                 upgrade_order: Vec::new(),
-                provisioning_order: Vec::new(),
                 rollout: Assessment::default(),
                 settle,
             };
@@ -260,7 +253,6 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         nodes: Vec::new(),
         in_flight,
         upgrade_order: names(&graph.upgrade_order),
-        provisioning_order: names(&graph.provisioning_order),
         rollout: Assessment::default(),
         settle: Settle::default(),
     };
@@ -430,12 +422,7 @@ fn plan_halted(
     let nodes = &snapshot.nodes;
     let settings = &snapshot.settings;
     for node_plan in node_plans.iter_mut() {
-        let pending = node_plan.state.phase().is_some()
-            || matches!(
-                node_plan.state,
-                NodeState::NeedsRemoval | NodeState::Replacing
-            );
-        if pending && node_plan.action.is_none() {
+        if node_plan.state.needs_change() && node_plan.action.is_none() {
             node_plan.deferred = Some(Deferred::Halted);
         }
     }

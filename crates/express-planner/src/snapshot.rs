@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use express_api::{ChangeKind, ChangeState, DeploymentDependencies, NodeKind};
+use express_api::{ChangeKind, ChangeState, DeploymentDependencies, EffectiveNodeSpec, NodeKind};
 
 /// Everything the planner knows about one Express cluster.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,6 +87,8 @@ pub struct ClusterSettings {
     pub settle_seconds: u32,
     /// A rollout-id disagreement with nothing written for this long is reported as stalled.
     pub settle_timeout_seconds: u32,
+    /// ControllerRevisions kept per node.
+    pub revision_history_limit: u32,
 }
 
 impl Default for ClusterSettings {
@@ -100,6 +102,7 @@ impl Default for ClusterSettings {
             auto_rollback: rollout.auto_rollback,
             settle_seconds: rollout.settle_seconds,
             settle_timeout_seconds: rollout.settle_timeout_seconds,
+            revision_history_limit: rollout.revision_history_limit,
         }
     }
 }
@@ -154,11 +157,13 @@ pub struct InvalidRevision {
     pub reason: String,
 }
 
-/// The revision and version a node's pod should run.
+/// The revision and version a node's pod should run, and the effective spec it is built from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DesiredState {
     pub revision: String,
     pub version: String,
+    /// Cluster defaults merged with the node's overrides: what its pod is built from.
+    pub spec: EffectiveNodeSpec,
 }
 
 /// The observed pod named after a node.
@@ -190,6 +195,11 @@ impl PodObservation {
 
     pub fn is_ready(&self) -> bool {
         self.condition("Ready") == Some("True")
+    }
+
+    /// The operator's pod, not on its way out, and Ready: the node serves.
+    pub fn is_serving(&self) -> bool {
+        self.owned && !self.terminating && self.is_ready()
     }
 
     /// The pod's containers have stopped for good (phase Succeeded or Failed).

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
+use express_api::EffectiveNodeSpec;
 use express_api::keys::FIELD_MANAGER;
-use express_api::{EffectiveNodeSpec, effective_spec};
 use express_planner::{Action, Operation};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -81,7 +81,7 @@ pub(super) async fn create_pod(
         node: name.to_owned(),
         why,
     };
-    let (Some(meta), Some(spec)) = (env.nodes.meta(kind, name), env.nodes.spec(kind, name)) else {
+    let Some(meta) = env.nodes.meta(kind, name) else {
         return Err(build("the node object is gone".into()));
     };
     let identity = NodeIdentity {
@@ -110,12 +110,14 @@ pub(super) async fn create_pod(
                 )
             }
             _ => {
-                let defaults = env.governing.and_then(|c| c.spec.defaults.for_kind(kind));
-                let effective =
-                    effective_spec(kind, spec, defaults).map_err(|e| build(e.to_string()))?;
-                let revision = effective.desired_revision(meta.labels.as_ref());
-                keep_revision(env, &identity, &effective, &revision, &kept).await?;
-                (effective, revision)
+                // The snapshot computed the effective spec: the pod is built from exactly what
+                // was planned.
+                let desired = env.snapshot.nodes[action.node]
+                    .desired
+                    .as_ref()
+                    .map_err(|why| build(why.clone()))?;
+                keep_revision(env, &identity, &desired.spec, &desired.revision, &kept).await?;
+                (desired.spec.clone(), desired.revision.clone())
             }
         };
     let pod = build_pod(&identity, &effective, &revision).map_err(build)?;
@@ -173,10 +175,7 @@ pub(super) async fn keep_revision(
         };
         kept.push(&created);
     }
-    let limit = env.governing.map_or(
-        express_api::RolloutSettings::default().revision_history_limit,
-        |c| c.spec.rollout.revision_history_limit,
-    ) as usize;
+    let limit = env.snapshot.settings.revision_history_limit as usize;
     let observation = env.snapshot.nodes.iter().find(|n| n.name == node.name);
     let mut protected: Vec<&str> = vec![revision];
     if let Some(observation) = observation {

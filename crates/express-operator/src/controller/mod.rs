@@ -60,6 +60,22 @@ pub struct Settings {
     pub identity: String,
 }
 
+/// The operator's own namespace when nothing says otherwise.
+pub const DEFAULT_OPERATOR_NAMESPACE: &str = "express-system";
+
+impl Settings {
+    /// Every namespace, the default operator namespace, `concurrency` clusters at once: the
+    /// local cluster of `dev`, the end-to-end tests and the benchmarks.
+    pub fn cluster_wide(identity: &str, concurrency: usize) -> Settings {
+        Settings {
+            namespaces: Vec::new(),
+            operator_namespace: DEFAULT_OPERATOR_NAMESPACE.into(),
+            concurrency,
+            identity: identity.into(),
+        }
+    }
+}
+
 pub struct Context {
     pub client: kube::Client,
     pub caches: Caches,

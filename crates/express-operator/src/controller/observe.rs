@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus};
+use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus};
 use express_planner::ClusterSnapshot;
-use express_planner::observe::{Inventory, PodOwnership, snapshots};
+use express_planner::observe::{Inventory, PodOwnership, snapshot_of};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -23,13 +23,6 @@ impl Nodes {
         match kind {
             NodeKind::Backend => self.backends.get(name).map(|b| &b.metadata),
             NodeKind::Frontend => self.frontends.get(name).map(|f| &f.metadata),
-        }
-    }
-
-    pub(super) fn spec(&self, kind: NodeKind, name: &str) -> Option<&NodeSpec> {
-        match kind {
-            NodeKind::Backend => self.backends.get(name).map(|b| &b.spec.0),
-            NodeKind::Frontend => self.frontends.get(name).map(|f| &f.spec.0),
         }
     }
 
@@ -97,9 +90,7 @@ pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
         operator_namespace: &ctx.settings.operator_namespace,
         ownership: PodOwnership::OwnerReference,
     };
-    let snapshot = snapshots(&inventory)
-        .into_iter()
-        .find(|s| s.cluster_name == key.cluster)?;
+    let snapshot = snapshot_of(&inventory, &key.namespace, &key.cluster)?;
     let governing = clusters
         .iter()
         .find(|c| c.cluster_name() == Some(key.cluster.as_str()))

@@ -32,11 +32,7 @@ pub fn cluster_status(
             .nodes
             .iter()
             .zip(&snapshot.nodes)
-            .filter(|(_, n)| {
-                n.pod
-                    .as_ref()
-                    .is_some_and(|p| p.owned && !p.terminating && p.is_ready())
-            })
+            .filter(|(_, n)| n.pod.as_ref().is_some_and(|p| p.is_serving()))
             .count() as u32,
         up_to_date: plan
             .nodes
@@ -46,10 +42,7 @@ pub fn cluster_status(
         down: (snapshot.nodes.len() - up.len()) as u32,
     };
     let changing = plan.in_flight > 0 || !plan.actions.is_empty();
-    let pending = plan.nodes.iter().any(|p| {
-        p.state.phase().is_some()
-            || matches!(p.state, NodeState::NeedsRemoval | NodeState::Replacing)
-    });
+    let pending = plan.nodes.iter().any(|p| p.state.needs_change());
     let invalid = match &plan.blocked {
         Some(Blocked::InvalidSpec(why)) => Some(why.clone()),
         _ => None,

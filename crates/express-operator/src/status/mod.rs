@@ -73,6 +73,12 @@ mod fixtures {
             desired: Ok(DesiredState {
                 revision: "r2".into(),
                 version: "v-r2".into(),
+                spec: express_api::EffectiveNodeSpec {
+                    express_version: "v-r2".into(),
+                    config_changeset: None,
+                    image_repository: "express".into(),
+                    pod_template: serde_json::Value::Object(Default::default()),
+                },
             }),
             dependencies: None,
             pod,

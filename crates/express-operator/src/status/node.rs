@@ -63,10 +63,7 @@ fn next_change(
         change.reason = Some(failure.reason.clone());
         change.finished_at = Some(now.clone());
     } else if node.pod.as_ref().is_some_and(|p| {
-        p.owned
-            && !p.terminating
-            && p.is_ready()
-            && p.revision.as_deref() == Some(change.to_revision.as_str())
+        p.is_serving() && p.revision.as_deref() == Some(change.to_revision.as_str())
     }) {
         change.state = ChangeState::Succeeded;
         change.finished_at = Some(now.clone());
@@ -110,7 +107,7 @@ pub fn node_status(
     let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
     let pod = node.pod.as_ref();
     let desired = node.desired.as_ref().ok();
-    let ready = pod.is_some_and(|p| p.owned && !p.terminating && p.is_ready());
+    let ready = pod.is_some_and(|p| p.is_serving());
     let up_to_date = match (pod, desired) {
         (Some(p), Some(d)) => p.owned && p.revision.as_deref() == Some(d.revision.as_str()),
         _ => false,

@@ -45,12 +45,7 @@ pub fn operator_with_metrics(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(controller::run(
         client.clone(),
-        Settings {
-            namespaces: Vec::new(),
-            operator_namespace: "express-system".into(),
-            concurrency: 4,
-            identity: identity.into(),
-        },
+        Settings::cluster_wide(identity, 4),
         metrics,
         leader,
     ))

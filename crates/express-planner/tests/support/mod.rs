@@ -77,6 +77,12 @@ pub fn node(short: &str, state: Pod) -> NodeObservation {
         desired: Ok(DesiredState {
             revision: NEW.into(),
             version: NEW.into(),
+            spec: express_api::EffectiveNodeSpec {
+                express_version: NEW.into(),
+                config_changeset: None,
+                image_repository: "express".into(),
+                pod_template: serde_json::Value::Object(Default::default()),
+            },
         }),
         dependencies: None,
         pod,
