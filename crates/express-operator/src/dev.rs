@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use express_api::keys::ANNOTATION_ROLLOUT_ID;
+use express_api::keys::{
+    ANNOTATION_EXPRESS_VERSION, ANNOTATION_ROLLOUT_ID, LABEL_DEPLOYMENT_REVISION,
+};
 use express_api::{
     Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
     NodeSpec,
@@ -233,13 +235,13 @@ async fn follow(client: kube::Client, origin: Instant, until: usize) -> Result<(
                     .metadata
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get("express.dev/deployment-revision").cloned())
+                    .and_then(|l| l.get(LABEL_DEPLOYMENT_REVISION).cloned())
                     .unwrap_or_default();
                 let version = pod
                     .metadata
                     .annotations
                     .as_ref()
-                    .and_then(|a| a.get("express.dev/express-version").cloned())
+                    .and_then(|a| a.get(ANNOTATION_EXPRESS_VERSION).cloned())
                     .unwrap_or_default();
                 // Told by what the watch saw: a pod created where this run saw the old one go
                 // replaces it; any other is provisioned.

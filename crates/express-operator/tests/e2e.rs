@@ -7,13 +7,11 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use express_api::{
-    Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
-    NodeSpec,
-};
+use express_api::keys::LABEL_DEPLOYMENT_REVISION;
+use express_api::{ExpressCluster, Frontend};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
 use kubesim::KubeSim;
 use serde_json::json;
 
@@ -46,7 +44,7 @@ async fn env() -> Env {
                     .metadata
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get("express.dev/deployment-revision").cloned())
+                    .and_then(|l| l.get(LABEL_DEPLOYMENT_REVISION).cloned())
                     .unwrap_or_default();
                 log.lock()
                     .unwrap()
@@ -62,41 +60,18 @@ async fn env() -> Env {
     }
 }
 
-fn defaults(version: &str) -> NodeDefaults {
-    NodeDefaults {
-        express_version: Some(version.into()),
-        image: Some("registry.example/express".into()),
-        ..Default::default()
-    }
-}
-
+/// The tenant `acme`: v1 from registry.example/express, a Backend and `frontends` Frontends.
 async fn tenant(env: &Env, frontends: usize) {
-    let mut spec = ExpressClusterSpec::default();
-    spec.defaults.backend = Some(defaults("v1"));
-    spec.defaults.frontend = Some(defaults("v1"));
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-        .create(&PostParams::default(), &ExpressCluster::new("acme", spec))
-        .await
-        .expect("cluster");
-    Api::<Backend>::namespaced(env.client.clone(), NS)
-        .create(
-            &PostParams::default(),
-            &Backend::new("acme-be", BackendSpec(NodeSpec::for_cluster("acme"))),
-        )
-        .await
-        .expect("backend");
-    for i in 1..=frontends {
-        Api::<Frontend>::namespaced(env.client.clone(), NS)
-            .create(
-                &PostParams::default(),
-                &Frontend::new(
-                    &format!("acme-fe{i}"),
-                    FrontendSpec(NodeSpec::for_cluster("acme")),
-                ),
-            )
-            .await
-            .expect("frontend");
-    }
+    let defaults = json!({"expressVersion": "v1", "image": "registry.example/express"});
+    let names: Vec<String> = (1..=frontends).map(|i| format!("fe{i}")).collect();
+    let frontends: Vec<(&str, serde_json::Value)> =
+        names.iter().map(|n| (n.as_str(), json!({}))).collect();
+    support::tenant_with(
+        &env.client,
+        json!({"defaults": {"backend": defaults, "frontend": defaults}}),
+        &frontends,
+    )
+    .await;
 }
 
 async fn cluster(env: &Env) -> ExpressCluster {

@@ -327,7 +327,7 @@ mod tests {
         plan,
     };
 
-    use super::super::fixtures::{NOW_MS, cluster, node, now, pod};
+    use super::super::fixtures::{self, NOW_MS, cluster, node, now, pod};
     use super::cluster_status;
 
     fn status(
@@ -338,12 +338,7 @@ mod tests {
     }
 
     fn condition<'a>(status: &'a ExpressClusterStatus, type_: &str) -> (&'a str, &'a str) {
-        let c = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == type_)
-            .unwrap_or_else(|| panic!("no condition {type_}"));
-        (c.status.as_str(), c.reason.as_str())
+        fixtures::condition(&status.conditions, type_)
     }
 
     fn state(status: &ExpressClusterStatus) -> Option<RolloutState> {

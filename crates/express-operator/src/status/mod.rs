@@ -36,7 +36,16 @@ mod fixtures {
         ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, PodCondition,
         PodObservation, PodPhase,
     };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    /// Status and reason of the condition `type_`; panics when it is missing.
+    pub fn condition<'a>(conditions: &'a [Condition], type_: &str) -> (&'a str, &'a str) {
+        let c = conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no condition {type_}"));
+        (c.status.as_str(), c.reason.as_str())
+    }
 
     pub const NOW_MS: i64 = 1_700_000_000_000;
 

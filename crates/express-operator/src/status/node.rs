@@ -336,7 +336,7 @@ mod tests {
     use express_api::{ChangeKind, ChangeState, NodePhase, NodeStatus};
     use express_planner::{Change, ClusterSnapshot, InvalidRevision, Pause, PauseScope, plan};
 
-    use super::super::fixtures::{NOW_MS, cluster, node, now, pod};
+    use super::super::fixtures::{self, NOW_MS, cluster, node, now, pod};
     use super::node_status;
 
     /// The status of every node of `snapshot`, planned at NOW_MS, without a previous status.
@@ -358,12 +358,7 @@ mod tests {
     }
 
     fn condition<'a>(status: &'a NodeStatus, type_: &str) -> (&'a str, &'a str) {
-        let c = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == type_)
-            .unwrap_or_else(|| panic!("no condition {type_}"));
-        (c.status.as_str(), c.reason.as_str())
+        fixtures::condition(&status.conditions, type_)
     }
 
     fn phase_and_message(status: &NodeStatus) -> (NodePhase, &str) {

@@ -136,6 +136,11 @@ pub fn node_spec(extra: Value) -> NodeSpec {
 /// Frontends. Unless the spec sets `rollout.settleSeconds`, the settle window is off: these
 /// tests change the desired state in one write (the settle rules have tests of their own).
 pub async fn tenant(env: &Env, cluster_spec: Value, frontends: &[(&str, Value)]) {
+    tenant_with(&env.client, cluster_spec, frontends).await;
+}
+
+/// [`tenant`], for tests with a set-up of their own.
+pub async fn tenant_with(client: &kube::Client, cluster_spec: Value, frontends: &[(&str, Value)]) {
     let settle_given = cluster_spec.pointer("/rollout/settleSeconds").is_some();
     let mut spec: ExpressClusterSpec = serde_json::from_value(cluster_spec).unwrap();
     if !settle_given {
@@ -147,11 +152,11 @@ pub async fn tenant(env: &Env, cluster_spec: Value, frontends: &[(&str, Value)])
     };
     spec.defaults.backend.get_or_insert(defaults.clone());
     spec.defaults.frontend.get_or_insert(defaults);
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+    Api::<ExpressCluster>::namespaced(client.clone(), NS)
         .create(&PostParams::default(), &ExpressCluster::new("acme", spec))
         .await
         .expect("cluster");
-    Api::<Backend>::namespaced(env.client.clone(), NS)
+    Api::<Backend>::namespaced(client.clone(), NS)
         .create(
             &PostParams::default(),
             &Backend::new("acme-be", BackendSpec(NodeSpec::for_cluster("acme"))),
@@ -159,12 +164,16 @@ pub async fn tenant(env: &Env, cluster_spec: Value, frontends: &[(&str, Value)])
         .await
         .expect("backend");
     for (name, extra) in frontends {
-        add_frontend(env, name, extra.clone()).await;
+        add_frontend_with(client, name, extra.clone()).await;
     }
 }
 
 pub async fn add_frontend(env: &Env, name: &str, extra: Value) {
-    Api::<Frontend>::namespaced(env.client.clone(), NS)
+    add_frontend_with(&env.client, name, extra).await;
+}
+
+pub async fn add_frontend_with(client: &kube::Client, name: &str, extra: Value) {
+    Api::<Frontend>::namespaced(client.clone(), NS)
         .create(
             &PostParams::default(),
             &Frontend::new(&format!("acme-{name}"), FrontendSpec(node_spec(extra))),
