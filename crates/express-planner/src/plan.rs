@@ -12,7 +12,7 @@ use express_api::{ChangeKind, ChangeState, NodeKind};
 use crate::prerequisites::{self, Checker, Graph, Phase, ReachCache, Target, Unmet};
 use crate::rollout::{self, Assessment, Halt};
 use crate::settle::{self, Settle};
-use crate::snapshot::{Change, ClusterSnapshot, NodeObservation, Pause};
+use crate::snapshot::{Change, ClusterSnapshot, NodeIndex, NodeObservation, Pause};
 
 /// What the planner found a node to be, before deciding anything.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,8 +92,7 @@ pub enum Operation {
 /// An operation on one node's pod, allowed now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Action {
-    /// Index into [`ClusterSnapshot::nodes`].
-    pub node: usize,
+    pub node: NodeIndex,
     pub name: String,
     pub kind: NodeKind,
     pub operation: Operation,
@@ -167,6 +166,16 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The verdict for one node of the planned snapshot.
+    pub fn node(&self, index: NodeIndex) -> &NodePlan {
+        &self.nodes[index.0]
+    }
+
+    /// The operation allowed on a node now, if any.
+    pub fn action_on(&self, index: NodeIndex) -> Option<&Action> {
+        self.actions.iter().find(|a| a.node == index)
+    }
+
     /// When the plan changes with no event to say so (a progress deadline passing, the settle
     /// window ending, a disagreement turning stalled): the caller must plan again then.
     pub fn wake_at_ms(&self) -> Option<i64> {
@@ -269,7 +278,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         }
         node_plan.action = Some(operation);
         plan.actions.push(Action {
-            node,
+            node: NodeIndex(node),
             name: nodes[node].name.clone(),
             kind: nodes[node].kind,
             operation,
@@ -355,7 +364,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         plan_halted(snapshot, &assessment, halt, &mut plan, &mut node_plans);
     }
     for action in &mut plan.actions {
-        let node = &nodes[action.node];
+        let node = snapshot.node(action.node);
         if action.record.is_none() && !action.from_history {
             action.record = record_for(node, action.operation, &assessment.rollout_id);
         }
@@ -443,7 +452,7 @@ fn plan_halted(
         node_plan.action = Some(operation);
         node_plan.deferred = None;
         plan.actions.push(Action {
-            node: index,
+            node: NodeIndex(index),
             name: nodes[index].name.clone(),
             kind: nodes[index].kind,
             operation,

@@ -17,7 +17,7 @@ use std::fmt;
 use express_api::{ChangeKind, ChangeState};
 
 use crate::plan::{NodeState, classify};
-use crate::snapshot::{Abort, Change, ClusterSnapshot, NodeObservation};
+use crate::snapshot::{Abort, Change, ClusterSnapshot, NodeIndex, NodeObservation};
 
 /// Restarts of the pod on a new revision, during its change, that count as a crash loop.
 pub const CRASH_LOOP_RESTARTS: i32 = 3;
@@ -25,8 +25,7 @@ pub const CRASH_LOOP_RESTARTS: i32 = 3;
 /// A change in progress found to have failed in this plan (not yet recorded).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
-    /// Index into [`ClusterSnapshot::nodes`].
-    pub node: usize,
+    pub node: NodeIndex,
     pub name: String,
     pub revision: String,
     pub reason: String,
@@ -98,10 +97,15 @@ pub struct Assessment {
 }
 
 impl Assessment {
+    /// The failure found on a node in this plan, if any.
+    pub fn failure_of(&self, node: NodeIndex) -> Option<&Failure> {
+        self.failures.iter().find(|f| f.node == node)
+    }
+
     /// The revisions known to fail on a node, as they stand after this plan.
     pub fn invalid_revisions<'a>(
         &'a self,
-        node: usize,
+        node: NodeIndex,
         observation: &'a NodeObservation,
     ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         let recorded = observation
@@ -255,7 +259,7 @@ fn detect_failures(
             && pod.revision.as_deref() == Some(desired.revision.as_str())
             && !pod.is_ready();
         let known = assessment
-            .invalid_revisions(index, node)
+            .invalid_revisions(NodeIndex(index), node)
             .any(|(revision, _)| revision == desired.revision);
         if !changing_to_desired || !new_pod || known {
             continue;
@@ -283,7 +287,7 @@ fn detect_failures(
             continue;
         };
         failures.push(Failure {
-            node: index,
+            node: NodeIndex(index),
             name: node.name.clone(),
             revision: desired.revision.clone(),
             reason,
@@ -303,7 +307,7 @@ fn failed_halt(snapshot: &ClusterSnapshot, assessment: &Assessment) -> Option<(H
         .filter_map(|(index, node)| {
             let desired = node.desired.as_ref().ok()?;
             let (_, reason) = assessment
-                .invalid_revisions(index, node)
+                .invalid_revisions(NodeIndex(index), node)
                 .find(|(revision, _)| *revision == desired.revision)?;
             let sequence = node.change.as_ref().map_or(0, |c| c.sequence);
             let can_roll_back = node

@@ -96,9 +96,9 @@ pub fn simulate(snapshot: &ClusterSnapshot, max_concurrent: Option<u32>) -> Simu
                 node: action.name.clone(),
                 kind: action.kind,
                 action: step_action,
-                waits_for: current.nodes[action.node].prerequisites.clone(),
+                waits_for: current.node(action.node).prerequisites.clone(),
             });
-            let node = &mut state.nodes[action.node];
+            let node = &mut state.nodes[action.node.0];
             node.replacing = false;
             node.pod = match (step_action, &node.desired) {
                 (StepAction::Delete, _) | (_, Err(_)) => None,

@@ -5,6 +5,23 @@ use std::collections::BTreeMap;
 
 use express_api::{ChangeKind, ChangeState, DeploymentDependencies, EffectiveNodeSpec, NodeKind};
 
+/// A node's position in [`ClusterSnapshot::nodes`], and in every per-node list the planner
+/// returns for that snapshot ([`crate::Plan::nodes`], [`crate::settle::Settle::marks`]): the
+/// one relation between a node's observation, its plan and what is written for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeIndex(pub usize);
+
+impl ClusterSnapshot {
+    pub fn node(&self, index: NodeIndex) -> &NodeObservation {
+        &self.nodes[index.0]
+    }
+
+    /// Every node's index, in snapshot order.
+    pub fn indices(&self) -> impl Iterator<Item = NodeIndex> + use<> {
+        (0..self.nodes.len()).map(NodeIndex)
+    }
+}
+
 /// Everything the planner knows about one Express cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterSnapshot {

@@ -446,9 +446,9 @@ fn check_plan_invariants(s: &ClusterSnapshot) -> Result<(), TestCaseError> {
     let mut touched = vec![false; s.nodes.len()];
     let mut starts = 0usize;
     for (position, action) in p.actions.iter().enumerate() {
-        prop_assert!(!touched[action.node], "two actions on one node");
-        touched[action.node] = true;
-        let node = &s.nodes[action.node];
+        prop_assert!(!touched[action.node.0], "two actions on one node");
+        touched[action.node.0] = true;
+        let node = s.node(action.node);
         prop_assert!(node.desired.is_ok(), "acted on an invalid node");
         prop_assert!(
             node.pod.as_ref().is_none_or(|pod| pod.owned),
@@ -473,15 +473,16 @@ fn check_plan_invariants(s: &ClusterSnapshot) -> Result<(), TestCaseError> {
             _ => prop_assert!(node.up && node.pod.is_some()),
         }
         if let Some(phase) = phase {
-            for r in oracle_requirements(s, action.node, phase, 0) {
+            for r in oracle_requirements(s, action.node.0, phase, 0) {
                 prop_assert!(
-                    oracle_met(s, action.node, phase, &r),
+                    oracle_met(s, action.node.0, phase, &r),
                     "{} started with an unmet {phase} prerequisite on {:?}",
                     node.name,
                     r.target.map(|t| &s.nodes[t].name)
                 );
                 let disrupted_earlier = p.actions[..position].iter().any(|a| {
-                    Some(a.node) == r.target && !matches!(a.operation, Operation::FinishReplacement)
+                    Some(a.node.0) == r.target
+                        && !matches!(a.operation, Operation::FinishReplacement)
                 });
                 prop_assert!(
                     !disrupted_earlier,
@@ -706,9 +707,9 @@ proptest! {
         let mut touched = vec![false; s.nodes.len()];
         let mut new_changes = 0usize;
         for action in &p.actions {
-            prop_assert!(!touched[action.node], "two actions on one node");
-            touched[action.node] = true;
-            let node = &s.nodes[action.node];
+            prop_assert!(!touched[action.node.0], "two actions on one node");
+            touched[action.node.0] = true;
+            let node = s.node(action.node);
             prop_assert!(node.desired.is_ok(), "acted on an invalid node");
             prop_assert!(node.pod.as_ref().is_none_or(|pod| pod.owned), "touched a foreign pod");
             if action.record.is_some() && !matches!(action.operation, Operation::FinishReplacement) {

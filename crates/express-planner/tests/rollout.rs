@@ -122,7 +122,7 @@ fn rollback_goes_newest_change_first_one_node_at_a_time() {
     let mut driver = Driver::new(s);
     // Record the failure as the operator would, then let the rollback run to its end.
     let failure = plan(&driver.snapshot, NOW).rollout.failures[0].clone();
-    let be = &mut driver.snapshot.nodes[failure.node];
+    let be = &mut driver.snapshot.nodes[failure.node.0];
     be.invalid_revisions.push(InvalidRevision {
         revision: failure.revision,
         reason: failure.reason,

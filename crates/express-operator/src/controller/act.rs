@@ -28,7 +28,7 @@ pub(super) async fn act(
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &env.key.namespace);
     let mut first_error = Ok(());
     for action in &env.plan.actions {
-        let observation = &env.snapshot.nodes[action.node];
+        let observation = env.snapshot.node(action.node);
         let uid = pod_uids.get(&action.name);
         let result = match action.operation {
             Operation::CreatePod | Operation::FinishReplacement => {
@@ -50,7 +50,7 @@ pub(super) async fn act(
             .inc();
         match result {
             Ok(created) => {
-                let waited_for = &env.plan.nodes[action.node].prerequisites;
+                let waited_for = &env.plan.node(action.node).prerequisites;
                 let notice =
                     events::pod_operation(action, observation, waited_for, created.as_deref());
                 info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, action = label, rollback = action.from_history, "{}", notice.note);
@@ -112,7 +112,9 @@ pub(super) async fn create_pod(
             _ => {
                 // The snapshot computed the effective spec: the pod is built from exactly what
                 // was planned.
-                let desired = env.snapshot.nodes[action.node]
+                let desired = env
+                    .snapshot
+                    .node(action.node)
                     .desired
                     .as_ref()
                     .map_err(|why| build(why.clone()))?;

@@ -3,7 +3,7 @@
 
 use express_planner::rollout::{AbortOutcome, Failure};
 use express_planner::settle::{SETTLE_STALLED, SETTLE_WAIT};
-use express_planner::{Action, NodeObservation, Operation};
+use express_planner::{Action, NodeIndex, NodeObservation, Operation};
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
 use tracing::warn;
@@ -199,8 +199,8 @@ pub(super) fn waits_to_settle(message: Option<&str>) -> bool {
 }
 
 impl Env<'_> {
-    pub(super) async fn publish_on_node(&self, index: usize, notice: Notice) {
-        let observation = &self.snapshot.nodes[index];
+    pub(super) async fn publish_on_node(&self, index: NodeIndex, notice: Notice) {
+        let observation = self.snapshot.node(index);
         publish(
             self.ctx,
             self.nodes.reference(observation.kind, &observation.name),
@@ -219,7 +219,7 @@ impl Env<'_> {
     /// (or of its stall) that holds the node's change.
     pub(super) async fn publish_settle_wait(
         &self,
-        index: usize,
+        index: NodeIndex,
         previous: Option<&str>,
         message: Option<&str>,
     ) {

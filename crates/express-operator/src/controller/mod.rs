@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
 use express_api::{Backend, ExpressCluster, ExpressClusterStatus, Frontend, NodeStatus};
-use express_planner::{ClusterSnapshot, Plan, plan};
+use express_planner::{ClusterSnapshot, NodeIndex, Plan, plan};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -332,6 +332,6 @@ struct Env<'a> {
 /// Statuses written during one reconcile, so that the report does not write them again.
 #[derive(Default)]
 struct Written {
-    nodes: HashMap<usize, NodeStatus>,
+    nodes: HashMap<NodeIndex, NodeStatus>,
     cluster: Option<ExpressClusterStatus>,
 }

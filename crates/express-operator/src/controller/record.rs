@@ -14,12 +14,9 @@ use crate::status::same_ignoring_time;
 pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
     let plan = env.plan;
     let rollout = &plan.rollout;
-    for index in 0..env.snapshot.nodes.len() {
-        let starts = plan
-            .actions
-            .iter()
-            .any(|a| a.node == index && a.record.is_some());
-        let fails = rollout.failures.iter().any(|f| f.node == index);
+    for index in env.snapshot.indices() {
+        let starts = plan.action_on(index).is_some_and(|a| a.record.is_some());
+        let fails = rollout.failure_of(index).is_some();
         let (previous, status) = env.node_status(index, written);
         let clears = rollout.retry.is_some()
             && previous
@@ -28,7 +25,7 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
         if !(starts || fails || clears) {
             continue;
         }
-        let name = env.snapshot.nodes[index].name.clone();
+        let name = env.snapshot.node(index).name.clone();
         if previous
             .as_ref()
             .is_none_or(|p| !same_ignoring_time(p, &status))

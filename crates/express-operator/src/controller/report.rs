@@ -10,6 +10,8 @@ use express_planner::Blocked;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
+use express_planner::NodeIndex;
+
 use super::events;
 use super::{Env, Error, Written};
 
@@ -20,10 +22,10 @@ use express_api::conditions::{self, reason};
 impl Env<'_> {
     pub(super) fn node_status(
         &self,
-        index: usize,
+        index: NodeIndex,
         written: &Written,
     ) -> (Option<NodeStatus>, NodeStatus) {
-        let observation = &self.snapshot.nodes[index];
+        let observation = self.snapshot.node(index);
         let (kind, name) = (observation.kind, observation.name.as_str());
         let previous = written
             .nodes
@@ -34,7 +36,7 @@ impl Env<'_> {
         let status = node_status(
             observation,
             index,
-            &self.plan.nodes[index],
+            self.plan.node(index),
             self.plan,
             previous.as_ref(),
             generation,
@@ -61,10 +63,10 @@ impl Env<'_> {
 
     pub(super) async fn write_node_status(
         &self,
-        index: usize,
+        index: NodeIndex,
         status: &NodeStatus,
     ) -> Result<(), kube::Error> {
-        let observation = &self.snapshot.nodes[index];
+        let observation = self.snapshot.node(index);
         let (kind, name) = (observation.kind, observation.name.as_str());
         let patch = status_patch(&kind.to_string(), status);
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -132,7 +134,7 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
     let (snapshot, plan, key) = (env.snapshot, env.plan, env.key);
     let mut result = Ok(());
     let mut phases: HashMap<express_api::NodePhase, i64> = HashMap::new();
-    for index in 0..snapshot.nodes.len() {
+    for index in snapshot.indices() {
         let (previous, status) = env.node_status(index, written);
         if env.governing.is_none() {
             // No ExpressCluster to carry the settle condition: tell it on each waiting node.
@@ -154,10 +156,10 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
         }
         // A node whose pod was just created or deleted is reported by the reconcile its watch
         // event brings: the state seen before acting is already stale.
-        if plan.actions.iter().any(|a| a.node == index) && !written.nodes.contains_key(&index) {
+        if plan.action_on(index).is_some() && !written.nodes.contains_key(&index) {
             continue;
         }
-        let observation = &snapshot.nodes[index];
+        let observation = snapshot.node(index);
         match env.write_node_status(index, &status).await {
             Ok(()) => {
                 written.nodes.insert(index, status);
@@ -237,7 +239,7 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
     } else if let Some(Blocked::InvalidSpec(why)) = &plan.blocked {
         // No ExpressCluster to carry the condition: every node's status says it, and an event
         // on each node records it.
-        for (index, observation) in snapshot.nodes.iter().enumerate() {
+        for (index, observation) in snapshot.indices().zip(&snapshot.nodes) {
             let had = env
                 .nodes
                 .status(observation.kind, &observation.name)

@@ -5,7 +5,7 @@ use express_api::conditions::{self, reason};
 use express_api::{ChangeState, InvalidRevision, NodeChange, NodePhase, NodeStatus, WaitingFor};
 use express_planner::UnmetReason;
 use express_planner::plan::Deferred;
-use express_planner::{Blocked, NodeObservation, NodePlan, NodeState, Plan};
+use express_planner::{Blocked, NodeIndex, NodeObservation, NodePlan, NodeState, Plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions::condition;
@@ -31,7 +31,7 @@ const INVALID_REVISIONS_KEPT: usize = 10;
 /// change whose pod became Ready; otherwise what was recorded.
 fn next_change(
     node: &NodeObservation,
-    index: usize,
+    index: NodeIndex,
     cluster: &Plan,
     previous: Option<&NodeChange>,
     now: &Time,
@@ -58,7 +58,7 @@ fn next_change(
     if change.state != ChangeState::InProgress {
         return Some(change);
     }
-    if let Some(failure) = cluster.rollout.failures.iter().find(|f| f.node == index) {
+    if let Some(failure) = cluster.rollout.failure_of(index) {
         change.state = ChangeState::Failed;
         change.reason = Some(failure.reason.clone());
         change.finished_at = Some(now.clone());
@@ -72,7 +72,7 @@ fn next_change(
 }
 
 fn next_invalid_revisions(
-    index: usize,
+    index: NodeIndex,
     cluster: &Plan,
     previous: Option<&NodeStatus>,
     now: &Time,
@@ -97,7 +97,7 @@ fn next_invalid_revisions(
 /// The status of one node (`index` into the snapshot's nodes).
 pub fn node_status(
     node: &NodeObservation,
-    index: usize,
+    index: NodeIndex,
     plan: &NodePlan,
     cluster: &Plan,
     previous: Option<&NodeStatus>,
@@ -194,7 +194,7 @@ pub fn node_status(
         ),
         invalid_revisions: next_invalid_revisions(index, cluster, previous, now),
         bounce: previous.and_then(|p| p.bounce.clone()),
-        observed_desired: cluster.settle.marks.get(index).map(observed_desired),
+        observed_desired: cluster.settle.marks.get(index.0).map(observed_desired),
     }
 }
 
@@ -202,7 +202,7 @@ pub fn node_status(
 /// changes (a status write costs an API call).
 fn phase_and_message(
     node: &NodeObservation,
-    index: usize,
+    index: NodeIndex,
     plan: &NodePlan,
     cluster: &Plan,
     previous: Option<&NodeStatus>,
@@ -217,7 +217,7 @@ fn phase_and_message(
             .find(|(revision, _)| *revision == d.revision)
             .map(|(revision, reason)| (revision.to_owned(), reason.to_owned()))
     });
-    let action = cluster.actions.iter().find(|a| a.node == index);
+    let action = cluster.action_on(index);
     match &plan.state {
         _ if action.is_some_and(|a| a.from_history) => (
             NodePhase::Upgrading,
@@ -334,7 +334,9 @@ mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used)]
     use express_api::conditions;
     use express_api::{ChangeKind, ChangeState, NodePhase, NodeStatus};
-    use express_planner::{Change, ClusterSnapshot, InvalidRevision, Pause, PauseScope, plan};
+    use express_planner::{
+        Change, ClusterSnapshot, InvalidRevision, NodeIndex, Pause, PauseScope, plan,
+    };
 
     use super::super::fixtures::{self, NOW_MS, cluster, node, now, pod};
     use super::node_status;
@@ -342,12 +344,13 @@ mod tests {
     /// The status of every node of `snapshot`, planned at NOW_MS, without a previous status.
     fn statuses(snapshot: &ClusterSnapshot) -> Vec<NodeStatus> {
         let plan = plan(snapshot, NOW_MS);
-        (0..snapshot.nodes.len())
+        snapshot
+            .indices()
             .map(|i| {
                 node_status(
-                    &snapshot.nodes[i],
+                    snapshot.node(i),
                     i,
-                    &plan.nodes[i],
+                    plan.node(i),
                     &plan,
                     None,
                     Some(1),
@@ -558,10 +561,11 @@ mod tests {
             }),
             ..NodeStatus::default()
         };
+        let first = NodeIndex(0);
         let status = node_status(
-            &snapshot.nodes[0],
-            0,
-            &plan.nodes[0],
+            snapshot.node(first),
+            first,
+            plan.node(first),
             &plan,
             Some(&previous),
             Some(1),

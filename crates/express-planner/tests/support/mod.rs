@@ -201,7 +201,7 @@ impl Driver {
         let current = plan(&self.snapshot, self.now_ms);
         self.plans += 1;
         for action in &current.actions {
-            let node = &mut self.snapshot.nodes[action.node];
+            let node = &mut self.snapshot.nodes[action.node.0];
             let desired = node
                 .desired
                 .clone()
