@@ -20,9 +20,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use crate::snapshot::{
-    Abort, AbortRequest, Change, ClusterSettings, ClusterSnapshot, DesiredState,
+    Abort, AbortRequest, Change, ClusterSettings, ClusterSnapshot, DesiredMark, DesiredState,
     ExpressClusterObservation, InvalidRevision, NodeObservation, Pause, PauseScope, PodCondition,
-    PodObservation, PodPhase, RecordedDesired, RolloutControl,
+    PodObservation, PodPhase, RolloutControl,
 };
 
 /// How to decide that a pod is the one the operator manages for a node.
@@ -280,8 +280,8 @@ fn rollout_id_of(meta: &ObjectMeta) -> Option<String> {
 }
 
 /// The desired state a status recorded; without a time it tells nothing and is ignored.
-fn recorded_desired(observed: &ObservedDesired) -> Option<RecordedDesired> {
-    Some(RecordedDesired {
+fn recorded_desired(observed: &ObservedDesired) -> Option<DesiredMark> {
+    Some(DesiredMark {
         revision: observed.revision.clone(),
         up: observed.up,
         rollout_id: observed.rollout_id.clone(),

@@ -13,7 +13,7 @@
 //! - **Settle window.** Otherwise the state is settled once no object's desired state (a node's
 //!   desired revision, `up` or rollout-id; the ExpressCluster's rollout-id) has changed for
 //!   `rollout.settleSeconds`. When each desired state was first seen is recorded in status
-//!   ([`Mark`]), so the window survives an operator restart.
+//!   ([`DesiredMark`]), so the window survives an operator restart.
 //!
 //! A disagreement with nothing written for `rollout.settleTimeoutSeconds` is *stalled* (a
 //! partial sync): it is reported, and still never acted on.
@@ -24,30 +24,16 @@ use std::fmt;
 use express_api::DeploymentDependencies;
 
 use crate::rollout::digest;
-use crate::snapshot::{ClusterSnapshot, NodeObservation, RecordedDesired};
+use crate::snapshot::{ClusterSnapshot, DesiredMark, NodeObservation};
 
 /// How every message about a settle wait begins.
 pub const SETTLE_WAIT: &str = "waiting for the desired state to settle";
 /// How a node's message about a stalled settle wait begins.
 pub const SETTLE_STALLED: &str = "stalled: ";
 
-/// The desired state of one object, and since when it has been so: what the report writes back
-/// to status (`status.observedDesired`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mark {
-    pub revision: Option<String>,
-    pub up: bool,
-    pub rollout_id: Option<String>,
-    /// What orders the object's changes: a digest of a node's `deploymentDependencies`; the
-    /// ExpressCluster's dependency settings.
-    pub ordering: Option<String>,
-    /// Milliseconds since the Unix epoch.
-    pub since_ms: i64,
-}
-
-impl Mark {
+impl DesiredMark {
     /// The mark for a desired state seen at `now_ms`: kept from the record when unchanged.
-    fn at(mut mark: Mark, recorded: Option<&RecordedDesired>, now_ms: i64) -> Self {
+    fn at(mut mark: DesiredMark, recorded: Option<&DesiredMark>, now_ms: i64) -> Self {
         mark.since_ms = recorded
             .filter(|r| {
                 r.revision == mark.revision
@@ -67,14 +53,14 @@ impl Mark {
             .ok()
             .filter(|_| node.up)
             .map(|d| d.revision.clone());
-        let mark = Mark {
+        let mark = DesiredMark {
             revision,
             up: node.up,
             rollout_id: node.rollout_id.clone(),
             ordering: node.dependencies.as_ref().map(dependencies_digest),
             since_ms: 0,
         };
-        Mark::at(mark, node.recorded_desired.as_ref(), now_ms)
+        DesiredMark::at(mark, node.recorded_desired.as_ref(), now_ms)
     }
 }
 
@@ -147,9 +133,9 @@ pub enum SettleState {
 pub struct Settle {
     pub state: SettleState,
     /// One per snapshot node, same index.
-    pub marks: Vec<Mark>,
+    pub marks: Vec<DesiredMark>,
     /// The governing ExpressCluster's mark.
-    pub cluster_mark: Option<Mark>,
+    pub cluster_mark: Option<DesiredMark>,
     /// When the verdict changes without any write (window over, disagreement turning stalled):
     /// the caller must look again then.
     pub wake_at_ms: Option<i64>,
@@ -284,13 +270,13 @@ fn clock(ms: i64) -> String {
 /// Decides whether the desired state of `snapshot` has settled at `now_ms`.
 pub fn assess(snapshot: &ClusterSnapshot, now_ms: i64) -> Settle {
     let settings = &snapshot.settings;
-    let marks: Vec<Mark> = snapshot
+    let marks: Vec<DesiredMark> = snapshot
         .nodes
         .iter()
-        .map(|n| Mark::of_node(n, now_ms))
+        .map(|n| DesiredMark::of_node(n, now_ms))
         .collect();
     let cluster_mark = snapshot.express_cluster.as_ref().map(|c| {
-        let mark = Mark {
+        let mark = DesiredMark {
             revision: None,
             up: true,
             rollout_id: c.rollout_id.clone(),
@@ -300,7 +286,7 @@ pub fn assess(snapshot: &ClusterSnapshot, now_ms: i64) -> Settle {
             )),
             since_ms: 0,
         };
-        Mark::at(mark, c.recorded.as_ref(), now_ms)
+        DesiredMark::at(mark, c.recorded.as_ref(), now_ms)
     });
     let changed_at_ms = marks
         .iter()

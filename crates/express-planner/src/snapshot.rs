@@ -45,16 +45,21 @@ pub struct ExpressClusterObservation {
     /// Its `express.dev/rollout-id` annotation.
     pub rollout_id: Option<String>,
     /// The desired state its status recorded (only `rollout_id` and `since_ms` matter).
-    pub recorded: Option<RecordedDesired>,
+    pub recorded: Option<DesiredMark>,
 }
 
-/// An object's desired state as recorded in its status by an earlier reconcile, and since when
-/// (`express_api::ObservedDesired`).
+/// An object's desired state, and since when it has been so (`express_api::ObservedDesired`):
+/// as an earlier reconcile recorded it in status (the snapshot), and as the settle rules keep
+/// it for the report to write back (the plan).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordedDesired {
+pub struct DesiredMark {
+    /// The node's desired revision (absent for a node that is down or whose spec is invalid,
+    /// and on the ExpressCluster).
     pub revision: Option<String>,
     pub up: bool,
     pub rollout_id: Option<String>,
+    /// What orders the object's changes: a digest of a node's `deploymentDependencies`; the
+    /// ExpressCluster's dependency settings.
     pub ordering: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub since_ms: i64,
@@ -147,7 +152,7 @@ pub struct NodeObservation {
     /// Its `express.dev/rollout-id` annotation.
     pub rollout_id: Option<String>,
     /// The desired state its status recorded, and since when.
-    pub recorded_desired: Option<RecordedDesired>,
+    pub recorded_desired: Option<DesiredMark>,
 }
 
 /// A node's last recorded change, reduced to what the rollout rules need.

@@ -8,7 +8,7 @@
 mod support;
 
 use express_api::DeploymentDependencies;
-use express_planner::{ClusterSnapshot, NodeObservation, RecordedDesired, plan};
+use express_planner::{ClusterSnapshot, DesiredMark, NodeObservation, plan};
 use proptest::prelude::*;
 use support::*;
 
@@ -39,16 +39,7 @@ struct Delivery {
 fn arb_delivery() -> impl Strategy<Value = Delivery> {
     (1..=2usize, 1..=7usize, any::<bool>(), 1..=4u32)
         .prop_flat_map(|(backends, frontends, barrier, settle_seconds)| {
-            let mut names: Vec<String> = (1..=backends)
-                .map(|i| {
-                    if i == 1 {
-                        "be".into()
-                    } else {
-                        format!("be{i}")
-                    }
-                })
-                .collect();
-            names.extend((1..=frontends).map(|i| format!("fe{i}")));
+            let names = node_names(backends, frontends);
             let n = names.len();
             let settle_ms = i64::from(settle_seconds) * 1000;
             // The window is what decides without ids: gaps shorter than it. The barrier must
@@ -112,7 +103,7 @@ impl Delivery {
         let mut node = node(&self.names[i], Pod::Old);
         node.desired.as_mut().unwrap().revision = OLD.into();
         node.rollout_id = self.barrier.then(|| "r1".into());
-        node.recorded_desired = Some(RecordedDesired {
+        node.recorded_desired = Some(DesiredMark {
             revision: Some(OLD.into()),
             up: true,
             rollout_id: node.rollout_id.clone(),

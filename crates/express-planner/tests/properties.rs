@@ -37,20 +37,6 @@ fn arb_pod_state() -> impl Strategy<Value = Pod> {
     ]
 }
 
-fn node_names(backends: usize, frontends: usize) -> Vec<String> {
-    let mut names: Vec<String> = (1..=backends)
-        .map(|i| {
-            if i == 1 {
-                "be".to_owned()
-            } else {
-                format!("be{i}")
-            }
-        })
-        .collect();
-    names.extend((1..=frontends).map(|i| format!("fe{i}")));
-    names
-}
-
 fn arb_size() -> impl Strategy<Value = (usize, usize)> {
     prop_oneof![
         4 => (0..=2usize, 1..=12usize),

@@ -11,8 +11,8 @@ use express_planner::plan::Deferred;
 use express_planner::rollout::rollout_id;
 use express_planner::settle::SettleState;
 use express_planner::{
-    Abort, Change, ClusterSnapshot, ExpressClusterObservation, Operation, Pause, PauseScope, Plan,
-    RecordedDesired, UnmetReason, plan,
+    Abort, Change, ClusterSnapshot, DesiredMark, ExpressClusterObservation, Operation, Pause,
+    PauseScope, Plan, UnmetReason, plan,
 };
 use support::*;
 
@@ -36,8 +36,8 @@ fn upgrade_recorded_at(changed: i64) -> ClusterSnapshot {
     s
 }
 
-fn recorded(up: bool, revision: Option<&str>, id: Option<&str>, since_ms: i64) -> RecordedDesired {
-    RecordedDesired {
+fn recorded(up: bool, revision: Option<&str>, id: Option<&str>, since_ms: i64) -> DesiredMark {
+    DesiredMark {
         revision: revision.map(str::to_owned),
         up,
         rollout_id: id.map(str::to_owned),

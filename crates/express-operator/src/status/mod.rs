@@ -11,12 +11,12 @@ pub use conditions::{condition, same_ignoring_time};
 pub use node::node_status;
 
 use express_api::ObservedDesired;
-use express_planner::settle::Mark;
+use express_planner::DesiredMark;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
 /// A settle mark as written to status. Marks carry the instant they were first seen, so a
 /// mark kept from the previous status keeps its instant.
-fn observed_desired(mark: &Mark) -> ObservedDesired {
+fn observed_desired(mark: &DesiredMark) -> ObservedDesired {
     ObservedDesired {
         revision: mark.revision.clone(),
         up: mark.up,

@@ -6,7 +6,7 @@ use express_api::{DeploymentDependencies, NodeKind, Prerequisite};
 use express_planner::simulate::ready_pod;
 use express_planner::{
     ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, NodeState, Operation, Plan,
-    PodCondition, PodObservation, PodPhase, RecordedDesired, plan,
+    PodCondition, PodObservation, PodPhase, plan,
 };
 
 pub const OLD: &str = "rev-old";
@@ -37,6 +37,22 @@ pub fn kind_of(short: &str) -> NodeKind {
     } else {
         NodeKind::Frontend
     }
+}
+
+/// Short names of a cluster with `backends` Backends (be, be2, ...) and `frontends` Frontends
+/// (fe1, fe2, ...).
+pub fn node_names(backends: usize, frontends: usize) -> Vec<String> {
+    let mut names: Vec<String> = (1..=backends)
+        .map(|i| {
+            if i == 1 {
+                "be".to_owned()
+            } else {
+                format!("be{i}")
+            }
+        })
+        .collect();
+    names.extend((1..=frontends).map(|i| format!("fe{i}")));
+    names
 }
 
 pub fn full(short: &str) -> String {
@@ -158,13 +174,7 @@ pub fn set_provisioning_prerequisites(
 /// What the operator's status report does with a plan's settle marks: each node keeps its mark.
 pub fn record_marks(snapshot: &mut ClusterSnapshot, plan: &Plan) {
     for (node, mark) in snapshot.nodes.iter_mut().zip(&plan.settle.marks) {
-        node.recorded_desired = Some(RecordedDesired {
-            revision: mark.revision.clone(),
-            up: mark.up,
-            rollout_id: mark.rollout_id.clone(),
-            ordering: mark.ordering.clone(),
-            since_ms: mark.since_ms,
-        });
+        node.recorded_desired = Some(mark.clone());
     }
 }
 
