@@ -6,9 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use express_api::keys::{
-    ANNOTATION_EXPRESS_VERSION, ANNOTATION_ROLLOUT_ID, LABEL_DEPLOYMENT_REVISION,
-};
+use express_api::keys::{ANNOTATION_EXPRESS_VERSION, ANNOTATION_ROLLOUT_ID};
 use express_api::{
     Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
     NodeSpec,
@@ -231,12 +229,9 @@ async fn follow(client: kube::Client, origin: Instant, until: usize) -> Result<(
         match event {
             WatchEvent::Added(pod) => {
                 let name = pod.metadata.name.clone().unwrap_or_default();
-                let revision = pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL_DEPLOYMENT_REVISION).cloned())
-                    .unwrap_or_default();
+                let revision = crate::pods::revision_of(&pod)
+                    .unwrap_or_default()
+                    .to_owned();
                 let version = pod
                     .metadata
                     .annotations

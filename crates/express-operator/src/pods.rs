@@ -40,6 +40,15 @@ impl NodeIdentity<'_> {
     }
 }
 
+/// The revision a node's pod runs: its `express.dev/deployment-revision` label.
+pub fn revision_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(LABEL_DEPLOYMENT_REVISION)
+        .map(String::as_str)
+}
+
 /// The pod for a node: named after it, controlled by it, labelled with cluster, node, kind and
 /// revision, running the effective image with the pod template's overrides merged in.
 pub fn build_pod(

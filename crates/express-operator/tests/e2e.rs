@@ -7,7 +7,6 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use express_api::keys::LABEL_DEPLOYMENT_REVISION;
 use express_api::{ExpressCluster, Frontend};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -40,12 +39,9 @@ async fn env() -> Env {
         let mut stream = std::pin::pin!(stream);
         while let Some(Ok(event)) = stream.next().await {
             if let WatchEvent::Added(pod) = event {
-                let revision = pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL_DEPLOYMENT_REVISION).cloned())
-                    .unwrap_or_default();
+                let revision = express_operator::pods::revision_of(&pod)
+                    .unwrap_or_default()
+                    .to_owned();
                 log.lock()
                     .unwrap()
                     .push((pod.metadata.name.unwrap_or_default(), revision));
