@@ -1,0 +1,132 @@
+//! Runs Argo CD resource customizations (the Lua health checks under `deploy/argocd`) the way
+//! Argo CD does: Lua 5.1 with only the base, table and string libraries (what gopher-lua
+//! offers), the object as the global `obj`, the script's returned table read as
+//! `{status, message}`. Used by the tests of the scripts and by tests that feed them objects
+//! from a live cluster.
+
+use std::path::{Path, PathBuf};
+
+use mlua::serde::SerializeOptions;
+use mlua::{Lua, LuaOptions, LuaSerdeExt, StdLib, Table};
+use serde::Deserialize;
+
+/// What a health check returns.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Health {
+    pub status: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not valid YAML: {source}")]
+    Yaml {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
+    #[error("the script failed: {0}")]
+    Lua(#[from] mlua::Error),
+    #[error("the script returned no table with a status")]
+    NoStatus,
+}
+
+/// Runs a health script on one object.
+pub fn health(script: &str, object: &serde_json::Value) -> Result<Health, Error> {
+    // Argo CD's Lua has no io, os or package: a script that reaches for them must fail here too.
+    let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING, LuaOptions::new())?;
+    // JSON null becomes nil, as Argo CD's conversion does, so `x == nil` guards work.
+    let options = SerializeOptions::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    let obj = lua.to_value_with(object, options)?;
+    lua.globals().set("obj", obj)?;
+    let result: Option<Table> = lua.load(script).eval()?;
+    let table = result.ok_or(Error::NoStatus)?;
+    let status: Option<String> = table.get("status")?;
+    let message: Option<String> = table.get("message")?;
+    Ok(Health {
+        status: status.ok_or(Error::NoStatus)?,
+        message: message.unwrap_or_default(),
+    })
+}
+
+/// One case of an Argo CD `health_test.yaml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthTest {
+    pub health_status: Health,
+    pub input_path: String,
+}
+
+#[derive(Deserialize)]
+struct HealthTests {
+    tests: Vec<HealthTest>,
+}
+
+/// The cases of a `health_test.yaml`.
+pub fn health_tests(path: &Path) -> Result<Vec<HealthTest>, Error> {
+    let text = read(path)?;
+    let tests: HealthTests = serde_yaml::from_str(&text).map_err(|source| Error::Yaml {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(tests.tests)
+}
+
+/// A YAML object (a test's input) as JSON.
+pub fn load_object(path: &Path) -> Result<serde_json::Value, Error> {
+    let text = read(path)?;
+    serde_yaml::from_str(&text).map_err(|source| Error::Yaml {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Reads a file, naming it in the error.
+pub fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The folder of the scripts of one kind of the `express.dev` group.
+pub fn kind_dir(kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/argocd/resource_customizations/express.dev")
+        .join(kind)
+}
+
+/// The kinds of the `express.dev` group that have a health check.
+pub const KINDS: [&str; 3] = ["ExpressCluster", "Backend", "Frontend"];
+
+/// The `argocd-cm` ConfigMap data that installs every health check, generated from the
+/// scripts (`deploy/argocd/argocd-cm.yaml` is this text, checked by a test).
+pub fn argocd_cm() -> Result<String, Error> {
+    let mut out = String::from(
+        "# Generated from deploy/argocd/resource_customizations by the argocd-checks tests;\n\
+         # merge into the argocd-cm ConfigMap of the Argo CD namespace.\n\
+         apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\n  namespace: argocd\n  \
+         labels:\n    app.kubernetes.io/part-of: argocd\ndata:\n",
+    );
+    for kind in KINDS {
+        let script = read(&kind_dir(kind).join("health.lua"))?;
+        out.push_str(&format!(
+            "  resource.customizations.health.express.dev_{kind}: |\n"
+        ));
+        for line in script.lines() {
+            if line.is_empty() {
+                out.push('\n');
+            } else {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,101 @@
+//! Every case of every `health_test.yaml` under `deploy/argocd`, run under Lua 5.1 with Argo
+//! CD's libraries, plus the guards a script must have.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
+use argocd_checks::{KINDS, argocd_cm, health, health_tests, kind_dir, load_object, read};
+use serde_json::json;
+
+#[test]
+fn every_test_case_gives_its_expected_status_and_message() {
+    for kind in KINDS {
+        let dir = kind_dir(kind);
+        let script = read(&dir.join("health.lua")).unwrap();
+        let cases = health_tests(&dir.join("health_test.yaml")).unwrap();
+        assert!(cases.len() >= 8, "{kind}: {} cases", cases.len());
+        for case in cases {
+            let object = load_object(&dir.join(&case.input_path)).unwrap();
+            let got = health(&script, &object)
+                .unwrap_or_else(|e| panic!("{kind} {}: {e}", case.input_path));
+            assert_eq!(got, case.health_status, "{kind} {}", case.input_path);
+        }
+    }
+}
+
+#[test]
+fn every_status_argo_cd_knows_is_covered() {
+    for kind in KINDS {
+        let cases = health_tests(&kind_dir(kind).join("health_test.yaml")).unwrap();
+        for status in ["Healthy", "Progressing", "Degraded", "Suspended"] {
+            assert!(
+                cases.iter().any(|c| c.health_status.status == status),
+                "{kind} has no {status} case"
+            );
+        }
+    }
+}
+
+#[test]
+fn backend_and_frontend_share_one_script() {
+    let backend = read(&kind_dir("Backend").join("health.lua")).unwrap();
+    let frontend = read(&kind_dir("Frontend").join("health.lua")).unwrap();
+    assert_eq!(backend, frontend);
+}
+
+#[test]
+fn odd_objects_never_break_a_script() {
+    let odd = [
+        json!({}),
+        json!({"metadata": null, "status": null}),
+        json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "conditions": null, "rollout": null}}),
+        json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "conditions": [{}], "rollout": {"order": [], "current": ["x"]}}}),
+        json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "phase": "Something new", "bounce": {}}}),
+    ];
+    for kind in KINDS {
+        let script = read(&kind_dir(kind).join("health.lua")).unwrap();
+        for object in &odd {
+            let got = health(&script, object).unwrap_or_else(|e| panic!("{kind} {object}: {e}"));
+            assert!(
+                ["Healthy", "Progressing", "Degraded", "Suspended"].contains(&got.status.as_str()),
+                "{kind} {object}: {got:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_sandbox_is_argo_cds() {
+    let escape = "return {status = os.getenv('HOME')}";
+    assert!(health(escape, &json!({})).is_err());
+    let io = "return {status = io.read()}";
+    assert!(health(io, &json!({})).is_err());
+    let fine = "return {status = string.upper('healthy'), message = table.concat({'a', 'b'}, ',')}";
+    let got = health(fine, &json!({})).unwrap();
+    assert_eq!(
+        (got.status.as_str(), got.message.as_str()),
+        ("HEALTHY", "a,b")
+    );
+}
+
+/// `deploy/argocd/argocd-cm.yaml` is generated from the scripts; regenerate it with
+/// `ARGOCD_CM_WRITE=1 cargo test -p argocd-checks`.
+#[test]
+fn the_argocd_cm_snippet_is_in_sync_with_the_scripts() {
+    let path = kind_dir("ExpressCluster").join("../../../argocd-cm.yaml");
+    let generated = argocd_cm().unwrap();
+    if std::env::var_os("ARGOCD_CM_WRITE").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = read(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{} is out of date: run ARGOCD_CM_WRITE=1 cargo test -p argocd-checks",
+        path.display()
+    );
+    // The snippet is one YAML document whose values are the scripts, byte for byte.
+    let parsed: serde_yaml::Value = serde_yaml::from_str(&committed).unwrap();
+    for kind in KINDS {
+        let key = format!("resource.customizations.health.express.dev_{kind}");
+        let script = read(&kind_dir(kind).join("health.lua")).unwrap();
+        assert_eq!(parsed["data"][key.as_str()].as_str(), Some(script.as_str()), "{kind}");
+    }
+}
