@@ -2,7 +2,10 @@
 //! CD's libraries, plus the guards a script must have.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
-use argocd_checks::{KINDS, argocd_cm, health, health_tests, kind_dir, load_object, read};
+use argocd_checks::{
+    KINDS, action_tests, argocd_cm, discover, health, health_tests, kind_dir, load_object,
+    numbers_as_floats, read, run_action,
+};
 use serde_json::json;
 
 #[test]
@@ -96,6 +99,97 @@ fn the_argocd_cm_snippet_is_in_sync_with_the_scripts() {
     for kind in KINDS {
         let key = format!("resource.customizations.health.express.dev_{kind}");
         let script = read(&kind_dir(kind).join("health.lua")).unwrap();
-        assert_eq!(parsed["data"][key.as_str()].as_str(), Some(script.as_str()), "{kind}");
+        assert_eq!(
+            parsed["data"][key.as_str()].as_str(),
+            Some(script.as_str()),
+            "{kind}"
+        );
+
+        // Actions: a YAML document of their own inside the value, as Argo CD reads it.
+        let key = format!("resource.customizations.actions.express.dev_{kind}");
+        let actions: serde_yaml::Value =
+            serde_yaml::from_str(parsed["data"][key.as_str()].as_str().unwrap()).unwrap();
+        let dir = kind_dir(kind).join("actions");
+        assert_eq!(
+            actions["discovery.lua"].as_str(),
+            Some(read(&dir.join("discovery.lua")).unwrap().as_str()),
+            "{kind}"
+        );
+        let definitions = actions["definitions"].as_sequence().unwrap();
+        assert_eq!(
+            definitions.len(),
+            argocd_checks::action_names(&dir).unwrap().len()
+        );
+        for definition in definitions {
+            let name = definition["name"].as_str().unwrap();
+            let script = read(&dir.join(name).join("action.lua")).unwrap();
+            assert_eq!(
+                definition["action.lua"].as_str(),
+                Some(script.as_str()),
+                "{kind} {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_action_case_gives_its_expected_object_and_discovery() {
+    for kind in KINDS {
+        let dir = kind_dir(kind).join("actions");
+        let tests = action_tests(&dir.join("action_test.yaml")).unwrap();
+        assert!(!tests.discovery_tests.is_empty() && !tests.action_tests.is_empty());
+        let discovery = read(&dir.join("discovery.lua")).unwrap();
+        for case in &tests.discovery_tests {
+            let object = load_object(&dir.join(&case.input_path)).unwrap();
+            let found = discover(&discovery, &object).unwrap();
+            let expected: std::collections::BTreeMap<String, bool> = case
+                .result
+                .iter()
+                .map(|a| (a.name.clone(), a.disabled))
+                .collect();
+            assert_eq!(found, expected, "{kind} discovery on {}", case.input_path);
+        }
+        for case in &tests.action_tests {
+            let script = read(&dir.join(&case.action).join("action.lua")).unwrap();
+            let object = load_object(&dir.join(&case.input_path)).unwrap();
+            let expected = load_object(&dir.join(&case.expected_output_path)).unwrap();
+            let got = run_action(&script, &object)
+                .unwrap_or_else(|e| panic!("{kind} {}: {e}", case.action));
+            assert_eq!(
+                numbers_as_floats(&got),
+                numbers_as_floats(&expected),
+                "{kind} {} on {}",
+                case.action,
+                case.input_path
+            );
+        }
+    }
+}
+
+#[test]
+fn actions_write_the_annotations_the_api_defines() {
+    use express_api::keys::{
+        ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_BOUNCE, ANNOTATION_RETRY,
+    };
+    let cluster = kind_dir("ExpressCluster").join("actions");
+    for (action, keys) in [
+        ("abort", vec![ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK]),
+        (
+            "abort-rollback",
+            vec![ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK],
+        ),
+        ("retry", vec![ANNOTATION_RETRY]),
+    ] {
+        let script = read(&cluster.join(action).join("action.lua")).unwrap();
+        for key in keys {
+            assert!(script.contains(&format!("\"{key}\"")), "{action}: {key}");
+        }
+    }
+    for kind in ["Backend", "Frontend"] {
+        let script = read(&kind_dir(kind).join("actions/bounce/action.lua")).unwrap();
+        assert!(
+            script.contains(&format!("\"{ANNOTATION_BOUNCE}\"")),
+            "{kind}"
+        );
     }
 }

@@ -1,0 +1,6 @@
+-- resume: spec.paused = false (DESIGN section 4: no pod is created, replaced or deleted while paused).
+if obj.spec == nil then
+  obj.spec = {}
+end
+obj.spec.paused = false
+return obj
