@@ -84,3 +84,22 @@ def test_create_and_update_conflicts(sim):
     assert stale.value.status == 409
     assert "modified" in stale.value.body
     assert core.read_namespaced_config_map("x", "default").data == {"k": "first"}
+
+
+def test_a_label_selector_watch_sees_deleted_when_the_label_goes(sim):
+    """An object that stops matching a watch's label selector is DELETED on that watch, and one
+    that starts matching is ADDED, as the API server does."""
+    api = client.CoreV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+    body = {"metadata": {"name": "watched", "labels": {"team": "blue"}}, "data": {"a": "1"}}
+    api.create_namespaced_config_map("default", body)
+    start = api.list_namespaced_config_map("default", label_selector="team=blue").metadata.resource_version
+    api.patch_namespaced_config_map("watched", "default", {"metadata": {"labels": {"team": "red"}}})
+    api.patch_namespaced_config_map("watched", "default", {"data": {"a": "2"}})  # outside: unseen
+    api.patch_namespaced_config_map("watched", "default", {"metadata": {"labels": {"team": "blue"}}})
+    seen = []
+    for event in watch.Watch().stream(api.list_namespaced_config_map, "default", label_selector="team=blue",
+                                      resource_version=start, timeout_seconds=3):
+        seen.append((event["type"], event["object"].metadata.labels.get("team")))
+        if len(seen) == 2:
+            break
+    assert seen == [("DELETED", "red"), ("ADDED", "blue")]

@@ -18,7 +18,7 @@ use crate::error::ApiError;
 use crate::faults::{FaultRule, Faults};
 use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{Event, Stored};
+use crate::store::{Event, EventType, Stored};
 use crate::table;
 
 /// State shared by the server, the simulated kubelet, the garbage collector and the library.
@@ -533,22 +533,36 @@ fn delete_collection(
     )
 }
 
-/// Whether a stored change belongs in this watch.
-/// Whether a stored change belongs in this watch (labels from the index; the object is parsed
-/// only for a field selector).
-fn wanted(
+/// What a stored change is to this watch, as the API server tells it: nothing (another resource
+/// or namespace, or outside the selection before and after), or ADDED, MODIFIED or DELETED. An
+/// object that starts matching the selectors is ADDED; one that stops matching is DELETED
+/// (carrying its new state). Labels come from the index; the object is parsed only for a field
+/// selector.
+fn delivered(
     target: &Target,
     key: &str,
     labels: &LabelSelector,
     fields: &FieldSelector,
     event: &Event,
-) -> bool {
-    event.resource == key
+) -> Option<&'static str> {
+    let ours = event.resource == key
         && target
             .namespace
             .as_deref()
-            .is_none_or(|ns| !target.rt.namespaced || ns == event.namespace)
-        && selected(labels, fields, &event.object)
+            .is_none_or(|ns| !target.rt.namespaced || ns == event.namespace);
+    if !ours {
+        return None;
+    }
+    let is = selected(labels, fields, &event.object);
+    match (&event.kind, &event.previous) {
+        (EventType::Modified, Some(previous)) => match (selected(labels, fields, previous), is) {
+            (true, true) => Some("MODIFIED"),
+            (false, true) => Some("ADDED"),
+            (true, false) => Some("DELETED"),
+            (false, false) => None,
+        },
+        (kind, _) => is.then_some(kind.as_str()),
+    }
 }
 
 fn selected(labels: &LabelSelector, fields: &FieldSelector, object: &Stored) -> bool {
@@ -617,8 +631,11 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
                 Ok(changes) => {
                     let replay = changes
                         .iter()
-                        .filter(|e| wanted(&target, &key, &options.labels, &options.fields, e))
-                        .map(|e| Outgoing::Change(e.kind.as_str(), e.object.clone()))
+                        .filter_map(|e| {
+                            let kind =
+                                delivered(&target, &key, &options.labels, &options.fields, e)?;
+                            Some(Outgoing::Change(kind, e.object.clone()))
+                        })
                         .collect();
                     (replay, Some(receiver), current)
                 }
@@ -689,11 +706,14 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
             tokio::select! {
                 received = receiver.recv() => match received {
                     Ok(event) => {
-                        if event.revision <= start_revision || !wanted(&target, &key, &options.labels, &options.fields, &event) {
+                        if event.revision <= start_revision {
                             continue;
                         }
+                        let Some(kind) = delivered(&target, &key, &options.labels, &options.fields, &event) else {
+                            continue;
+                        };
                         last_revision = event.revision;
-                        if sender.send(encode(&Outgoing::Change(event.kind.as_str(), event.object.clone()))).await.is_err() {
+                        if sender.send(encode(&Outgoing::Change(kind, event.object.clone()))).await.is_err() {
                             return;
                         }
                     }

@@ -112,6 +112,9 @@ pub struct Event {
     pub namespace: String,
     pub kind: EventType,
     pub object: Stored,
+    /// For MODIFIED: the object as it was before, so that a watch with a selector can tell an
+    /// object entering its selection (ADDED) or leaving it (DELETED).
+    pub previous: Option<Stored>,
 }
 
 /// The resumable window of history is gone: the client must list again.
@@ -213,11 +216,13 @@ impl Store {
         self.revision += 1;
         set_resource_version(&mut object, self.revision);
         let stored = Stored::new(&object);
-        self.collections
+        let previous = self
+            .collections
             .entry(resource.to_owned())
             .or_default()
             .insert((namespace.to_owned(), name.to_owned()), stored.clone());
-        self.record(resource, namespace, kind, stored);
+        let previous = previous.filter(|_| kind == EventType::Modified);
+        self.record(resource, namespace, kind, stored, previous);
         Arc::new(object)
     }
 
@@ -231,7 +236,13 @@ impl Store {
         self.revision += 1;
         let mut last = removed.value();
         set_resource_version(&mut last, self.revision);
-        self.record(resource, namespace, EventType::Deleted, Stored::new(&last));
+        self.record(
+            resource,
+            namespace,
+            EventType::Deleted,
+            Stored::new(&last),
+            None,
+        );
         Some(Arc::new(last))
     }
 
@@ -248,13 +259,21 @@ impl Store {
         self.collections.remove(resource);
     }
 
-    fn record(&mut self, resource: &str, namespace: &str, kind: EventType, object: Stored) {
+    fn record(
+        &mut self,
+        resource: &str,
+        namespace: &str,
+        kind: EventType,
+        object: Stored,
+        previous: Option<Stored>,
+    ) {
         let event = Arc::new(Event {
             revision: self.revision,
             resource: resource.to_owned(),
             namespace: namespace.to_owned(),
             kind,
             object,
+            previous,
         });
         self.history.push_back(event.clone());
         while self.history.len() > self.history_limit {

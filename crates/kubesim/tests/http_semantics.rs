@@ -438,3 +438,94 @@ async fn refuses_non_loopback_addresses() {
     let refused = KubeSim::start(config).await;
     assert!(matches!(refused, Err(kubesim::StartError::NotLoopback(_))));
 }
+
+/// A watch with a selector sees an object leave it as DELETED and enter it as ADDED, as the API
+/// server does; changes outside the selection are not sent. Checked on a resumed watch (the
+/// changes replayed from history) and a live one (the changes after it started).
+#[tokio::test]
+async fn selector_watches_see_objects_enter_and_leave() {
+    let (_sim, client) = start().await;
+    let labelled = |name: &str, team: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "labels": {"team": team}}})
+    };
+    post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        labelled("a", "blue"),
+    )
+    .await;
+    let (_, list) = get(&client, "/api/v1/namespaces/default/configmaps").await;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let relabel = |name: &'static str, team: &'static str| {
+        let client = client.clone();
+        async move {
+            let (status, _, _) = call(
+                &client,
+                "PATCH",
+                &format!("/api/v1/namespaces/default/configmaps/{name}"),
+                "application/merge-patch+json",
+                json!({"metadata": {"labels": {"team": team}}}),
+            )
+            .await;
+            assert_eq!(status, 200);
+        }
+    };
+    relabel("a", "red").await; // leaves team=blue
+    post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        labelled("b", "red"),
+    )
+    .await; // never in
+    relabel("b", "blue").await; // enters team=blue
+    relabel("b", "blue").await; // unchanged: no event at all
+
+    let path = format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&labelSelector=team%3Dblue&resourceVersion={rv}"
+    );
+    let replayed = watch_lines(&client, &path, 2).await;
+    let seen: Vec<(&str, &str)> = replayed
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap(),
+                e["object"]["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [("DELETED", "a"), ("ADDED", "b")]);
+    // DELETED carries the object's new state, as the API server's does.
+    assert_eq!(replayed[0]["object"]["metadata"]["labels"]["team"], "red");
+
+    // Live: start watching now, then move b out and a back in.
+    let (_, list) = get(&client, "/api/v1/namespaces/default/configmaps").await;
+    let now = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let live_path = format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&labelSelector=team%3Dblue&resourceVersion={now}"
+    );
+    let watcher = tokio::spawn({
+        let client = client.clone();
+        async move { watch_lines(&client, &live_path, 2).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    relabel("b", "green").await;
+    relabel("a", "blue").await;
+    let live = watcher.await.unwrap();
+    let seen: Vec<(&str, &str)> = live
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap(),
+                e["object"]["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [("DELETED", "b"), ("ADDED", "a")]);
+}
