@@ -96,6 +96,15 @@ impl ApiError {
         Self::new(415, "UnsupportedMediaType", message)
     }
 
+    /// A request body over the limit, worded as the API server words it.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }

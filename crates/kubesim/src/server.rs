@@ -144,14 +144,21 @@ impl Target {
     }
 }
 
+/// The API server's limit on a request body (3 MiB): larger writes are refused with 413.
+const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let body = match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
+    let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            return error_response(&ApiError::bad_request(
-                "request body too large or unreadable",
-            ));
+        Err(err) => {
+            let over_limit = std::error::Error::source(&err)
+                .is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
+            return error_response(&if over_limit {
+                ApiError::too_large(MAX_REQUEST_BODY_BYTES)
+            } else {
+                ApiError::bad_request(format!("the request body could not be read: {err}"))
+            });
         }
     };
     let query = Query::parse(parts.uri.query());

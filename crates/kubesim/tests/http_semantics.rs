@@ -529,3 +529,41 @@ async fn selector_watches_see_objects_enter_and_leave() {
         .collect();
     assert_eq!(seen, [("DELETED", "b"), ("ADDED", "a")]);
 }
+
+/// A request body over the API server's 3 MiB limit is refused with 413 and a Status naming the
+/// limit; nothing is stored. A large body under it is accepted.
+#[tokio::test]
+async fn bodies_over_the_limit_are_refused_with_413() {
+    let (_sim, client) = start().await;
+    let big = |name: &str, bytes: usize| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+               "data": {"blob": "x".repeat(bytes)}})
+    };
+    let (status, body) = post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        big("huge", 4 * 1024 * 1024),
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str(), body["code"].as_u64()),
+        (413, Some("RequestEntityTooLarge"), Some(413)),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("limit is 3145728"),
+        "{body}"
+    );
+    let (status, _) = get(&client, "/api/v1/namespaces/default/configmaps/huge").await;
+    assert_eq!(status, 404, "nothing stored");
+    let (status, _) = post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        big("large", 1024 * 1024),
+    )
+    .await;
+    assert_eq!(status, 201);
+}
