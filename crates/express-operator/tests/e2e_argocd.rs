@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use argocd_checks::{Health, health, kind_dir, read};
 use express_api::{Backend, ExpressCluster, Frontend};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject};
 use serde_json::{Value, json};
 use support::*;
 
@@ -86,14 +86,7 @@ async fn the_health_checks_read_what_the_operator_writes() {
     );
 
     // Paused with a change pending: the cluster and the held nodes are Suspended.
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-        .patch(
-            "acme",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": true}})),
-        )
-        .await
-        .expect("pause");
+    change(&env, json!({"spec": {"paused": true}})).await;
     change(&env, slow_version("v3", "ready")).await;
     let got = cluster_until(&env, "suspended", |h| h.status == "Suspended").await;
     assert!(got.message.contains("paused"), "{got:?}");
@@ -102,21 +95,26 @@ async fn the_health_checks_read_what_the_operator_writes() {
         assert!(Instant::now() < deadline, "fe1 never Suspended");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-        .patch(
-            "acme",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": false}})),
-        )
-        .await
-        .expect("resume");
+    change(&env, json!({"spec": {"paused": false}})).await;
     settle(&env).await;
 
     // A crash-looping version fails the rollout: Degraded, with the operator's message.
     change(&env, slow_version("v4", "crash-loop")).await;
     let got = cluster_until(&env, "degraded", |h| h.status == "Degraded").await;
     assert!(got.message.contains("crash-looping"), "{got:?}");
-    let (fe1, _) = verdict::<Frontend>(&env, "acme-fe1").await;
-    assert_eq!(fe1.status, "Degraded", "{fe1:?}");
+    // The failed node is first rolled back (its pod changing: Progressing), then shows its
+    // failure (Degraded) while its spec still asks for the refused revision.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let fe1 = loop {
+        let (fe1, _) = verdict::<Frontend>(&env, "acme-fe1").await;
+        if fe1.status == "Degraded" {
+            break fe1;
+        }
+        assert!(
+            fe1.status == "Progressing" && Instant::now() < deadline,
+            "{fe1:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(fe1.message.contains("failed on this node"), "{fe1:?}");
 }
