@@ -272,9 +272,14 @@ impl<'a> Grouped<'a> {
 
 /// An object's `express.dev/rollout-id`, trimmed; blank counts as absent.
 fn rollout_id_of(meta: &ObjectMeta) -> Option<String> {
+    annotation(meta, ANNOTATION_ROLLOUT_ID)
+}
+
+/// An annotation's value, trimmed; blank counts as absent.
+fn annotation(meta: &ObjectMeta, key: &str) -> Option<String> {
     meta.annotations
         .as_ref()?
-        .get(ANNOTATION_ROLLOUT_ID)
+        .get(key)
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
 }
@@ -403,15 +408,7 @@ fn history_of(
 
 /// Abort and retry requests on an ExpressCluster and what its status recorded of them.
 fn rollout_control(cluster: &ExpressCluster) -> RolloutControl {
-    let annotation = |key: &str| {
-        cluster
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    };
+    let annotation = |key: &str| annotation(&cluster.metadata, key);
     let status = cluster.status.as_ref();
     let requests = status.and_then(|s| s.requests.as_ref());
     RolloutControl {
