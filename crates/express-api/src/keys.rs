@@ -36,8 +36,12 @@ pub const ANNOTATION_RETRY: &str = "express.dev/retry";
 pub const ANNOTATION_ROLLOUT_ID: &str = "express.dev/rollout-id";
 /// Node annotation: bounce (gracefully restart) the node's pod; the value is a request id.
 pub const ANNOTATION_BOUNCE: &str = "express.dev/bounce";
-/// Node annotation: `"true"` bounces even while the application is rebuilding.
+/// Node annotation: `"true"` bounces even while the application is rebuilding, or a node whose
+/// pod does not run its desired revision (it restarts on the revision it runs).
 pub const ANNOTATION_BOUNCE_FORCE: &str = "express.dev/bounce-force";
+/// Node annotation: how long each wait of a bounce may take (`90s`, `10m`, `1h30m`); default
+/// ten minutes.
+pub const ANNOTATION_BOUNCE_TIMEOUT: &str = "express.dev/bounce-timeout";
 
 /// ConfigMap in the operator's namespace that pauses every Express cluster it manages.
 pub const CONTROL_CONFIGMAP_GLOBAL: &str = "express-operator-control";

@@ -5,6 +5,7 @@
 //!
 //! This crate owns the wire format. It does no I/O.
 
+pub mod bounce;
 pub mod conditions;
 pub mod crd;
 pub mod effective;
@@ -13,5 +14,6 @@ pub mod keys;
 pub mod natural;
 pub mod types;
 
+pub use bounce::{BouncePhase, BounceStatus};
 pub use effective::{EffectiveNodeSpec, EffectiveSpecError, effective_spec};
 pub use types::*;

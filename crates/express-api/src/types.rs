@@ -288,22 +288,6 @@ pub struct InvalidRevision {
     pub at: Option<Time>,
 }
 
-/// Progress of a bounce request (DESIGN section 6).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BounceStatus {
-    #[serde(default)]
-    pub request_id: String,
-    #[serde(default)]
-    pub phase: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<Time>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<Time>,
-}
-
 /// An object's desired state as the operator last saw it, and since when (DESIGN section 3,
 /// rule 8). Kept in status so that the settle window survives an operator restart: a change
 /// starts only once no desired state of the cluster has changed for `rollout.settleSeconds`.
@@ -362,7 +346,7 @@ pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_revisions: Vec<InvalidRevision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bounce: Option<BounceStatus>,
+    pub bounce: Option<crate::bounce::BounceStatus>,
     /// The desired state the operator last saw, for the settle window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_desired: Option<ObservedDesired>,

@@ -39,6 +39,8 @@ pub struct Metrics {
     pub reconcile_seconds: Histogram,
     pub nodes: Family<PhaseLabel, Gauge>,
     pub rollout_failures: Counter,
+    /// Bounce requests ended, by result: succeeded, failed, refused.
+    pub bounces: Family<ResultLabel, Counter>,
     pub ready: AtomicBool,
     registry: Registry,
 }
@@ -78,6 +80,12 @@ impl Metrics {
             "Node changes found failed (crash loop, ended pod or progress deadline)",
             rollout_failures.clone(),
         );
+        let bounces = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "bounces",
+            "Bounce requests ended, by result (succeeded, failed, refused)",
+            bounces.clone(),
+        );
         Arc::new(Metrics {
             reconciles,
             errors,
@@ -85,6 +93,7 @@ impl Metrics {
             reconcile_seconds,
             nodes,
             rollout_failures,
+            bounces,
             ready: AtomicBool::new(false),
             registry,
         })

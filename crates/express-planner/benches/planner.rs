@@ -47,6 +47,8 @@ fn mid_upgrade(nodes: usize, backends: usize) -> ClusterSnapshot {
                 history: Vec::new(),
                 rollout_id: None,
                 recorded_desired: None,
+                bounce_request: None,
+                bounce: None,
             }
         })
         .collect();

@@ -6,6 +6,7 @@
 //! [`ClusterSnapshot`], [`plan`] decides, [`simulate`] replays plans step by step for
 //! `kubectl express plan` and the property tests.
 
+pub mod bounce;
 pub mod observe;
 pub mod plan;
 pub mod prerequisites;
@@ -14,6 +15,7 @@ pub mod settle;
 pub mod simulate;
 pub mod snapshot;
 
+pub use bounce::BouncePlan;
 pub use plan::{Action, Blocked, NodePlan, NodeState, Operation, Plan, plan};
 pub use prerequisites::{Phase, Unmet, UnmetReason};
 pub use settle::{Settle, SettleState};

@@ -4,15 +4,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use express_api::bounce::{DEFAULT_BOUNCE_TIMEOUT_SECONDS, parse_duration};
 use express_api::history::kept_revision_of;
 use express_api::keys::{
-    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_EXPRESS_VERSION, ANNOTATION_RETRY,
-    ANNOTATION_ROLLOUT_ID, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE,
-    CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
+    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_APP_STATE, ANNOTATION_BOUNCE,
+    ANNOTATION_BOUNCE_FORCE, ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_EXPRESS_VERSION,
+    ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID, ANNOTATION_SHUTDOWN_PROTECTION, APP_CONTAINER,
+    CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON,
+    LABEL_DEPLOYMENT_REVISION,
 };
 use express_api::{
-    Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus, ObservedDesired,
-    effective_spec,
+    Backend, BounceStatus, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus,
+    ObservedDesired, effective_spec,
 };
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -20,9 +23,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use crate::snapshot::{
-    Abort, AbortRequest, Change, ClusterSettings, ClusterSnapshot, DesiredMark, DesiredState,
-    ExpressClusterObservation, InvalidRevision, NodeObservation, Pause, PauseScope, PodCondition,
-    PodObservation, PodPhase, RolloutControl,
+    Abort, AbortRequest, BounceRecord, BounceRequest, Change, ClusterSettings, ClusterSnapshot,
+    DesiredMark, DesiredState, ExpressClusterObservation, InvalidRevision, NodeObservation, Pause,
+    PauseScope, PodCondition, PodObservation, PodPhase, RolloutControl,
 };
 
 /// How to decide that a pod is the one the operator manages for a node.
@@ -247,6 +250,11 @@ impl<'a> Grouped<'a> {
                             .status
                             .and_then(|s| s.observed_desired.as_ref())
                             .and_then(recorded_desired),
+                        bounce_request: bounce_request_of(node.meta),
+                        bounce: node
+                            .status
+                            .and_then(|s| s.bounce.as_ref())
+                            .and_then(recorded_bounce),
                     })
                 })
                 .collect();
@@ -282,6 +290,37 @@ fn annotation(meta: &ObjectMeta, key: &str) -> Option<String> {
         .get(key)
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
+}
+
+/// A node's `express.dev/bounce` request and its options.
+fn bounce_request_of(meta: &ObjectMeta) -> Option<BounceRequest> {
+    Some(BounceRequest {
+        id: annotation(meta, ANNOTATION_BOUNCE)?,
+        force: annotation(meta, ANNOTATION_BOUNCE_FORCE)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        timeout_seconds: match annotation(meta, ANNOTATION_BOUNCE_TIMEOUT) {
+            None => Ok(DEFAULT_BOUNCE_TIMEOUT_SECONDS),
+            Some(text) => parse_duration(&text)
+                .map_err(|why| format!("annotation {ANNOTATION_BOUNCE_TIMEOUT}: {why}")),
+        },
+    })
+}
+
+/// The bounce a status recorded; one without a phase (written by another version) is ignored.
+fn recorded_bounce(status: &BounceStatus) -> Option<BounceRecord> {
+    Some(BounceRecord {
+        request_id: status.request_id.clone(),
+        phase: status.phase?,
+        message: status.message.clone(),
+        force: status.force,
+        timeout_seconds: status
+            .timeout_seconds
+            .unwrap_or(DEFAULT_BOUNCE_TIMEOUT_SECONDS),
+        pod_uid: status.pod_uid.clone(),
+        revision: status.revision.clone(),
+        started_at_ms: status.started_at.as_ref().map(|t| t.0.as_millisecond()),
+        phase_since_ms: status.phase_since.as_ref().map(|t| t.0.as_millisecond()),
+    })
 }
 
 /// The desired state a status recorded; without a time it tells nothing and is ignored.
@@ -367,8 +406,13 @@ fn observe_pod(pod: &Pod, node: &NodeRef<'_>, ownership: PodOwnership) -> PodObs
         .flatten()
         .map(|c| c.restart_count)
         .sum();
+    let annotations = pod.metadata.annotations.as_ref();
     PodObservation {
         owned,
+        uid: pod.metadata.uid.clone(),
+        app_state: annotations.and_then(|a| a.get(ANNOTATION_APP_STATE).cloned()),
+        shutdown_protection: annotations
+            .and_then(|a| a.get(ANNOTATION_SHUTDOWN_PROTECTION).cloned()),
         revision: pod
             .metadata
             .labels

@@ -9,6 +9,7 @@
 use express_api::natural::natural_cmp;
 use express_api::{ChangeKind, ChangeState, NodeKind};
 
+use crate::bounce::{self, BouncePlan, Bounces};
 use crate::prerequisites::{self, Checker, Graph, Phase, ReachCache, Target, Unmet};
 use crate::rollout::{self, Assessment, Halt};
 use crate::settle::{self, Settle};
@@ -42,6 +43,10 @@ pub enum NodeState {
     /// A replacement the operator recorded is unfinished: the old pod is still there (not
     /// terminating) or the new one has not been created.
     Replacing,
+    /// A bounce holds its pod (restarting it on the revision it runs); nothing else touches
+    /// the node until the bounce ends. Set by [`plan`] from the bounce rules, never by
+    /// [`classify`].
+    Bouncing,
 }
 
 impl NodeState {
@@ -53,6 +58,7 @@ impl NodeState {
                 | NodeState::Starting
                 | NodeState::Terminating
                 | NodeState::Replacing
+                | NodeState::Bouncing
         )
     }
 
@@ -87,6 +93,11 @@ pub enum Operation {
     RemovePod,
     /// Delete a pod whose containers ended so that the node can be provisioned again.
     DeleteEndedPod,
+    /// Bounce: disable the application's shutdown protection (best effort), then delete the
+    /// pod gracefully.
+    DeleteForBounce,
+    /// Bounce: the old pod is gone; create the new one on the revision the old one ran.
+    CreateForBounce,
 }
 
 /// An operation on one node's pod, allowed now.
@@ -144,6 +155,9 @@ pub struct NodePlan {
     pub waiting_for: Vec<Unmet>,
     pub action: Option<Operation>,
     pub deferred: Option<Deferred>,
+    /// The node's bounce request after this plan, when one is taken up or under way (None:
+    /// whatever the status recorded stands).
+    pub bounce: Option<BouncePlan>,
 }
 
 /// The planner's answer for one cluster.
@@ -163,6 +177,8 @@ pub struct Plan {
     /// Whether the desired state has settled, and what to record of it (DESIGN section 3,
     /// rule 8).
     pub settle: Settle,
+    /// When a bounce's wait times out next.
+    pub bounce_wake_at_ms: Option<i64>,
 }
 
 impl Plan {
@@ -177,12 +193,17 @@ impl Plan {
     }
 
     /// When the plan changes with no event to say so (a progress deadline passing, the settle
-    /// window ending, a disagreement turning stalled): the caller must plan again then.
+    /// window ending, a disagreement turning stalled, a bounce's wait timing out): the caller
+    /// must plan again then.
     pub fn wake_at_ms(&self) -> Option<i64> {
-        [self.rollout.deadline_at_ms, self.settle.wake_at_ms]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.rollout.deadline_at_ms,
+            self.settle.wake_at_ms,
+            self.bounce_wake_at_ms,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }
 
@@ -233,28 +254,72 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
             waiting_for: Vec::new(),
             action: None,
             deferred: None,
+            bounce: None,
         })
         .collect();
-    let in_flight = node_plans.iter().filter(|p| p.state.in_flight()).count();
     let settle = settle::assess(snapshot, now_ms);
+    let resolved = prerequisites::resolve(snapshot);
+    let blocked = match &resolved {
+        Ok(_) => cluster_block(snapshot),
+        Err(cycle) => Some(Blocked::InvalidSpec(cycle.to_string())),
+    };
 
-    let graph = match prerequisites::resolve(snapshot) {
+    // Bounces under way hold their pod and their slot; new ones get the first free slots
+    // (an SRE asked for them), before any new change of the rollout.
+    let mut bounces = Bounces::new(nodes.len());
+    let bounce_block = blocked.as_ref().map(blocked_reason);
+    bounce::progress(snapshot, bounce_block.as_deref(), now_ms, &mut bounces);
+    for (index, node_plan) in node_plans.iter_mut().enumerate() {
+        if bounces.holds_pod(index) {
+            node_plan.state = NodeState::Bouncing;
+        }
+    }
+    let in_flight = node_plans.iter().filter(|p| p.state.in_flight()).count();
+    let mut free_slots = (snapshot.settings.max_concurrent as usize).saturating_sub(in_flight);
+    let mut states: Vec<NodeState> = node_plans.iter().map(|p| p.state.clone()).collect();
+    bounce::admit(
+        snapshot,
+        &mut states,
+        bounce_block.as_deref(),
+        in_flight,
+        &mut free_slots,
+        now_ms,
+        &mut bounces,
+    );
+    let Bounces {
+        plans: bounce_plans,
+        operations: bounce_operations,
+        wake_at_ms: bounce_wake_at_ms,
+    } = bounces;
+    for ((node_plan, state), bounce) in node_plans.iter_mut().zip(states).zip(bounce_plans) {
+        node_plan.state = state;
+        node_plan.bounce = bounce;
+    }
+    let bounce_actions: Vec<Action> = bounce_operations
+        .into_iter()
+        .map(|(index, operation)| bounce_action(snapshot, &node_plans, index, operation))
+        .collect();
+    for action in &bounce_actions {
+        node_plans[action.node.0].action = Some(action.operation);
+    }
+
+    let graph = match resolved {
         Ok(graph) => graph,
-        Err(cycle) => {
+        Err(_) => {
             return Plan {
-                blocked: Some(Blocked::InvalidSpec(cycle.to_string())),
-                actions: Vec::new(),
+                blocked,
+                actions: bounce_actions,
                 nodes: node_plans,
                 in_flight,
                 upgrade_order: Vec::new(),
                 rollout: Assessment::default(),
                 settle,
+                bounce_wake_at_ms,
             };
         }
     };
     let assessment = rollout::assess(snapshot, now_ms);
     let halted = assessment.halt.is_some();
-    let blocked = cluster_block(snapshot);
     let names = |order: &[usize]| order.iter().map(|&i| nodes[i].name.clone()).collect();
     let mut plan = Plan {
         blocked,
@@ -264,6 +329,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         upgrade_order: names(&graph.upgrade_order),
         rollout: Assessment::default(),
         settle: Settle::default(),
+        bounce_wake_at_ms,
     };
 
     let mut chosen = vec![false; nodes.len()];
@@ -301,7 +367,6 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         }
     }
 
-    let mut free_slots = (snapshot.settings.max_concurrent as usize).saturating_sub(in_flight);
     let mut cache = ReachCache::default();
     let pending: Vec<Option<Phase>> = node_plans.iter().map(|p| p.state.phase()).collect();
     for node in start_candidates(snapshot, &graph, &node_plans) {
@@ -373,10 +438,49 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
             record.sequence = sequence;
         }
     }
+    plan.actions.extend(bounce_actions);
     plan.rollout = assessment;
     plan.settle = settle;
     plan.nodes = node_plans;
     plan
+}
+
+/// Why a blocked cluster may not act, as a bounce waiting for it says.
+fn blocked_reason(blocked: &Blocked) -> String {
+    match blocked {
+        Blocked::Paused(pause) => pause.to_string(),
+        Blocked::InvalidSpec(why) => format!("the cluster spec is invalid ({why})"),
+    }
+}
+
+/// The pod operation of a bounce step. The new pod runs the revision the old one ran: built
+/// from the node's spec when that is still its desired revision, otherwise from the spec its
+/// ControllerRevision kept (a forced bounce of a node with a pending change).
+fn bounce_action(
+    snapshot: &ClusterSnapshot,
+    node_plans: &[NodePlan],
+    index: NodeIndex,
+    operation: Operation,
+) -> Action {
+    let node = snapshot.node(index);
+    let revision = node_plans[index.0]
+        .bounce
+        .as_ref()
+        .and_then(|b| b.revision.clone());
+    let from_history = match (&revision, &node.desired) {
+        (Some(revision), Ok(desired)) => *revision != desired.revision,
+        (Some(_), Err(_)) => true,
+        (None, _) => false,
+    };
+    Action {
+        node: index,
+        name: node.name.clone(),
+        kind: node.kind,
+        operation,
+        revision,
+        from_history,
+        record: None,
+    }
 }
 
 /// The change to record before a normal (not rollback) operation.
@@ -403,7 +507,11 @@ fn record_for(node: &NodeObservation, operation: Operation, rollout_id: &str) ->
             }
             (ChangeKind::Upgrade, previous.and_then(|c| c.from.clone()))
         }
-        Operation::ResumeReplacement | Operation::RemovePod | Operation::DeleteEndedPod => {
+        Operation::ResumeReplacement
+        | Operation::RemovePod
+        | Operation::DeleteEndedPod
+        | Operation::DeleteForBounce
+        | Operation::CreateForBounce => {
             return None;
         }
     };
@@ -435,10 +543,13 @@ fn plan_halted(
             node_plan.deferred = Some(Deferred::Halted);
         }
     }
+    let bouncing = |index: usize| node_plans[index].state == NodeState::Bouncing;
     let in_flight = nodes
         .iter()
-        .filter(|n| {
-            n.pod.as_ref().is_some_and(|p| p.owned && p.terminating)
+        .enumerate()
+        .filter(|&(index, n)| {
+            bouncing(index)
+                || n.pod.as_ref().is_some_and(|p| p.owned && p.terminating)
                 || rollout::rollback_in_flight(n)
         })
         .count();
@@ -481,8 +592,9 @@ fn plan_halted(
         Vec::new()
     };
     for (index, node) in nodes.iter().enumerate() {
-        // Like everywhere else, a node whose spec is invalid is left alone.
-        if !node.up || node.desired.is_err() {
+        // Like everywhere else, a node whose spec is invalid is left alone; a bounce holding
+        // its pod finishes first.
+        if !node.up || node.desired.is_err() || node_plans[index].state == NodeState::Bouncing {
             continue;
         }
         let Some(change) = &node.change else { continue };
@@ -549,6 +661,10 @@ fn plan_halted(
     for (index, from) in candidates {
         let node = &nodes[index];
         let node_plan = &mut node_plans[index];
+        if node_plan.state == NodeState::Bouncing {
+            node_plan.deferred = Some(Deferred::RollbackTurn);
+            continue;
+        }
         let operation = match &node.pod {
             None if node.replacing => Operation::FinishReplacement,
             None => Operation::CreatePod,

@@ -224,6 +224,12 @@ fn still_holds(snapshot: &ClusterSnapshot, abort: &Abort) -> bool {
 /// Some node is on its way to its desired revision (or away from a pod it should not have).
 fn rollout_in_progress(snapshot: &ClusterSnapshot) -> bool {
     snapshot.nodes.iter().any(|node| match classify(node) {
+        // A bounce restarts the pod on the revision it ran: the rollout is in progress only if
+        // that is not the desired one.
+        _ if crate::bounce::in_progress(node).is_some_and(|b| b.phase.holds_pod()) => {
+            let desired = node.desired.as_ref().ok().map(|d| d.revision.as_str());
+            node.bounce.as_ref().and_then(|b| b.revision.as_deref()) != desired
+        }
         NodeState::NeedsProvision
         | NodeState::NeedsRecreate
         | NodeState::NeedsUpgrade

@@ -256,7 +256,7 @@ impl fmt::Display for SettleState {
 
 /// Time of day (UTC) of an instant in milliseconds since the Unix epoch, to a tenth of a
 /// second: "03:50:01.2 UTC". The date is left out: a settle wait lasts seconds.
-fn clock(ms: i64) -> String {
+pub(crate) fn clock(ms: i64) -> String {
     let tenths = ms.rem_euclid(86_400_000) / 100;
     let (seconds, tenth) = (tenths / 10, tenths % 10);
     format!(

@@ -1,6 +1,8 @@
 //! Replays plans one after another to show the whole order a rollout will take, assuming every
 //! changed node becomes Ready on its new revision at once and every pod already starting becomes
-//! Ready when nothing else can happen. Used by `kubectl express plan` and the property tests.
+//! Ready when nothing else can happen. Bounce requests are left out: they restart a pod on the
+//! revision it runs and change nothing in the order. Used by `kubectl express plan` and the
+//! property tests.
 
 use express_api::NodeKind;
 
@@ -64,6 +66,11 @@ pub struct Simulation {
 pub fn simulate(snapshot: &ClusterSnapshot, max_concurrent: Option<u32>) -> Simulation {
     let mut state = snapshot.clone();
     state.settings.settle_seconds = 0;
+    // A bounce restarts a pod on the revision it runs: nothing the rollout order depends on.
+    for node in &mut state.nodes {
+        node.bounce_request = None;
+        node.bounce = None;
+    }
     if let Some(max) = max_concurrent {
         state.settings.max_concurrent = max;
     }
@@ -91,6 +98,8 @@ pub fn simulate(snapshot: &ClusterSnapshot, max_concurrent: Option<u32>) -> Simu
                 | Operation::ResumeReplacement
                 | Operation::FinishReplacement => StepAction::Upgrade,
                 Operation::RemovePod => StepAction::Delete,
+                // Bounce requests were cleared above.
+                Operation::DeleteForBounce | Operation::CreateForBounce => continue,
             };
             steps.push(Step {
                 node: action.name.clone(),
@@ -168,6 +177,9 @@ fn ready_condition() -> PodCondition {
 pub fn ready_pod(revision: &str, version: &str) -> PodObservation {
     PodObservation {
         owned: true,
+        uid: None,
+        app_state: None,
+        shutdown_protection: None,
         revision: Some(revision.to_owned()),
         version: Some(version.to_owned()),
         phase: PodPhase::Running,

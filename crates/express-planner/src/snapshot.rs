@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use express_api::{ChangeKind, ChangeState, DeploymentDependencies, EffectiveNodeSpec, NodeKind};
+use express_api::{
+    BouncePhase, ChangeKind, ChangeState, DeploymentDependencies, EffectiveNodeSpec, NodeKind,
+};
 
 /// A node's position in [`ClusterSnapshot::nodes`], and in every per-node list the planner
 /// returns for that snapshot ([`crate::Plan::nodes`], [`crate::settle::Settle::marks`]): the
@@ -153,6 +155,38 @@ pub struct NodeObservation {
     pub rollout_id: Option<String>,
     /// The desired state its status recorded, and since when.
     pub recorded_desired: Option<DesiredMark>,
+    /// Its `express.dev/bounce` request, if any.
+    pub bounce_request: Option<BounceRequest>,
+    /// The last bounce its status recorded.
+    pub bounce: Option<BounceRecord>,
+}
+
+/// A bounce request on a node object (DESIGN section 6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BounceRequest {
+    /// `express.dev/bounce`: each id is acted on once.
+    pub id: String,
+    /// `express.dev/bounce-force: "true"`.
+    pub force: bool,
+    /// `express.dev/bounce-timeout` in seconds, or why it cannot be read.
+    pub timeout_seconds: Result<u64, String>,
+}
+
+/// A bounce as the node's status recorded it (`express_api::BounceStatus`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BounceRecord {
+    pub request_id: String,
+    pub phase: BouncePhase,
+    pub message: Option<String>,
+    pub force: bool,
+    pub timeout_seconds: u64,
+    /// The pod being restarted.
+    pub pod_uid: Option<String>,
+    /// The revision the new pod runs.
+    pub revision: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub started_at_ms: Option<i64>,
+    pub phase_since_ms: Option<i64>,
 }
 
 /// A node's last recorded change, reduced to what the rollout rules need.
@@ -193,6 +227,12 @@ pub struct DesiredState {
 pub struct PodObservation {
     /// The pod's controller owner reference points at the node object.
     pub owned: bool,
+    /// Its metadata.uid: a bounce tells the old pod from its replacement by it.
+    pub uid: Option<String>,
+    /// Its `express.dev/app-state` annotation (written by the application).
+    pub app_state: Option<String>,
+    /// Its `express.dev/shutdown-protection` annotation.
+    pub shutdown_protection: Option<String>,
     /// Its `express.dev/deployment-revision` label.
     pub revision: Option<String>,
     /// The Express version it runs.

@@ -451,6 +451,10 @@ fn check_plan_invariants(s: &ClusterSnapshot) -> Result<(), TestCaseError> {
                 );
                 continue;
             }
+            Operation::DeleteForBounce | Operation::CreateForBounce => {
+                prop_assert!(false, "a bounce step on {} nobody requested", node.name);
+                continue;
+            }
         };
         starts += 1;
         match action.operation {

@@ -146,6 +146,13 @@ fn random_suffix(len: usize) -> String {
         .collect()
 }
 
+/// The uid an incoming object names, when it is not the stored object's.
+fn other_uid<'a>(incoming: &'a Value, current: &Value) -> Option<&'a str> {
+    incoming["metadata"]["uid"]
+        .as_str()
+        .filter(|uid| !uid.is_empty() && Some(*uid) != current["metadata"]["uid"].as_str())
+}
+
 pub fn new_uid() -> String {
     use rand::Rng;
     let bytes: [u8; 16] = rand::rng().random();
@@ -477,6 +484,18 @@ impl Cluster {
         {
             return Err(ApiError::stale(&rt.group, &rt.plural, name));
         }
+        // An update naming another uid is for another object of that name: a precondition.
+        if let Some(uid) = other_uid(&object, &current) {
+            return Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    current["metadata"]["uid"].as_str().unwrap_or("")
+                ),
+            ));
+        }
         let next = self.merge_for_write(rt, &current, &mut object, subresource)?;
         self.write_existing(rt, &namespace, name, &current, next, options)
     }
@@ -675,6 +694,15 @@ impl Cluster {
                     .unwrap_or("")
         {
             return Err(ApiError::stale(&rt.group, &rt.plural, name));
+        }
+        // A patch that sets another uid tries to change an immutable field.
+        if let Some(uid) = other_uid(&patched, &current) {
+            return Err(ApiError::invalid(
+                &rt.group,
+                &rt.kind,
+                name,
+                format!("metadata.uid: Invalid value: \"{uid}\": field is immutable"),
+            ));
         }
         let next = self.merge_for_write(rt, &current, &mut patched, subresource)?;
         self.write_existing(rt, &namespace, name, &current, next, options)

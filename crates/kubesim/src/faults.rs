@@ -39,6 +39,22 @@ impl Counters {
     }
 }
 
+/// One delete request as the client sent it: what it asked to delete and with which grace
+/// period and preconditions. Tests read these to prove a client never forces a deletion.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteRequest {
+    /// As in the counters: `pods`, `frontends.express.dev`...
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+    /// `gracePeriodSeconds` from the query or the body; None: the object's own.
+    pub grace_period_seconds: Option<i64>,
+    pub precondition_uid: Option<String>,
+    /// The HTTP status answered.
+    pub status: u16,
+}
+
 pub fn is_write(verb: &str) -> bool {
     matches!(
         verb,
@@ -65,6 +81,7 @@ pub struct Faults {
     rules: Mutex<Vec<FaultRule>>,
     latency: Mutex<Duration>,
     counters: Mutex<Counters>,
+    deletes: Mutex<Vec<DeleteRequest>>,
     /// Bumped to close every open watch.
     watch_epoch: watch::Sender<u64>,
 }
@@ -75,6 +92,7 @@ impl Default for Faults {
             rules: Mutex::new(Vec::new()),
             latency: Mutex::new(Duration::ZERO),
             counters: Mutex::new(Counters::default()),
+            deletes: Mutex::new(Vec::new()),
             watch_epoch: watch::channel(0).0,
         }
     }
@@ -140,6 +158,16 @@ impl Faults {
 
     pub fn reset_counters(&self) {
         *lock(&self.counters) = Counters::default();
+        lock(&self.deletes).clear();
+    }
+
+    pub fn record_delete(&self, request: DeleteRequest) {
+        lock(&self.deletes).push(request);
+    }
+
+    /// Every delete request served since the start (or the last counter reset), in order.
+    pub fn deletes(&self) -> Vec<DeleteRequest> {
+        lock(&self.deletes).clone()
     }
 
     pub fn close_watches(&self) {

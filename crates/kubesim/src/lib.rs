@@ -163,6 +163,11 @@ impl KubeSim {
         self.shared.faults.counters()
     }
 
+    /// Every delete request served, with its grace period and preconditions.
+    pub fn deletes(&self) -> Vec<faults::DeleteRequest> {
+        self.shared.faults.deletes()
+    }
+
     pub fn reset_counters(&self) {
         self.shared.faults.reset_counters();
     }

@@ -283,12 +283,21 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             )
         }),
         "delete" => delete_options(&body, &query).and_then(|options| {
-            shared.lock().delete(
+            let result = shared.lock().delete(
                 &target.rt,
                 target.namespace.as_deref().unwrap_or(""),
                 target.name.as_deref().unwrap_or(""),
                 &options,
-            )
+            );
+            shared.faults.record_delete(crate::faults::DeleteRequest {
+                resource: target.counter_name(),
+                namespace: target.namespace.clone().unwrap_or_default(),
+                name: target.name.clone().unwrap_or_default(),
+                grace_period_seconds: options.grace_period_seconds,
+                precondition_uid: options.precondition_uid.clone(),
+                status: result.as_ref().map_or_else(|e| e.code, |_| 200),
+            });
+            result
         }),
         "deletecollection" => delete_collection(&shared, &target, &query, &body),
         _ => Err(ApiError::method_not_allowed(format!(
@@ -921,6 +930,7 @@ fn resource_list(shared: &Shared, group: &str, version: &str, path: &str) -> Res
 fn control(shared: &Shared, method: &Method, rest: &[&str], body: &Bytes) -> Response {
     match (method.as_str(), rest) {
         ("GET", ["counters"]) => json_response(StatusCode::OK, &json!(shared.faults.counters())),
+        ("GET", ["deletes"]) => json_response(StatusCode::OK, &json!(shared.faults.deletes())),
         ("DELETE", ["counters"]) => {
             shared.faults.reset_counters();
             json_response(StatusCode::OK, &json!({}))

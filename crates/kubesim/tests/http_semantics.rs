@@ -567,3 +567,96 @@ async fn bodies_over_the_limit_are_refused_with_413() {
     .await;
     assert_eq!(status, 201);
 }
+
+#[tokio::test]
+async fn uids_are_immutable_and_every_delete_is_recorded_with_its_grace_period() {
+    let (sim, client) = start().await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (status, created) = post(&client, path, json!({"metadata": {"name": "cm"}})).await;
+    assert_eq!(status, 201, "{created}");
+    let uid = created["metadata"]["uid"].as_str().unwrap().to_owned();
+
+    // A merge patch naming another uid changes an immutable field: 422, nothing written.
+    let (status, _, body) = call(
+        &client,
+        "PATCH",
+        &format!("{path}/cm"),
+        "application/merge-patch+json",
+        json!({"metadata": {"uid": "someone-else", "labels": {"a": "b"}}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{body}"
+    );
+    assert!(body["message"].as_str().unwrap().contains("metadata.uid"));
+    // Naming its own uid is a guard that holds.
+    let (status, _, body) = call(
+        &client,
+        "PATCH",
+        &format!("{path}/cm"),
+        "application/merge-patch+json",
+        json!({"metadata": {"uid": uid, "labels": {"a": "b"}}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["metadata"]["labels"]["a"].as_str()),
+        (200, Some("b"))
+    );
+    // An update for another object of that name is a failed precondition: 409.
+    let mut replaced = body.clone();
+    replaced["metadata"]["uid"] = json!("someone-else");
+    let (status, _, body) = call(
+        &client,
+        "PUT",
+        &format!("{path}/cm"),
+        "application/json",
+        replaced,
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Precondition failed: UID")
+    );
+
+    let (status, _, _) = call(
+        &client,
+        "DELETE",
+        &format!("{path}/cm?gracePeriodSeconds=0"),
+        "application/json",
+        json!({"preconditions": {"uid": uid}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _, _) = call(
+        &client,
+        "DELETE",
+        &format!("{path}/cm"),
+        "application/json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let deletes = sim.deletes();
+    assert_eq!(deletes.len(), 2, "{deletes:?}");
+    assert_eq!(
+        (
+            deletes[0].resource.as_str(),
+            deletes[0].name.as_str(),
+            deletes[0].grace_period_seconds,
+            deletes[0].precondition_uid.as_deref(),
+            deletes[0].status,
+        ),
+        ("configmaps", "cm", Some(0), Some(uid.as_str()), 200)
+    );
+    assert_eq!(
+        (deletes[1].grace_period_seconds, deletes[1].status),
+        (None, 404)
+    );
+    let (status, over_http) = get(&client, "/kubesim/deletes").await;
+    assert_eq!((status, over_http.as_array().map(Vec::len)), (200, Some(2)));
+}

@@ -1,16 +1,18 @@
 //! Act: the thin actuator. Creates pods (keeping each new revision as a ControllerRevision
-//! first), deletes them gracefully with a uid precondition, never forced.
+//! first), deletes them gracefully with a uid precondition, never forced; before a bounce's
+//! deletion, asks the application to drop its shutdown protection (best effort).
 
 use std::collections::HashMap;
 
 use express_api::EffectiveNodeSpec;
-use express_api::keys::FIELD_MANAGER;
+use express_api::bounce::SHUTDOWN_PROTECTION_DISABLED;
+use express_api::keys::{ANNOTATION_SHUTDOWN_PROTECTION, FIELD_MANAGER};
 use express_planner::{Action, Operation};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
-use tracing::info;
+use tracing::{info, warn};
 
 use super::events;
 use super::{Env, Error};
@@ -31,14 +33,26 @@ pub(super) async fn act(
         let observation = env.snapshot.node(action.node);
         let uid = pod_uids.get(&action.name);
         let result = match action.operation {
-            Operation::CreatePod | Operation::FinishReplacement => {
+            Operation::CreatePod | Operation::FinishReplacement | Operation::CreateForBounce => {
                 create_pod(env, &pods, action, revisions).await.map(Some)
             }
             Operation::ReplacePod
             | Operation::ResumeReplacement
             | Operation::RemovePod
-            | Operation::DeleteEndedPod => {
-                delete_pod(&pods, &action.name, uid).await.map(|()| None)
+            | Operation::DeleteEndedPod => delete_pod(env, &pods, &action.name, uid)
+                .await
+                .map(|()| None),
+            Operation::DeleteForBounce => {
+                let bounced = env
+                    .plan
+                    .node(action.node)
+                    .bounce
+                    .as_ref()
+                    .and_then(|b| b.pod_uid.as_ref());
+                disable_shutdown_protection(env, &pods, action).await;
+                delete_pod(env, &pods, &action.name, bounced.or(uid))
+                    .await
+                    .map(|()| None)
             }
         };
         let label = events::action_label(action.operation);
@@ -197,8 +211,10 @@ pub(super) async fn keep_revision(
     Ok(())
 }
 
-/// Graceful delete of exactly the pod observed (uid precondition), never forced.
+/// Graceful delete of exactly the pod observed (uid precondition), never forced: no grace
+/// period is ever given, so the pod's own `terminationGracePeriodSeconds` applies.
 pub(super) async fn delete_pod(
+    env: &Env<'_>,
     pods: &Api<Pod>,
     name: &str,
     uid: Option<&String>,
@@ -211,7 +227,13 @@ pub(super) async fn delete_pod(
         ..DeleteParams::default()
     };
     match pods.delete(name, &params).await {
-        Ok(_) => Ok(()),
+        Ok(outcome) => {
+            // A graceful delete answers with the pod, now terminating.
+            if let Some(terminating) = outcome.left() {
+                env.ctx.written_pods.remember(&terminating);
+            }
+            Ok(())
+        }
         // Already gone, or replaced by another pod meanwhile: nothing to do now.
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         Err(source) => Err(Error::DeletePod {
@@ -219,4 +241,42 @@ pub(super) async fn delete_pod(
             source,
         }),
     }
+}
+
+/// Before a bounce deletes a pod: annotate it `express.dev/shutdown-protection: disabled`, so
+/// that the application lets itself be stopped. Best effort: a failure is told (event, log; the
+/// bounce's status message says it while the pod terminates) and the bounce proceeds.
+async fn disable_shutdown_protection(env: &Env<'_>, pods: &Api<Pod>, action: &Action) {
+    let observed = env.snapshot.node(action.node).pod.as_ref();
+    if observed.and_then(|p| p.shutdown_protection.as_deref()) == Some(SHUTDOWN_PROTECTION_DISABLED)
+    {
+        return;
+    }
+    // A merge patch of one annotation, guarded by the pod's uid: it never lands on a
+    // replacement that took the name meanwhile.
+    let uid = observed.and_then(|p| p.uid.clone());
+    let patch = serde_json::json!({
+        "metadata": {
+            "uid": uid,
+            "annotations": { ANNOTATION_SHUTDOWN_PROTECTION: SHUTDOWN_PROTECTION_DISABLED },
+        }
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    let notice = match pods
+        .patch(&action.name, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(patched) => {
+            env.ctx.written_pods.remember(&patched);
+            events::shutdown_protection_disabled(&action.name)
+        }
+        Err(err) => {
+            warn!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, error = %err, "cannot disable shutdown protection; bouncing anyway");
+            events::shutdown_protection_kept(&action.name, &err)
+        }
+    };
+    env.publish_on_node(action.node, notice).await;
 }

@@ -132,6 +132,65 @@ impl WrittenStatuses {
     }
 }
 
+/// Pods as this operator's own writes returned them (the shutdown-protection patch, a graceful
+/// delete), kept until the pod cache has caught up. Without it, a reconcile started by the
+/// status write that precedes a bounce's deletion could see the pod not yet terminating and
+/// delete it a second time.
+#[derive(Default)]
+pub struct WrittenPods(Mutex<HashMap<(String, String), (u64, Pod)>>);
+
+impl WrittenPods {
+    pub(super) fn remember(&self, pod: &Pod) {
+        let meta = &pod.metadata;
+        let (Some(namespace), Some(name), Some(version)) = (
+            meta.namespace.clone(),
+            meta.name.clone(),
+            meta.resource_version
+                .as_deref()
+                .and_then(|v| v.parse().ok()),
+        ) else {
+            return;
+        };
+        if let Ok(mut written) = self.0.lock() {
+            written.insert((namespace, name), (version, pod.clone()));
+        }
+    }
+
+    /// Replaces cached pods by the versions this operator's writes returned, while the cache
+    /// is older than them. A pod gone from the cache stays gone; one replaced by another (a
+    /// different uid) is not touched.
+    pub(super) fn refresh(&self, pods: &mut [Pod]) {
+        let Ok(mut written) = self.0.lock() else {
+            return;
+        };
+        if written.is_empty() {
+            return;
+        }
+        for pod in pods.iter_mut() {
+            let meta = &pod.metadata;
+            let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+                continue;
+            };
+            let key = (namespace, name);
+            let cached: Option<u64> = meta
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse().ok());
+            match (written.get(&key), cached) {
+                (Some((version, newer)), Some(cached))
+                    if cached < *version && newer.metadata.uid == pod.metadata.uid =>
+                {
+                    *pod = newer.clone();
+                }
+                (Some(_), _) => {
+                    written.remove(&key);
+                }
+                (None, _) => {}
+            }
+        }
+    }
+}
+
 impl Caches {
     /// Every Express cluster known, optionally only in one namespace.
     pub(super) fn keys(&self, namespace: Option<&str>) -> BTreeSet<ClusterKey> {

@@ -1,9 +1,12 @@
 //! Events: every reason and note the operator publishes, built from the planner's outputs, and
 //! where each is published (the node, or the ExpressCluster). A new event is a new builder here.
 
+use express_api::BouncePhase;
+use express_api::bounce::{APP_STATE_CATCHUP, SHUTDOWN_PROTECTION_DISABLED};
+use express_api::keys::{ANNOTATION_APP_STATE, ANNOTATION_SHUTDOWN_PROTECTION};
 use express_planner::rollout::{AbortOutcome, Failure};
 use express_planner::settle::{SETTLE_STALLED, SETTLE_WAIT};
-use express_planner::{Action, NodeIndex, NodeObservation, Operation};
+use express_planner::{Action, BouncePlan, NodeIndex, NodeObservation, Operation};
 use kube::Resource;
 use kube::runtime::events::{Event, EventType};
 use tracing::warn;
@@ -48,6 +51,8 @@ pub(super) fn action_label(operation: Operation) -> &'static str {
         Operation::FinishReplacement => "finish_replacement",
         Operation::RemovePod => "remove_pod",
         Operation::DeleteEndedPod => "delete_ended_pod",
+        Operation::DeleteForBounce => "bounce_delete_pod",
+        Operation::CreateForBounce => "bounce_create_pod",
     }
 }
 
@@ -114,8 +119,95 @@ pub(super) fn pod_operation(
         (Operation::CreatePod | Operation::FinishReplacement, None) => {
             (upgrading, format!("created pod {name}"))
         }
+        (Operation::DeleteForBounce, _) => (
+            "Bouncing",
+            format!("bounce: deleting pod {name} gracefully (not forced)"),
+        ),
+        (Operation::CreateForBounce, revision) => (
+            "Bouncing",
+            format!(
+                "bounce: created pod {name} on revision {}, the one it ran",
+                revision.unwrap_or("?")
+            ),
+        ),
     };
     Notice::normal(reason, action_label(action.operation), note)
+}
+
+/// The application's shutdown protection was disabled before a bounce deleted its pod.
+pub(super) fn shutdown_protection_disabled(pod: &str) -> Notice {
+    Notice::normal(
+        "ShutdownProtectionDisabled",
+        "Bounce",
+        format!(
+            "pod {pod} annotated {ANNOTATION_SHUTDOWN_PROTECTION}: {SHUTDOWN_PROTECTION_DISABLED} before its deletion"
+        ),
+    )
+}
+
+/// The shutdown protection could not be disabled; the bounce proceeds.
+pub(super) fn shutdown_protection_kept(pod: &str, error: &kube::Error) -> Notice {
+    Notice::warning(
+        "ShutdownProtectionNotDisabled",
+        "Bounce",
+        format!(
+            "cannot annotate pod {pod} {ANNOTATION_SHUTDOWN_PROTECTION}: {SHUTDOWN_PROTECTION_DISABLED} ({error}); bouncing anyway"
+        ),
+    )
+}
+
+/// A bounce request taken up, moved to another phase, or ended (DESIGN section 6). None when
+/// the phase did not change.
+pub(super) fn bounce_transition(node: &str, bounce: &BouncePlan) -> Vec<Notice> {
+    if !bounce.is_transition() {
+        return Vec::new();
+    }
+    let id = &bounce.request_id;
+    let message = &bounce.message;
+    let mut notices = Vec::new();
+    if bounce.catchup && bounce.previous.is_none_or(|p| p == BouncePhase::Pending) {
+        notices.push(Notice::warning(
+            "BounceDuringCatchup",
+            "Bounce",
+            format!("bounce {id}: the application on {node} is catching up ({ANNOTATION_APP_STATE}: {APP_STATE_CATCHUP}); bouncing anyway"),
+        ));
+    }
+    notices.push(match bounce.phase {
+        BouncePhase::Pending => Notice::normal(
+            "BouncePending",
+            "Bounce",
+            format!("bounce {id} accepted: {message}"),
+        ),
+        BouncePhase::Terminating => Notice::normal(
+            "BounceStarted",
+            "Bounce",
+            format!(
+                "bounce {id} started on revision {}: {message}",
+                bounce.revision.as_deref().unwrap_or("?")
+            ),
+        ),
+        BouncePhase::Starting => Notice::normal(
+            "BounceOldPodGone",
+            "Bounce",
+            format!("bounce {id}: the old pod of {node} is gone; {message}"),
+        ),
+        BouncePhase::Succeeded => Notice::normal(
+            "Bounced",
+            "Bounce",
+            format!("bounce {id} succeeded: {message}"),
+        ),
+        BouncePhase::Failed => Notice::warning(
+            "BounceFailed",
+            "Bounce",
+            format!("bounce {id} failed: {message}"),
+        ),
+        BouncePhase::Refused => Notice::warning(
+            "BounceRefused",
+            "Bounce",
+            format!("bounce {id} refused: {message}"),
+        ),
+    });
+    notices
 }
 
 /// A pod operation that failed.

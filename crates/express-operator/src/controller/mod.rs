@@ -13,7 +13,7 @@ mod observe;
 mod record;
 mod report;
 
-pub use caches::{Caches, Scoped, Tasks, WrittenStatuses};
+pub use caches::{Caches, Scoped, Tasks, WrittenPods, WrittenStatuses};
 pub use error::Error;
 
 use std::collections::HashMap;
@@ -84,6 +84,7 @@ pub struct Context {
     pub settings: Settings,
     pub leader: watch::Receiver<bool>,
     pub written: WrittenStatuses,
+    pub written_pods: WrittenPods,
 }
 
 /// Runs the controller until the process stops.
@@ -209,6 +210,7 @@ pub async fn run(
         settings,
         leader: leader.clone(),
         written: WrittenStatuses::default(),
+        written_pods: WrittenPods::default(),
     });
     let _ = all_keys.set(context.clone());
     let caches = &context.caches;

@@ -72,7 +72,8 @@ pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
     frontends
         .iter_mut()
         .for_each(|f| ctx.written.refresh("Frontend", f));
-    let pods = caches.pods.in_namespace(&key.namespace);
+    let mut pods = caches.pods.in_namespace(&key.namespace);
+    ctx.written_pods.refresh(&mut pods);
     let revisions = caches.revisions.in_namespace(&key.namespace);
     let mut controls = caches.controls.in_namespace(&key.namespace);
     controls.extend(

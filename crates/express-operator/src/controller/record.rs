@@ -1,9 +1,13 @@
 //! Record: what must be durable before any pod is touched (change records, failures, handled
 //! requests), so that an operator killed at any instant resumes without changing a node twice.
 
+use express_api::BouncePhase;
+use express_planner::{BouncePlan, NodeIndex};
 use tracing::{info, warn};
 
 use super::{Env, Error, Written, events};
+
+use crate::metrics::ResultLabel;
 
 use crate::status::same_ignoring_time;
 
@@ -17,12 +21,19 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
     for index in env.snapshot.indices() {
         let starts = plan.action_on(index).is_some_and(|a| a.record.is_some());
         let fails = rollout.failure_of(index).is_some();
+        // A bounce's phase is recorded before its step is taken: the uid of the pod it
+        // deletes, then that the old pod is gone, so that a restarted operator resumes it.
+        let bounce = plan
+            .node(index)
+            .bounce
+            .as_ref()
+            .filter(|b| b.is_transition());
         let (previous, status) = env.node_status(index, written);
         let clears = rollout.retry.is_some()
             && previous
                 .as_ref()
                 .is_some_and(|p| !p.invalid_revisions.is_empty());
-        if !(starts || fails || clears) {
+        if !(starts || fails || clears || bounce.is_some()) {
             continue;
         }
         let name = env.snapshot.node(index).name.clone();
@@ -35,14 +46,19 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
                 .map_err(|source| Error::Record {
                     what: if fails {
                         "a failed change"
-                    } else {
+                    } else if starts || clears {
                         "the change about to start"
+                    } else {
+                        "the bounce's next step"
                     }
                     .into(),
                     object: name.clone(),
                     source,
                 })?;
             written.nodes.insert(index, status);
+        }
+        if let Some(bounce) = bounce {
+            tell_bounce(env, index, bounce).await;
         }
     }
     let cluster_news =
@@ -79,4 +95,27 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
         env.publish_on_cluster(notice).await;
     }
     Ok(())
+}
+
+/// Events (and the metric, once it ends) for a bounce whose phase was just recorded.
+async fn tell_bounce(env: &Env<'_>, index: NodeIndex, bounce: &BouncePlan) {
+    let node = &env.snapshot.node(index).name;
+    info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %node, request = %bounce.request_id, phase = %bounce.phase, "bounce: {}", bounce.message);
+    if bounce.phase.is_final() {
+        let result = match bounce.phase {
+            BouncePhase::Succeeded => "succeeded",
+            BouncePhase::Failed => "failed",
+            _ => "refused",
+        };
+        env.ctx
+            .metrics
+            .bounces
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
+    }
+    for notice in events::bounce_transition(node, bounce) {
+        env.publish_on_node(index, notice).await;
+    }
 }

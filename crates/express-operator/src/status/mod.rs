@@ -56,6 +56,9 @@ mod fixtures {
     pub fn pod(revision: &str, ready: bool) -> PodObservation {
         PodObservation {
             owned: true,
+            uid: None,
+            app_state: None,
+            shutdown_protection: None,
             revision: Some(revision.into()),
             version: Some(format!("v-{revision}")),
             phase: PodPhase::Running,
@@ -97,6 +100,8 @@ mod fixtures {
             history: vec!["r1".into(), "r2".into()],
             rollout_id: None,
             recorded_desired: None,
+            bounce_request: None,
+            bounce: None,
         }
     }
 

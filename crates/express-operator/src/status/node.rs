@@ -2,11 +2,15 @@
 //! it waits for, conditions, the change record and known-invalid revisions, pure.
 
 use express_api::conditions::{self, reason};
-use express_api::{ChangeState, InvalidRevision, NodeChange, NodePhase, NodeStatus, WaitingFor};
+use express_api::{
+    BouncePhase, BounceStatus, ChangeState, InvalidRevision, NodeChange, NodePhase, NodeStatus,
+    WaitingFor,
+};
+use express_planner::BouncePlan;
 use express_planner::UnmetReason;
 use express_planner::plan::Deferred;
 use express_planner::{Blocked, NodeIndex, NodeObservation, NodePlan, NodeState, Plan};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 use super::conditions::condition;
 use super::observed_desired;
@@ -193,9 +197,46 @@ pub fn node_status(
             now,
         ),
         invalid_revisions: next_invalid_revisions(index, cluster, previous, now),
-        bounce: previous.and_then(|p| p.bounce.clone()),
+        bounce: bounce_status(
+            plan.bounce.as_ref(),
+            previous.and_then(|p| p.bounce.as_ref()),
+            now,
+        ),
         observed_desired: cluster.settle.marks.get(index.0).map(observed_desired),
     }
+}
+
+/// `status.bounce` after this plan: the bounce the plan took up or moved on, or the one
+/// recorded. `finishedAt` is set when it ends and kept after.
+fn bounce_status(
+    plan: Option<&BouncePlan>,
+    previous: Option<&BounceStatus>,
+    now: &Time,
+) -> Option<BounceStatus> {
+    let Some(plan) = plan else {
+        return previous.cloned();
+    };
+    let same_request = previous.filter(|p| p.request_id == plan.request_id);
+    let at = |ms: i64| k8s_openapi::jiff::Timestamp::from_millisecond(ms).ok();
+    let finished_at = match (plan.phase.is_final(), plan.is_transition()) {
+        (true, true) => Some(now.clone()),
+        (true, false) => same_request
+            .and_then(|p| p.finished_at.clone())
+            .or_else(|| Some(now.clone())),
+        (false, _) => None,
+    };
+    Some(BounceStatus {
+        request_id: plan.request_id.clone(),
+        phase: Some(plan.phase),
+        message: Some(plan.message.clone()),
+        started_at: at(plan.started_at_ms).map(Time),
+        finished_at,
+        force: plan.force,
+        timeout_seconds: Some(plan.timeout_seconds),
+        pod_uid: plan.pod_uid.clone(),
+        revision: plan.revision.clone(),
+        phase_since: at(plan.phase_since_ms).map(MicroTime),
+    })
 }
 
 /// The node's phase, and a message that says why, in words that stay the same while nothing
@@ -218,7 +259,18 @@ fn phase_and_message(
             .map(|(revision, reason)| (revision.to_owned(), reason.to_owned()))
     });
     let action = cluster.action_on(index);
-    match &plan.state {
+    let (phase, message) = match &plan.state {
+        NodeState::Bouncing => {
+            let bounce = plan.bounce.as_ref();
+            return (
+                NodePhase::Bouncing,
+                format!(
+                    "bounce {}: {}",
+                    bounce.map_or("?", |b| b.request_id.as_str()),
+                    bounce.map_or("", |b| b.message.as_str())
+                ),
+            );
+        }
         _ if action.is_some_and(|a| a.from_history) => (
             NodePhase::Upgrading,
             format!(
@@ -326,6 +378,18 @@ fn phase_and_message(
                 (NodePhase::Provisioning, "creating its pod".into())
             }
         }
+    };
+    // A bounce waiting to start is told after what the node is doing.
+    match plan
+        .bounce
+        .as_ref()
+        .filter(|b| b.phase == BouncePhase::Pending)
+    {
+        Some(bounce) => (
+            phase,
+            format!("{message}; bounce {} {}", bounce.request_id, bounce.message),
+        ),
+        None => (phase, message),
     }
 }
 
@@ -594,5 +658,92 @@ mod tests {
             mark.since.as_ref().map(|t| t.0.as_millisecond()),
             Some(NOW_MS)
         );
+    }
+
+    #[test]
+    fn a_bounce_is_told_in_the_phase_and_in_status_bounce() {
+        let request = |snapshot: &mut ClusterSnapshot| {
+            snapshot.nodes[0].bounce_request = Some(express_planner::BounceRequest {
+                id: "b1".into(),
+                force: false,
+                timeout_seconds: Ok(90),
+            });
+        };
+        // Started: the node is Bouncing; the record carries what a restart needs.
+        let mut snapshot = cluster(vec![node("be", Some(pod("r2", true)))]);
+        snapshot.nodes[0].pod.as_mut().unwrap().uid = Some("old-uid".into());
+        request(&mut snapshot);
+        let status = &statuses(&snapshot)[0];
+        assert_eq!(
+            phase_and_message(status),
+            (NodePhase::Bouncing, "bounce b1: deleting pod acme-be gracefully")
+        );
+        let bounce = status.bounce.clone().unwrap();
+        assert_eq!(
+            (
+                bounce.phase,
+                bounce.pod_uid.as_deref(),
+                bounce.revision.as_deref(),
+                bounce.timeout_seconds,
+                bounce.finished_at.is_some(),
+            ),
+            (
+                Some(express_api::BouncePhase::Terminating),
+                Some("old-uid"),
+                Some("r2"),
+                Some(90),
+                false
+            )
+        );
+
+        // Paused: it waits, and the node says so after what it is doing.
+        let mut snapshot = cluster(vec![node("be", Some(pod("r2", true)))]);
+        request(&mut snapshot);
+        snapshot.pause = Some(Pause {
+            scope: PauseScope::Cluster,
+            reason: None,
+        });
+        let status = &statuses(&snapshot)[0];
+        assert_eq!(
+            phase_and_message(status),
+            (
+                NodePhase::Ready,
+                "running its desired revision; bounce b1 waits: paused (cluster (ExpressCluster spec.paused))"
+            )
+        );
+
+        // Refused: ends at once with finishedAt; a later plan keeps the record as it was.
+        let mut snapshot = cluster(vec![node("be", None)]);
+        request(&mut snapshot);
+        let refused = statuses(&snapshot)[0].bounce.clone().unwrap();
+        assert_eq!(refused.phase, Some(express_api::BouncePhase::Refused));
+        assert_eq!(refused.finished_at, Some(now()));
+        let previous = NodeStatus {
+            bounce: Some(refused.clone()),
+            ..NodeStatus::default()
+        };
+        snapshot.nodes[0].bounce = Some(express_planner::BounceRecord {
+            request_id: "b1".into(),
+            phase: express_api::BouncePhase::Refused,
+            message: refused.message.clone(),
+            force: false,
+            timeout_seconds: 90,
+            pod_uid: None,
+            revision: None,
+            started_at_ms: Some(NOW_MS),
+            phase_since_ms: Some(NOW_MS),
+        });
+        let plan = plan(&snapshot, NOW_MS + 60_000);
+        assert_eq!(plan.node(NodeIndex(0)).bounce, None);
+        let again = node_status(
+            snapshot.node(NodeIndex(0)),
+            NodeIndex(0),
+            plan.node(NodeIndex(0)),
+            &plan,
+            Some(&previous),
+            Some(1),
+            &now(),
+        );
+        assert_eq!(again.bounce, Some(refused));
     }
 }

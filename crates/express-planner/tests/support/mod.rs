@@ -5,8 +5,8 @@
 use express_api::{DeploymentDependencies, NodeKind, Prerequisite};
 use express_planner::simulate::ready_pod;
 use express_planner::{
-    ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, NodeState, Operation, Plan,
-    PodCondition, PodObservation, PodPhase, plan,
+    BounceRecord, ClusterSettings, ClusterSnapshot, DesiredState, NodeObservation, NodeState,
+    Operation, Plan, PodCondition, PodObservation, PodPhase, plan,
 };
 
 pub const OLD: &str = "rev-old";
@@ -108,6 +108,8 @@ pub fn node(short: &str, state: Pod) -> NodeObservation {
         history: Vec::new(),
         rollout_id: None,
         recorded_desired: None,
+        bounce_request: None,
+        bounce: None,
     }
 }
 
@@ -178,6 +180,25 @@ pub fn record_marks(snapshot: &mut ClusterSnapshot, plan: &Plan) {
     }
 }
 
+/// What the operator's status report does with a plan's bounces: each node keeps its record.
+pub fn record_bounces(snapshot: &mut ClusterSnapshot, plan: &Plan) {
+    for (node, node_plan) in snapshot.nodes.iter_mut().zip(&plan.nodes) {
+        if let Some(bounce) = &node_plan.bounce {
+            node.bounce = Some(BounceRecord {
+                request_id: bounce.request_id.clone(),
+                phase: bounce.phase,
+                message: Some(bounce.message.clone()),
+                force: bounce.force,
+                timeout_seconds: bounce.timeout_seconds,
+                pod_uid: bounce.pod_uid.clone(),
+                revision: bounce.revision.clone(),
+                started_at_ms: Some(bounce.started_at_ms),
+                phase_since_ms: Some(bounce.phase_since_ms),
+            });
+        }
+    }
+}
+
 /// A change the driver saw the planner start, in the words of `kubectl express plan`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Started {
@@ -194,6 +215,10 @@ pub struct Driver {
     pub plans: usize,
     /// The instant every plan is made at (milliseconds since the epoch).
     pub now_ms: i64,
+    /// Pod deletions sent for bounces, by node name.
+    pub bounce_deletes: Vec<String>,
+    /// Uids given to created pods.
+    next_uid: u64,
 }
 
 impl Driver {
@@ -203,7 +228,14 @@ impl Driver {
             started: Vec::new(),
             plans: 0,
             now_ms: 0,
+            bounce_deletes: Vec::new(),
+            next_uid: 0,
         }
+    }
+
+    fn new_uid(&mut self) -> Option<String> {
+        self.next_uid += 1;
+        Some(format!("uid-new-{}", self.next_uid))
     }
 
     /// Plans once and applies the actions. Returns how many actions there were.
@@ -211,7 +243,28 @@ impl Driver {
         let current = plan(&self.snapshot, self.now_ms);
         self.plans += 1;
         for action in &current.actions {
+            let uid = self.new_uid();
             let node = &mut self.snapshot.nodes[action.node.0];
+            match action.operation {
+                Operation::DeleteForBounce => {
+                    let pod = node.pod.as_mut().expect("bounce deletes a missing pod");
+                    assert!(!pod.terminating, "bounce deletes a terminating pod");
+                    pod.shutdown_protection = Some("disabled".into());
+                    pod.terminating = true;
+                    self.bounce_deletes.push(node.name.clone());
+                    continue;
+                }
+                Operation::CreateForBounce => {
+                    assert!(node.pod.is_none(), "bounce creates over a pod");
+                    let revision = action.revision.as_deref().expect("bounce without revision");
+                    node.pod = Some(PodObservation {
+                        uid,
+                        ..pod(revision, false)
+                    });
+                    continue;
+                }
+                _ => {}
+            }
             let desired = node
                 .desired
                 .clone()
@@ -224,6 +277,7 @@ impl Driver {
                 Operation::DeleteEndedPod
                 | Operation::ResumeReplacement
                 | Operation::FinishReplacement => None,
+                Operation::DeleteForBounce | Operation::CreateForBounce => continue,
             };
             if let Some(label) = label {
                 self.started.push(Started {
@@ -242,7 +296,10 @@ impl Driver {
                         node.name
                     );
                     let revision = action.revision.as_deref().unwrap_or(&desired.revision);
-                    node.pod = Some(pod(revision, false));
+                    node.pod = Some(PodObservation {
+                        uid,
+                        ..pod(revision, false)
+                    });
                     node.replacing = false;
                 }
                 Operation::ReplacePod => {
@@ -252,8 +309,10 @@ impl Driver {
                 Operation::ResumeReplacement | Operation::RemovePod | Operation::DeleteEndedPod => {
                     terminate(node)
                 }
+                Operation::DeleteForBounce | Operation::CreateForBounce => {}
             }
         }
+        record_bounces(&mut self.snapshot, &current);
         current.actions.len()
     }
 
