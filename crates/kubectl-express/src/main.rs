@@ -1,8 +1,11 @@
 //! `kubectl-express`: the kubectl plugin for Express clusters (DESIGN section 9).
 //!
-//! Today: `plan --offline`, which shows the order in which the operator would change nodes,
-//! computed by the same planner the operator runs. Live subcommands arrive with the operator.
+//! Verbs: `plan --offline`, which shows the order in which the operator would change nodes,
+//! computed by the same planner the operator runs; `bounce`, which asks the operator to
+//! restart one node's pod and can follow it to the end.
 
+mod bounce;
+mod connect;
 mod manifests;
 mod plan;
 
@@ -42,6 +45,9 @@ enum Command {
         #[arg(long, default_value = "express-system")]
         operator_namespace: String,
     },
+    /// Restart one node's pod safely (DESIGN section 6): prints the request id; with --wait,
+    /// follows the bounce to its end.
+    Bounce(bounce::BounceArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +73,16 @@ fn main() -> ExitCode {
             };
             run_offline_plan(&request, output)
         }
+        Command::Bounce(args) => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(bounce::run(args)),
+            Err(err) => {
+                eprintln!("kubectl-express: cannot start: {err}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

@@ -306,3 +306,56 @@ pub(super) fn node_key<K: Resource>(object: &K, spec: &NodeSpec) -> Vec<ClusterK
         .into_iter()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str, version: &str, terminating: bool) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("acme-fe1".into()),
+                namespace: Some("tenant".into()),
+                uid: Some(uid.into()),
+                resource_version: Some(version.into()),
+                deletion_timestamp: terminating.then_some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn a_pod_this_operator_deleted_reads_as_terminating_until_the_cache_catches_up() {
+        let written = WrittenPods::default();
+        written.remember(&pod("old", "12", true));
+        // The cache still has the pod as it was before the delete.
+        let mut cached = vec![pod("old", "10", false)];
+        written.refresh(&mut cached);
+        assert!(cached[0].metadata.deletion_timestamp.is_some());
+        // Caught up: the cache is read as it is, and the write is forgotten.
+        let mut cached = vec![pod("old", "12", true)];
+        written.refresh(&mut cached);
+        let mut stale_again = vec![pod("old", "10", false)];
+        written.refresh(&mut stale_again);
+        assert!(stale_again[0].metadata.deletion_timestamp.is_none());
+    }
+
+    #[test]
+    fn a_replacement_or_a_vanished_pod_is_never_overlaid() {
+        let written = WrittenPods::default();
+        written.remember(&pod("old", "12", true));
+        let mut replaced = vec![pod("new", "11", false)];
+        written.refresh(&mut replaced);
+        assert_eq!(replaced[0].metadata.uid.as_deref(), Some("new"));
+        assert!(replaced[0].metadata.deletion_timestamp.is_none());
+        written.remember(&pod("old", "12", true));
+        let mut gone: Vec<Pod> = Vec::new();
+        written.refresh(&mut gone);
+        assert!(gone.is_empty());
+    }
+}

@@ -676,7 +676,10 @@ mod tests {
         let status = &statuses(&snapshot)[0];
         assert_eq!(
             phase_and_message(status),
-            (NodePhase::Bouncing, "bounce b1: deleting pod acme-be gracefully")
+            (
+                NodePhase::Bouncing,
+                "bounce b1: deleting pod acme-be gracefully"
+            )
         );
         let bounce = status.bounce.clone().unwrap();
         assert_eq!(

@@ -1,0 +1,200 @@
+//! `kubectl express bounce NODE`: asks the operator to restart one node's pod (DESIGN section
+//! 6) by writing the request annotations, prints the request id, and with `--wait` follows
+//! `status.bounce` until the request ends. Exit codes: 0 requested (or, waiting, Succeeded),
+//! 1 Failed or Refused (or the cluster could not be reached), 2 no such node or bad arguments.
+
+use std::fmt::Debug;
+use std::process::ExitCode;
+
+use express_api::bounce::{format_duration, parse_duration};
+use express_api::keys::{ANNOTATION_BOUNCE, ANNOTATION_BOUNCE_FORCE, ANNOTATION_BOUNCE_TIMEOUT};
+use express_api::{Backend, BouncePhase, BounceStatus, Frontend, NodeKind};
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use crate::connect::ConnectArgs;
+
+#[derive(clap::Args, Debug)]
+pub struct BounceArgs {
+    /// The Backend or Frontend to bounce.
+    pub node: String,
+    /// Bounce even while the application is Rebuilding, or a node not on its desired revision
+    /// (it restarts on the revision it runs).
+    #[arg(long)]
+    pub force: bool,
+    /// Follow the bounce until it ends, printing each phase; exit 0 on Succeeded, 1 on Failed
+    /// or Refused.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long each wait of the bounce may take: for the old pod to terminate, and for the new
+    /// one to be Ready (e.g. 90s, 10m, 1h30m; the operator's default is 10m).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
+
+/// An error and the exit code it ends with.
+struct Exit(u8, String);
+
+pub async fn run(args: BounceArgs) -> ExitCode {
+    match bounce(&args).await {
+        Ok(code) => code,
+        Err(Exit(code, message)) => {
+            eprintln!("kubectl-express bounce: {message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
+    let timeout = args
+        .timeout
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|why| Exit(2, format!("--timeout: {why}")))?;
+    let connection = args.connect.connect().await.map_err(|why| Exit(1, why))?;
+    let (client, namespace) = (connection.client, connection.namespace);
+    let name = args.node.as_str();
+    let backends: Api<Backend> = Api::namespaced(client.clone(), &namespace);
+    let frontends: Api<Frontend> = Api::namespaced(client.clone(), &namespace);
+    let unreachable = |e: kube::Error| Exit(1, format!("cannot read node {name}: {e}"));
+    let kind = if backends.get_opt(name).await.map_err(unreachable)?.is_some() {
+        NodeKind::Backend
+    } else if frontends
+        .get_opt(name)
+        .await
+        .map_err(unreachable)?
+        .is_some()
+    {
+        NodeKind::Frontend
+    } else {
+        return Err(Exit(
+            2,
+            format!("no Backend or Frontend named {name} in namespace {namespace}"),
+        ));
+    };
+
+    let id = request_id();
+    // Every request says all of its options: a --force or a timeout left by an earlier request
+    // must not apply to this one.
+    let patch = serde_json::json!({
+        "metadata": {
+            "annotations": {
+                ANNOTATION_BOUNCE: id,
+                ANNOTATION_BOUNCE_FORCE: args.force.then_some("true"),
+                ANNOTATION_BOUNCE_TIMEOUT: timeout.map(format_duration),
+            }
+        }
+    });
+    let params = PatchParams::default();
+    let written = match kind {
+        NodeKind::Backend => backends
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .map(|_| ()),
+        NodeKind::Frontend => frontends
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .map(|_| ()),
+    };
+    written.map_err(|e| {
+        Exit(
+            1,
+            format!("cannot request the bounce of {kind} {name}: {e}"),
+        )
+    })?;
+    println!("{id}");
+    eprintln!("bounce {id} requested for {kind} {name} in namespace {namespace}");
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    match kind {
+        NodeKind::Backend => {
+            follow(backends, name, &id, |b| b.status.as_ref()?.bounce.as_ref()).await
+        }
+        NodeKind::Frontend => {
+            follow(frontends, name, &id, |f| f.status.as_ref()?.bounce.as_ref()).await
+        }
+    }
+}
+
+/// A request id nobody else generates: the instant to the millisecond and this process.
+fn request_id() -> String {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    format!(
+        "cli-{}-{:x}",
+        now.strftime("%Y%m%dt%H%M%S%3f"),
+        std::process::id()
+    )
+}
+
+/// Watches the node until its bounce `id` ends, printing each phase and message once.
+async fn follow<K>(
+    api: Api<K>,
+    name: &str,
+    id: &str,
+    bounce_of: fn(&K) -> Option<&BounceStatus>,
+) -> Result<ExitCode, Exit>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    let mut last: Option<(BouncePhase, String)> = None;
+    let mut taken_up = false;
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| Exit(1, format!("lost the watch on {name}: {e}")))?;
+        let node = match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => node,
+            watcher::Event::Delete(_) => {
+                return Err(Exit(
+                    1,
+                    format!("node {name} was deleted during bounce {id}"),
+                ));
+            }
+            watcher::Event::Init | watcher::Event::InitDone => continue,
+        };
+        let bounce = bounce_of(&node).filter(|b| b.request_id == id);
+        let Some(bounce) = bounce else {
+            let requested = node
+                .annotations()
+                .get(ANNOTATION_BOUNCE)
+                .map(String::as_str);
+            if !taken_up && requested.is_some_and(|r| r.trim() != id) {
+                return Err(Exit(
+                    1,
+                    format!(
+                        "bounce {id} was replaced by request {} before the operator took it up",
+                        requested.unwrap_or_default()
+                    ),
+                ));
+            }
+            continue;
+        };
+        taken_up = true;
+        let (Some(phase), message) = (bounce.phase, bounce.message.clone().unwrap_or_default())
+        else {
+            continue;
+        };
+        if last.as_ref() != Some(&(phase, message.clone())) {
+            println!("{phase}: {message}");
+            last = Some((phase, message.clone()));
+        }
+        match phase {
+            BouncePhase::Succeeded => return Ok(ExitCode::SUCCESS),
+            BouncePhase::Failed | BouncePhase::Refused => {
+                return Err(Exit(1, format!("bounce {id} {phase}: {message}")));
+            }
+            _ => {}
+        }
+    }
+    Err(Exit(
+        1,
+        format!("the watch on {name} ended during bounce {id}"),
+    ))
+}
