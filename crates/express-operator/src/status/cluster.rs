@@ -14,6 +14,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::conditions::condition;
 use super::observed_desired;
 
+/// "; bouncing acme-fe1, acme-fe2" while bounces hold pods, else nothing.
+fn bouncing(snapshot: &ClusterSnapshot, plan: &Plan) -> String {
+    let names: Vec<&str> = snapshot
+        .indices()
+        .filter(|&i| plan.node(i).state == NodeState::Bouncing)
+        .map(|i| snapshot.node(i).name.as_str())
+        .collect();
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("; bouncing {}", names.join(", "))
+    }
+}
+
 /// The status of the ExpressCluster governing a snapshot.
 pub fn cluster_status(
     snapshot: &ClusterSnapshot,
@@ -93,9 +107,10 @@ pub fn cluster_status(
                     up.len()
                 ),
                 None => format!(
-                    "{} of {} up nodes on their desired revision",
+                    "{} of {} up nodes on their desired revision{}",
                     counts.up_to_date,
-                    up.len()
+                    up.len(),
+                    bouncing(snapshot, plan)
                 ),
             },
         ),
