@@ -1,6 +1,6 @@
 //! The Argo CD health checks (deploy/argocd) fed what the operator really writes: objects read
 //! raw from a live kubesim cluster in each state the operator brings a tenant to (healthy,
-//! rolling out, paused, failed), through the scripts under Lua 5.1.
+//! rolling out, paused, bouncing, failed), through the scripts under Lua 5.1.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
 mod support;
@@ -97,6 +97,38 @@ async fn the_health_checks_read_what_the_operator_writes() {
     }
     change(&env, json!({"spec": {"paused": false}})).await;
     settle(&env).await;
+
+    // A bounce under way: the node is Progressing, saying which bounce and where it stands.
+    env.sim.kubelet().add_rule(kubesim::kubelet::KubeletRule {
+        labels: [("express.dev/node".to_owned(), "acme-fe2".to_owned())].into(),
+        startup_seconds: Some(1.0),
+        ..Default::default()
+    });
+    Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .patch(
+            "acme-fe2",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"annotations": {"express.dev/bounce": "b1"}}}),
+            ),
+        )
+        .await
+        .expect("bounce");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let bouncing = loop {
+        let (fe2, _) = verdict::<Frontend>(&env, "acme-fe2").await;
+        if fe2.status == "Progressing" && fe2.message.starts_with("bounce b1: ") {
+            break fe2;
+        }
+        assert!(Instant::now() < deadline, "never bouncing: {fe2:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(bouncing.message.contains("acme-fe2"), "{bouncing:?}");
+    settle(&env).await;
+    assert_eq!(
+        verdict::<Frontend>(&env, "acme-fe2").await.0.status,
+        "Healthy"
+    );
 
     // A crash-looping version fails the rollout: Degraded, with the operator's message.
     change(&env, slow_version("v4", "crash-loop")).await;

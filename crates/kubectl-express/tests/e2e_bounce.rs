@@ -494,3 +494,40 @@ async fn an_operator_killed_after_each_write_of_a_bounce_deletes_once_and_succee
     let pod = pod(&env, "fe1").await.unwrap();
     assert!(pod.metadata.deletion_timestamp.is_none());
 }
+
+#[tokio::test]
+async fn bounces_are_counted_by_result() {
+    let env = env_without_operator().await;
+    let metrics = express_operator::metrics::Metrics::new();
+    operator_with_metrics(
+        &env.client,
+        "metrics",
+        tokio::sync::watch::channel(true).1,
+        metrics.clone(),
+    );
+    tenant(
+        &env,
+        json!({}),
+        &[("fe1", json!({})), ("fe2", json!({"up": false}))],
+    )
+    .await;
+    settle(&env).await;
+    let (code, _, stderr) =
+        kubectl_express(&env, &["bounce", "acme-fe1", "-n", NS, "--wait"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, _) = kubectl_express(&env, &["bounce", "acme-fe2", "-n", NS, "--wait"]).await;
+    assert_eq!(code, 1);
+    let text = metrics.encode();
+    assert!(
+        text.contains("express_operator_bounces_total{result=\"succeeded\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("express_operator_bounces_total{result=\"refused\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("express_operator_actions_total{action=\"bounce_delete_pod\"} 1"),
+        "{text}"
+    );
+}
