@@ -28,6 +28,8 @@ pub const ANNOTATION_SHUTDOWN_PROTECTION: &str = "express.dev/shutdown-protectio
 pub const ANNOTATION_ABORT: &str = "express.dev/abort";
 /// ExpressCluster annotation: `"true"` rolls nodes changed by the aborted rollout back.
 pub const ANNOTATION_ABORT_ROLLBACK: &str = "express.dev/abort-rollback";
+/// ExpressCluster annotation: why `spec.paused` is set (shown with the pause).
+pub const ANNOTATION_PAUSE_REASON: &str = "express.dev/pause-reason";
 /// ExpressCluster annotation: clear a failed or aborted rollout; the value is a request id.
 pub const ANNOTATION_RETRY: &str = "express.dev/retry";
 /// Annotation on node objects and the ExpressCluster: the delivery that wrote them (e.g. a hash

@@ -9,9 +9,9 @@ use express_api::history::kept_revision_of;
 use express_api::keys::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_APP_STATE, ANNOTATION_BOUNCE,
     ANNOTATION_BOUNCE_FORCE, ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_EXPRESS_VERSION,
-    ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID, ANNOTATION_SHUTDOWN_PROTECTION, APP_CONTAINER,
-    CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON,
-    LABEL_DEPLOYMENT_REVISION,
+    ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID,
+    ANNOTATION_SHUTDOWN_PROTECTION, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL,
+    CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
 };
 use express_api::{
     Backend, BounceStatus, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus,
@@ -510,9 +510,9 @@ fn pause_in_force(
             reason,
         });
     }
-    cluster.filter(|c| c.spec.paused).map(|_| Pause {
+    cluster.filter(|c| c.spec.paused).map(|c| Pause {
         scope: PauseScope::Cluster,
-        reason: None,
+        reason: annotation(&c.metadata, ANNOTATION_PAUSE_REASON),
     })
 }
 

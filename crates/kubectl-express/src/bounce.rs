@@ -16,6 +16,7 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::connect::ConnectArgs;
+use crate::exit::Exit;
 
 #[derive(clap::Args, Debug)]
 pub struct BounceArgs {
@@ -37,17 +38,8 @@ pub struct BounceArgs {
     pub connect: ConnectArgs,
 }
 
-/// An error and the exit code it ends with.
-struct Exit(u8, String);
-
 pub async fn run(args: BounceArgs) -> ExitCode {
-    match bounce(&args).await {
-        Ok(code) => code,
-        Err(Exit(code, message)) => {
-            eprintln!("kubectl-express bounce: {message}");
-            ExitCode::from(code)
-        }
-    }
+    crate::exit::finish("bounce", bounce(&args).await)
 }
 
 async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
@@ -56,13 +48,13 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
         .as_deref()
         .map(parse_duration)
         .transpose()
-        .map_err(|why| Exit(2, format!("--timeout: {why}")))?;
-    let connection = args.connect.connect().await.map_err(|why| Exit(1, why))?;
+        .map_err(|why| Exit::usage(format!("--timeout: {why}")))?;
+    let connection = args.connect.connect().await.map_err(Exit::failure)?;
     let (client, namespace) = (connection.client, connection.namespace);
     let name = args.node.as_str();
     let backends: Api<Backend> = Api::namespaced(client.clone(), &namespace);
     let frontends: Api<Frontend> = Api::namespaced(client.clone(), &namespace);
-    let unreachable = |e: kube::Error| Exit(1, format!("cannot read node {name}: {e}"));
+    let unreachable = |e: kube::Error| Exit::failure(format!("cannot read node {name}: {e}"));
     let kind = if backends.get_opt(name).await.map_err(unreachable)?.is_some() {
         NodeKind::Backend
     } else if frontends
@@ -73,13 +65,12 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
     {
         NodeKind::Frontend
     } else {
-        return Err(Exit(
-            2,
-            format!("no Backend or Frontend named {name} in namespace {namespace}"),
-        ));
+        return Err(Exit::usage(format!(
+            "no Backend or Frontend named {name} in namespace {namespace}"
+        )));
     };
 
-    let id = request_id();
+    let id = crate::request_id();
     // Every request says all of its options: a --force or a timeout left by an earlier request
     // must not apply to this one.
     let patch = serde_json::json!({
@@ -102,12 +93,8 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
             .await
             .map(|_| ()),
     };
-    written.map_err(|e| {
-        Exit(
-            1,
-            format!("cannot request the bounce of {kind} {name}: {e}"),
-        )
-    })?;
+    written
+        .map_err(|e| Exit::failure(format!("cannot request the bounce of {kind} {name}: {e}")))?;
     println!("{id}");
     eprintln!("bounce {id} requested for {kind} {name} in namespace {namespace}");
     if !args.wait {
@@ -121,16 +108,6 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
             follow(frontends, name, &id, |f| f.status.as_ref()?.bounce.as_ref()).await
         }
     }
-}
-
-/// A request id nobody else generates: the instant to the millisecond and this process.
-fn request_id() -> String {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    format!(
-        "cli-{}-{:x}",
-        now.strftime("%Y%m%dt%H%M%S%3f"),
-        std::process::id()
-    )
 }
 
 /// Watches the node until its bounce `id` ends, printing each phase and message once.
@@ -148,14 +125,13 @@ where
     let mut last: Option<(BouncePhase, String)> = None;
     let mut taken_up = false;
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| Exit(1, format!("lost the watch on {name}: {e}")))?;
+        let event = event.map_err(|e| Exit::failure(format!("lost the watch on {name}: {e}")))?;
         let node = match event {
             watcher::Event::Apply(node) | watcher::Event::InitApply(node) => node,
             watcher::Event::Delete(_) => {
-                return Err(Exit(
-                    1,
-                    format!("node {name} was deleted during bounce {id}"),
-                ));
+                return Err(Exit::failure(format!(
+                    "node {name} was deleted during bounce {id}"
+                )));
             }
             watcher::Event::Init | watcher::Event::InitDone => continue,
         };
@@ -166,13 +142,10 @@ where
                 .get(ANNOTATION_BOUNCE)
                 .map(String::as_str);
             if !taken_up && requested.is_some_and(|r| r.trim() != id) {
-                return Err(Exit(
-                    1,
-                    format!(
-                        "bounce {id} was replaced by request {} before the operator took it up",
-                        requested.unwrap_or_default()
-                    ),
-                ));
+                return Err(Exit::failure(format!(
+                    "bounce {id} was replaced by request {} before the operator took it up",
+                    requested.unwrap_or_default()
+                )));
             }
             continue;
         };
@@ -188,13 +161,12 @@ where
         match phase {
             BouncePhase::Succeeded => return Ok(ExitCode::SUCCESS),
             BouncePhase::Failed | BouncePhase::Refused => {
-                return Err(Exit(1, format!("bounce {id} {phase}: {message}")));
+                return Err(Exit::failure(format!("bounce {id} {phase}: {message}")));
             }
             _ => {}
         }
     }
-    Err(Exit(
-        1,
-        format!("the watch on {name} ended during bounce {id}"),
-    ))
+    Err(Exit::failure(format!(
+        "the watch on {name} ended during bounce {id}"
+    )))
 }

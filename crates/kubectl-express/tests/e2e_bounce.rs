@@ -7,8 +7,11 @@
 #[path = "../../express-operator/tests/support/mod.rs"]
 mod support;
 
+mod cli;
+
 use std::time::{Duration, Instant};
 
+use cli::kubectl_express;
 use express_api::keys::{ANNOTATION_APP_STATE, ANNOTATION_BOUNCE, ANNOTATION_SHUTDOWN_PROTECTION};
 use express_api::{BouncePhase, BounceStatus, ExpressCluster, Frontend};
 use futures::StreamExt;
@@ -17,28 +20,6 @@ use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
 use kubesim::kubelet::KubeletRule;
 use serde_json::{Value, json};
 use support::*;
-
-/// Runs the plugin binary against the test's kubesim; returns exit code, stdout and stderr.
-async fn kubectl_express(env: &Env, args: &[&str]) -> (i32, String, String) {
-    let kubeconfig = std::env::temp_dir().join(format!(
-        "kubectl-express-e2e-{}-{}.yaml",
-        std::process::id(),
-        env.sim.url().rsplit(':').next().unwrap_or("0")
-    ));
-    std::fs::write(&kubeconfig, env.sim.kubeconfig()).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-express"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .output()
-        .await
-        .expect("run kubectl-express");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 async fn bounce_of(env: &Env, name: &str) -> Option<BounceStatus> {
     frontend(env, name).await.status.and_then(|s| s.bounce)

@@ -1,0 +1,244 @@
+//! `pause`, `resume`, `abort` and `retry` (DESIGN section 4): the fields, ConfigMaps and
+//! annotations the operator reads, written the way a user would write them.
+
+use std::process::ExitCode;
+
+use express_api::ExpressCluster;
+use express_api::keys::{
+    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY,
+    CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+
+use crate::exit::Exit;
+
+/// The field manager of everything the plugin writes.
+pub const FIELD_MANAGER: &str = "kubectl-express";
+
+/// Where a pause applies (DESIGN section 4).
+#[derive(Clone, Debug)]
+pub enum Scope {
+    /// One Express cluster: its ExpressCluster's `spec.paused`.
+    Cluster(String),
+    /// Every Express cluster of the namespace: ConfigMap `express-control`.
+    Namespace,
+    /// Every Express cluster the operator manages: ConfigMap `express-operator-control` in its
+    /// namespace.
+    All { operator_namespace: String },
+}
+
+/// The ExpressCluster governing Express cluster `cluster` (by `spec.clusterName`, else name).
+pub async fn express_cluster(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<ExpressCluster, Exit> {
+    let clusters = Api::<ExpressCluster>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| {
+            Exit::failure(format!(
+                "cannot list ExpressClusters in namespace {namespace}: {e}"
+            ))
+        })?;
+    clusters
+        .items
+        .into_iter()
+        .find(|c| c.cluster_name() == Some(cluster))
+        .ok_or_else(|| {
+            Exit::usage(format!(
+                "no ExpressCluster for Express cluster {cluster} in namespace {namespace}"
+            ))
+        })
+}
+
+/// Who else writes this object, if a GitOps or Helm tool does: its next sync reverts a field
+/// set by hand.
+fn managed_by(cluster: &ExpressCluster) -> Option<String> {
+    let labels = cluster.labels();
+    let annotations = cluster.annotations();
+    if let Some(id) = annotations.get("argocd.argoproj.io/tracking-id") {
+        return Some(format!("Argo CD (tracking id {id})"));
+    }
+    if labels
+        .get("app.kubernetes.io/managed-by")
+        .map(String::as_str)
+        == Some("Helm")
+        || annotations.contains_key("meta.helm.sh/release-name")
+    {
+        let release = annotations
+            .get("meta.helm.sh/release-name")
+            .map(|r| format!(" (release {r})"))
+            .unwrap_or_default();
+        return Some(format!("Helm{release}"));
+    }
+    labels
+        .get("app.kubernetes.io/instance")
+        .map(|app| format!("Argo CD (application {app})"))
+}
+
+/// Pauses (`paused`) or resumes one scope.
+pub async fn set_paused(
+    client: &Client,
+    namespace: &str,
+    scope: &Scope,
+    paused: bool,
+    reason: Option<&str>,
+) -> Result<ExitCode, Exit> {
+    let verb = if paused { "paused" } else { "resumed" };
+    match scope {
+        Scope::Cluster(name) => {
+            let cluster = express_cluster(client, namespace, name).await?;
+            let object = cluster.name_any();
+            let patch = serde_json::json!({
+                "metadata": {"annotations": {ANNOTATION_PAUSE_REASON: reason.filter(|_| paused)}},
+                "spec": {"paused": paused},
+            });
+            Api::<ExpressCluster>::namespaced(client.clone(), namespace)
+                .patch(&object, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| {
+                    Exit::failure(format!("cannot update ExpressCluster {object}: {e}"))
+                })?;
+            println!(
+                "{verb} Express cluster {name} in namespace {namespace} (ExpressCluster {object} spec.paused)"
+            );
+            if let Some(tool) = managed_by(&cluster) {
+                eprintln!(
+                    "warning: ExpressCluster {object} is managed by {tool}: its next sync sets spec.paused back to what it declares. For a pause that outlives syncs, use `kubectl express pause --namespace-wide -n {namespace}`"
+                );
+            }
+        }
+        Scope::Namespace => {
+            write_control(
+                client,
+                namespace,
+                CONTROL_CONFIGMAP_NAMESPACE,
+                paused,
+                reason,
+            )
+            .await?;
+            println!(
+                "{verb} every Express cluster in namespace {namespace} (ConfigMap {CONTROL_CONFIGMAP_NAMESPACE})"
+            );
+        }
+        Scope::All { operator_namespace } => {
+            write_control(
+                client,
+                operator_namespace,
+                CONTROL_CONFIGMAP_GLOBAL,
+                paused,
+                reason,
+            )
+            .await?;
+            println!(
+                "{verb} every Express cluster the operator manages (ConfigMap {CONTROL_CONFIGMAP_GLOBAL} in namespace {operator_namespace})"
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Server-side applies a control ConfigMap: created if missing, and under one field manager,
+/// so that resuming drops the reason the pause wrote.
+async fn write_control(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    paused: bool,
+    reason: Option<&str>,
+) -> Result<(), Exit> {
+    let mut data = serde_json::Map::new();
+    data.insert(CONTROL_KEY_PAUSED.into(), paused.to_string().into());
+    if let (true, Some(reason)) = (paused, reason) {
+        data.insert(CONTROL_KEY_REASON.into(), reason.into());
+    }
+    let object = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    });
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            Exit::failure(format!(
+                "cannot write ConfigMap {name} in namespace {namespace}: {e}"
+            ))
+        })
+}
+
+/// Which request annotation to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    Abort { rollback: bool },
+    Retry,
+}
+
+/// Writes an abort or retry request with a new id, prints the id, and with `wait` returns once
+/// the operator recorded it in `status.requests`.
+pub async fn request(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    request: Request,
+    wait: bool,
+) -> Result<ExitCode, Exit> {
+    let express_cluster = express_cluster(client, namespace, cluster).await?;
+    let object = express_cluster.name_any();
+    let id = crate::request_id();
+    let annotations = match request {
+        Request::Abort { rollback } => serde_json::json!({
+            ANNOTATION_ABORT: id,
+            ANNOTATION_ABORT_ROLLBACK: rollback.then_some("true"),
+        }),
+        Request::Retry => serde_json::json!({ ANNOTATION_RETRY: id }),
+    };
+    let api = Api::<ExpressCluster>::namespaced(client.clone(), namespace);
+    api.patch(
+        &object,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": annotations}})),
+    )
+    .await
+    .map_err(|e| Exit::failure(format!("cannot annotate ExpressCluster {object}: {e}")))?;
+    println!("{id}");
+    if !wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let recorded = |c: &ExpressCluster| {
+        let requests = c.status.as_ref()?.requests.as_ref()?;
+        match request {
+            Request::Abort { .. } => requests.abort.clone(),
+            Request::Retry => requests.retry.clone(),
+        }
+    };
+    let config = watcher::Config::default().fields(&format!("metadata.name={object}"));
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
+    while let Some(event) = events.next().await {
+        let cluster =
+            event.map_err(|e| Exit::failure(format!("lost the watch on {object}: {e}")))?;
+        if recorded(&cluster).as_deref() == Some(id.as_str()) {
+            let message = cluster
+                .status
+                .as_ref()
+                .and_then(|s| s.message.clone())
+                .unwrap_or_default();
+            eprintln!("request {id} recorded by the operator: {message}");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    Err(Exit::failure(format!(
+        "the watch on {object} ended before request {id} was recorded"
+    )))
+}

@@ -1,0 +1,681 @@
+//! What `get` and `list` draw, pure: rows built from the objects read, and text rendered from
+//! the rows. Colour and symbols only when [`Style::color`] is set (a terminal, without
+//! `--no-color`); the same words either way.
+
+use std::fmt::Write as _;
+
+use express_api::{ChangeState, ClusterPhase, NodePhase};
+use express_planner::observe::snapshot_of;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::live::{NodeView, Objects};
+use crate::status::{Outcome, assess};
+
+/// How to draw: with colour and symbols, or plain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    /// Colour on a terminal unless turned off.
+    pub fn detect(no_color: bool) -> Style {
+        use std::io::IsTerminal as _;
+        Style {
+            color: !no_color
+                && std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// A symbol and colour for a node phase; plain: nothing.
+    fn phase(self, phase: Option<NodePhase>) -> String {
+        if !self.color {
+            return String::new();
+        }
+        let (symbol, code) = match phase {
+            Some(NodePhase::Ready) => ("✔", "32"),
+            Some(NodePhase::Waiting) => ("◷", "33"),
+            Some(NodePhase::Provisioning | NodePhase::Upgrading) => ("⟳", "36"),
+            Some(NodePhase::Bouncing) => ("↻", "36"),
+            Some(NodePhase::NotReady) => ("⚠", "33"),
+            Some(NodePhase::Failed) => ("✖", "31"),
+            Some(NodePhase::Paused) => ("॥", "90"),
+            Some(NodePhase::Down) => ("○", "90"),
+            None => ("?", "90"),
+        };
+        format!("{} ", self.paint(code, symbol))
+    }
+
+    fn cluster(self, phase: Option<ClusterPhase>) -> String {
+        if !self.color {
+            return String::new();
+        }
+        let (symbol, code) = match phase {
+            Some(ClusterPhase::Healthy) => ("✔", "32"),
+            Some(ClusterPhase::Progressing) => ("⟳", "36"),
+            Some(ClusterPhase::Paused) => ("॥", "90"),
+            Some(ClusterPhase::Degraded) => ("⚠", "33"),
+            Some(ClusterPhase::Failed) => ("✖", "31"),
+            _ => ("?", "90"),
+        };
+        format!("{} ", self.paint(code, symbol))
+    }
+}
+
+fn dash(text: &str) -> String {
+    if text.is_empty() {
+        "-".into()
+    } else {
+        text.into()
+    }
+}
+
+/// The first 10 characters of a revision hash: enough to tell revisions apart in a table.
+fn short(revision: Option<&str>) -> String {
+    revision.map_or_else(|| "-".into(), |r| r.chars().take(10).collect())
+}
+
+/// A pause in a few words: its scope, and the reason if given ("namespace: freeze").
+fn pause_text(pause: &express_planner::Pause) -> String {
+    let scope = match pause.scope {
+        express_planner::PauseScope::Operator => "operator-wide",
+        express_planner::PauseScope::Namespace => "namespace",
+        express_planner::PauseScope::Cluster => "cluster",
+    };
+    match &pause.reason {
+        Some(reason) => format!("{scope}: {reason}"),
+        None => scope.to_owned(),
+    }
+}
+
+/// One line of `list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListRow {
+    pub namespace: String,
+    pub cluster: String,
+    pub phase: String,
+    pub rollout: String,
+    pub progress: String,
+    pub current: String,
+    pub ready: String,
+    pub paused: String,
+}
+
+/// One row per Express cluster found, sorted by namespace and cluster.
+pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
+    let inventory = objects.inventory(operator_namespace);
+    objects
+        .cluster_keys()
+        .into_iter()
+        .map(|(namespace, cluster)| {
+            let express_cluster = objects.express_cluster(&namespace, &cluster);
+            let nodes = objects.nodes_of(&namespace, &cluster);
+            let status = express_cluster.and_then(|c| c.status.as_ref());
+            let rollout = status.and_then(|s| s.rollout.as_ref());
+            let ready_nodes = nodes
+                .iter()
+                .filter(|n| n.status.and_then(|s| s.ready) == Some(true))
+                .count();
+            let up = nodes.iter().filter(|n| n.spec.up).count();
+            let paused = snapshot_of(&inventory, &namespace, &cluster)
+                .and_then(|s| s.pause)
+                .map_or_else(|| "-".into(), |p| pause_text(&p));
+            let line = assess(express_cluster, &nodes);
+            ListRow {
+                phase: match status.and_then(|s| s.phase) {
+                    Some(phase) => format!("{phase:?}"),
+                    None => line.state.clone(),
+                },
+                rollout: rollout
+                    .and_then(|r| r.state)
+                    .map_or_else(|| "-".into(), |s| s.as_str().to_owned()),
+                progress: match rollout.filter(|r| !r.order.is_empty()) {
+                    Some(r) => format!("{}/{}", r.completed.len(), r.order.len()),
+                    None => format!(
+                        "{}/{up}",
+                        nodes
+                            .iter()
+                            .filter(|n| n.spec.up
+                                && n.status.is_some_and(|s| s.desired_revision.is_some()
+                                    && s.desired_revision == s.running_revision))
+                            .count()
+                    ),
+                },
+                current: dash(&rollout.map(|r| r.current.join(",")).unwrap_or_default()),
+                ready: format!("{ready_nodes}/{up}"),
+                paused,
+                namespace,
+                cluster,
+            }
+        })
+        .collect()
+}
+
+/// Columns padded to their widest cell.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<String>| {
+        let last = cells.len() - 1;
+        let text: Vec<String> = cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last {
+                    c
+                } else {
+                    format!("{c:<width$}", width = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", text.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| (*h).to_owned()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+    out
+}
+
+pub fn render_list(rows: &[ListRow]) -> String {
+    if rows.is_empty() {
+        return "No Express clusters found.\n".into();
+    }
+    table(
+        &[
+            "NAMESPACE",
+            "CLUSTER",
+            "PHASE",
+            "ROLLOUT",
+            "PROGRESS",
+            "CURRENT",
+            "READY",
+            "PAUSED",
+        ],
+        &rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.namespace.clone(),
+                    r.cluster.clone(),
+                    r.phase.clone(),
+                    r.rollout.clone(),
+                    r.progress.clone(),
+                    r.current.clone(),
+                    r.ready.clone(),
+                    r.paused.clone(),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Renders the `get` tree of one Express cluster: the ExpressCluster, then every node in
+/// upgrade order (down nodes last), each with its pod.
+pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Style) -> String {
+    let express_cluster = objects.express_cluster(namespace, cluster);
+    let nodes = objects.nodes_of(namespace, cluster);
+    let status = express_cluster.and_then(|c| c.status.as_ref());
+    let line = assess(express_cluster, &nodes);
+    let mut out = String::new();
+    let field = |out: &mut String, name: &str, value: &str| {
+        let _ = writeln!(out, "{:<13}{value}", format!("{name}:"));
+    };
+    field(&mut out, "Name", cluster);
+    field(&mut out, "Namespace", namespace);
+    let phase = status.and_then(|s| s.phase);
+    field(
+        &mut out,
+        "Phase",
+        &format!(
+            "{}{}",
+            style.cluster(phase),
+            phase.map_or_else(|| line.state.clone(), |p| format!("{p:?}"))
+        ),
+    );
+    let rollout = status.and_then(|s| s.rollout.as_ref());
+    if let Some(rollout) = rollout {
+        field(
+            &mut out,
+            "Rollout",
+            &format!(
+                "{}  {}/{}{}",
+                rollout.state.map_or("-", |s| s.as_str()),
+                rollout.completed.len(),
+                rollout.order.len(),
+                if rollout.current.is_empty() {
+                    String::new()
+                } else {
+                    format!("  (changing: {})", rollout.current.join(", "))
+                }
+            ),
+        );
+        if let Some(failed) = &rollout.failed_node {
+            field(&mut out, "Failed node", failed);
+        }
+    }
+    let inventory = objects.inventory("");
+    let snapshot = snapshot_of(&inventory, namespace, cluster);
+    if let Some(pause) = snapshot.as_ref().and_then(|s| s.pause.as_ref()) {
+        field(
+            &mut out,
+            "Paused",
+            pause.to_string().trim_start_matches("paused "),
+        );
+    }
+    field(&mut out, "Message", &line.message);
+    out.push('\n');
+
+    // Upgrade order: as the ExpressCluster reports it, else as the planner computes it.
+    let mut order: Vec<String> = rollout.map(|r| r.order.clone()).unwrap_or_default();
+    if order.is_empty()
+        && let Some(snapshot) = &snapshot
+    {
+        order = express_planner::plan(snapshot, 0).upgrade_order;
+    }
+    let mut ordered: Vec<&NodeView<'_>> = order
+        .iter()
+        .filter_map(|name| nodes.iter().find(|n| n.name() == name))
+        .collect();
+    for node in &nodes {
+        if !ordered.iter().any(|o| o.name() == node.name()) {
+            ordered.push(node);
+        }
+    }
+
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let title = match express_cluster {
+        Some(c) => format!(
+            "{}{} (ExpressCluster)",
+            style.cluster(phase),
+            c.metadata.name.as_deref().unwrap_or(cluster)
+        ),
+        None => format!("{cluster} (no ExpressCluster)"),
+    };
+    rows.push(vec![
+        title,
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+    ]);
+    for (i, node) in ordered.iter().enumerate() {
+        let last = i + 1 == ordered.len();
+        let (branch, under) = if last {
+            ("└──", "   ")
+        } else {
+            ("├──", "│  ")
+        };
+        let status = node.status;
+        let phase = status.and_then(|s| s.phase);
+        let revision = format!(
+            "{}→{}",
+            short(status.and_then(|s| s.running_revision.as_deref())),
+            short(status.and_then(|s| s.desired_revision.as_deref()))
+        );
+        let mut info: Vec<String> = Vec::new();
+        if let Some(change) = status
+            .and_then(|s| s.change.as_ref())
+            .filter(|c| c.state == ChangeState::InProgress)
+        {
+            info.push(format!(
+                "{:?} {}→{}",
+                change.kind,
+                short(change.from_revision.as_deref()),
+                short(Some(&change.to_revision))
+            ));
+        }
+        let waits: Vec<&str> = status
+            .map(|s| s.waiting_for.iter().map(|w| w.node.as_str()).collect())
+            .unwrap_or_default();
+        if !waits.is_empty() {
+            info.push(format!("waits for {}", waits.join(", ")));
+        }
+        if let Some(bounce) = status.and_then(|s| s.bounce.as_ref()) {
+            let phase = bounce.phase.map_or("?", |p| p.as_str());
+            if bounce.phase.is_some_and(|p| !p.is_final()) {
+                info.push(format!("bounce {} {phase}", bounce.request_id));
+            }
+        }
+        if matches!(
+            phase,
+            Some(NodePhase::Failed | NodePhase::Waiting | NodePhase::Paused)
+        ) && let Some(message) = status.and_then(|s| s.message.as_deref())
+            && waits.is_empty()
+        {
+            info.push(message.to_owned());
+        }
+        rows.push(vec![
+            format!("{branch}{}{}", style.phase(phase), node.name()),
+            node.kind.to_string(),
+            phase.map_or_else(|| "-".into(), |p| p.as_str().to_owned()),
+            revision,
+            status
+                .and_then(|s| s.running_version.clone())
+                .unwrap_or_else(|| "-".into()),
+            match status.and_then(|s| s.ready) {
+                Some(true) => "yes".into(),
+                Some(false) => "no".into(),
+                None => "-".into(),
+            },
+            status
+                .and_then(|s| s.restarts)
+                .map_or_else(|| "-".into(), |r| r.to_string()),
+            info.join("; "),
+        ]);
+        if let Some(pod) = objects.pod(namespace, node.name()) {
+            rows.push(pod_row(pod, under));
+        }
+    }
+    out.push_str(&table(
+        &[
+            "NAME", "KIND", "STATUS", "REVISION", "VERSION", "READY", "RESTARTS", "INFO",
+        ],
+        &rows,
+    ));
+    out
+}
+
+fn pod_row(pod: &Pod, under: &str) -> Vec<String> {
+    let status = pod.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let restarts: i32 = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|c| c.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0);
+    let phase = if pod.metadata.deletion_timestamp.is_some() {
+        "Terminating".to_owned()
+    } else {
+        status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into())
+    };
+    let revision = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(express_api::keys::LABEL_DEPLOYMENT_REVISION))
+        .map(String::as_str);
+    vec![
+        format!("{under}└──{}", pod.metadata.name.as_deref().unwrap_or("")),
+        "Pod".into(),
+        phase,
+        short(revision),
+        String::new(),
+        if ready { "yes".into() } else { "no".into() },
+        restarts.to_string(),
+        String::new(),
+    ]
+}
+
+/// Whether `get -w` can stop: the cluster settled (done or failed).
+pub fn settled(objects: &Objects, namespace: &str, cluster: &str) -> Option<Outcome> {
+    let express_cluster = objects.express_cluster(namespace, cluster);
+    let nodes = objects.nodes_of(namespace, cluster);
+    let line = assess(express_cluster, &nodes);
+    matches!(line.outcome, Outcome::Done | Outcome::Failed).then_some(line.outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::status::assess;
+    use express_api::{Backend, ExpressCluster, Frontend, NodePhase};
+    use serde_json::{Value, json};
+
+    const PLAIN: Style = Style { color: false };
+    const COLOR: Style = Style { color: true };
+
+    fn meta(name: &str) -> Value {
+        json!({"name": name, "namespace": "tenant", "generation": 2, "uid": format!("uid-{name}")})
+    }
+
+    fn node_status(phase: NodePhase, message: &str, extra: Value) -> Value {
+        let mut status = json!({
+            "observedGeneration": 2, "phase": phase.as_str(), "message": message,
+            "runningRevision": "5f1c2a9e7b3d", "desiredRevision": "9a8b7c6d5e4f",
+            "runningVersion": "v1", "ready": phase == NodePhase::Ready, "restarts": 0,
+        });
+        if let (Some(map), Some(extra)) = (status.as_object_mut(), extra.as_object()) {
+            map.extend(extra.clone());
+        }
+        status
+    }
+
+    fn frontend(name: &str, up: bool, status: Value) -> Frontend {
+        serde_json::from_value(json!({
+            "apiVersion": "express.dev/v1alpha1", "kind": "Frontend", "metadata": meta(name),
+            "spec": {"clusterConfig": {"clusterName": "acme"}, "up": up}, "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, phase: &str, ready: bool, terminating: bool) -> Pod {
+        let mut metadata = meta(name);
+        metadata["labels"] = json!({"express.dev/cluster": "acme", "express.dev/deployment-revision": "5f1c2a9e7b3d"});
+        if terminating {
+            metadata["deletionTimestamp"] = json!("2026-11-22T06:00:00Z");
+        }
+        serde_json::from_value(json!({
+            "metadata": metadata,
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}],
+                       "containerStatuses": [{"name": "express", "restartCount": 1, "ready": ready, "image": "express:v1", "imageID": ""}]},
+        }))
+        .unwrap()
+    }
+
+    /// A cluster mid-rollout with a node in every phase.
+    fn every_phase() -> Objects {
+        let cluster: ExpressCluster = serde_json::from_value(json!({
+            "apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster", "metadata": meta("acme"),
+            "spec": {},
+            "status": {"observedGeneration": 2, "phase": "Progressing",
+                       "message": "3 of 8 up nodes on their desired revision; bouncing acme-fe6",
+                       "rollout": {"state": "Progressing",
+                                   "order": ["acme-fe1", "acme-fe2", "acme-be", "acme-fe3", "acme-fe4", "acme-fe5", "acme-fe6", "acme-fe7"],
+                                   "current": ["acme-fe2"], "completed": ["acme-fe1", "acme-fe7", "acme-fe4"]}}
+        }))
+        .unwrap();
+        let backend: Backend = serde_json::from_value(json!({
+            "apiVersion": "express.dev/v1alpha1", "kind": "Backend", "metadata": meta("acme-be"),
+            "spec": {"clusterConfig": {"clusterName": "acme"}},
+            "status": node_status(NodePhase::Waiting, "waiting for acme-fe2 (not Ready)",
+                json!({"waitingFor": [{"node": "acme-fe2", "reason": "not Ready"}]})),
+        }))
+        .unwrap();
+        let frontends = vec![
+            frontend(
+                "acme-fe1",
+                true,
+                node_status(
+                    NodePhase::Ready,
+                    "running its desired revision",
+                    json!({"runningRevision": "9a8b7c6d5e4f", "runningVersion": "v2"}),
+                ),
+            ),
+            frontend(
+                "acme-fe2",
+                true,
+                node_status(
+                    NodePhase::Upgrading,
+                    "new pod starting",
+                    json!({"change": {"kind": "Upgrade", "state": "InProgress", "fromRevision": "5f1c2a9e7b3d", "toRevision": "9a8b7c6d5e4f", "sequence": 2, "rollout": "r"}}),
+                ),
+            ),
+            frontend(
+                "acme-fe3",
+                true,
+                node_status(NodePhase::Provisioning, "creating its pod", json!({})),
+            ),
+            frontend(
+                "acme-fe4",
+                true,
+                node_status(NodePhase::NotReady, "pod is not Ready", json!({})),
+            ),
+            frontend(
+                "acme-fe5",
+                true,
+                node_status(
+                    NodePhase::Failed,
+                    "revision 9a8b7c6d5e failed on this node (crash-looping)",
+                    json!({}),
+                ),
+            ),
+            frontend(
+                "acme-fe6",
+                true,
+                node_status(
+                    NodePhase::Bouncing,
+                    "bounce b1: deleting pod acme-fe6 gracefully",
+                    json!({"bounce": {"requestId": "b1", "phase": "Terminating"}}),
+                ),
+            ),
+            frontend(
+                "acme-fe7",
+                true,
+                node_status(
+                    NodePhase::Paused,
+                    "paused: nothing is changed until resumed",
+                    json!({}),
+                ),
+            ),
+            frontend(
+                "acme-fe8",
+                false,
+                node_status(
+                    NodePhase::Down,
+                    "intentionally down (up: false)",
+                    json!({"ready": false}),
+                ),
+            ),
+        ];
+        Objects {
+            clusters: vec![cluster],
+            backends: vec![backend],
+            frontends,
+            pods: vec![
+                pod("acme-be", "Running", true, false),
+                pod("acme-fe1", "Running", true, false),
+                pod("acme-fe2", "Running", false, false),
+                pod("acme-fe4", "Running", false, false),
+                pod("acme-fe5", "Running", false, false),
+                pod("acme-fe6", "Running", true, true),
+                pod("acme-fe7", "Running", true, false),
+            ],
+            ..Objects::default()
+        }
+    }
+
+    #[test]
+    fn the_tree_shows_every_node_phase_in_upgrade_order() {
+        insta::assert_snapshot!(
+            "tree_plain",
+            render_tree(&every_phase(), "tenant", "acme", PLAIN)
+        );
+    }
+
+    #[test]
+    fn colour_adds_symbols_and_nothing_else() {
+        let objects = every_phase();
+        let colored = render_tree(&objects, "tenant", "acme", COLOR);
+        assert!(colored.contains("\x1b[32m✔\x1b[0m acme-fe1"));
+        assert!(colored.contains("↻"));
+        let plain = render_tree(&objects, "tenant", "acme", PLAIN);
+        assert!(!plain.contains('\x1b') && !plain.contains('✔'));
+    }
+
+    #[test]
+    fn the_list_has_one_line_per_cluster() {
+        let mut objects = every_phase();
+        objects.frontends.push(
+            serde_json::from_value(json!({
+                "apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
+                "metadata": {"name": "beta-fe1", "namespace": "other", "generation": 1},
+                "spec": {"clusterConfig": {"clusterName": "beta"}},
+                "status": {"observedGeneration": 1, "phase": "Ready", "ready": true,
+                           "runningRevision": "r1", "desiredRevision": "r1"}
+            }))
+            .unwrap(),
+        );
+        objects.config_maps.push(
+            serde_json::from_value(json!({
+                "metadata": {"name": "express-control", "namespace": "other"},
+                "data": {"paused": "true", "reason": "freeze"}
+            }))
+            .unwrap(),
+        );
+        insta::assert_snapshot!("list", render_list(&list_rows(&objects, "express-system")));
+        assert_eq!(render_list(&[]), "No Express clusters found.\n");
+    }
+
+    #[test]
+    fn status_lines_say_the_state_and_why() {
+        let objects = every_phase();
+        let nodes = objects.nodes_of("tenant", "acme");
+        let mut lines = Vec::new();
+        for (state, phase, message) in [
+            (
+                "Progressing",
+                "Progressing",
+                "3 of 8 up nodes on their desired revision",
+            ),
+            (
+                "Complete",
+                "Healthy",
+                "all 8 up nodes Ready on their desired revision",
+            ),
+            (
+                "Failed",
+                "Failed",
+                "revision 9a8b7c6d5e failed on acme-fe5: crash-looping",
+            ),
+            ("Aborted", "Degraded", "aborted by request a1"),
+            (
+                "RollingBack",
+                "Failed",
+                "rolling back the nodes it changed, newest first",
+            ),
+            (
+                "Paused",
+                "Paused",
+                "paused (namespace (ConfigMap express-control)): freeze",
+            ),
+        ] {
+            let mut cluster = objects.clusters[0].clone();
+            let status = cluster.status.as_mut().unwrap();
+            status.phase = serde_json::from_value(json!(phase)).unwrap();
+            status.message = Some(message.into());
+            status.rollout.as_mut().unwrap().state = serde_json::from_value(json!(state)).unwrap();
+            let line = assess(Some(&cluster), &nodes);
+            lines.push(format!("{line}  => {:?}", line.outcome));
+        }
+        let mut unobserved = objects.clusters[0].clone();
+        unobserved.metadata.generation = Some(3);
+        let line = assess(Some(&unobserved), &nodes);
+        lines.push(format!("{line}  => {:?}", line.outcome));
+        let line = assess(None, &nodes);
+        lines.push(format!("{line}  => {:?}", line.outcome));
+        insta::assert_snapshot!("status_lines", lines.join("\n"));
+    }
+}
