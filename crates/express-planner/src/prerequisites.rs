@@ -55,10 +55,23 @@ enum Slot {
     MissingBackend,
 }
 
+/// Where a resolved prerequisite comes from (shown by `kubectl express plan -o mermaid|dot`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The default order (rule 1), from the node right before it.
+    Default,
+    /// The node's own `deploymentDependencies`.
+    Explicit,
+    /// Put in place of an intentionally-down node (the one given), whose own prerequisites
+    /// (or, in the default order, whose predecessor) it inherits.
+    Substituted { down: usize },
+}
+
 /// One resolved prerequisite: a target and what its pod must show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requirement<'a> {
     pub target: Target<'a>,
+    pub origin: Origin,
     pub condition_type: &'a str,
     pub condition_status: &'a str,
     pub pinned_version: Option<&'a str>,
@@ -66,11 +79,15 @@ pub struct Requirement<'a> {
 }
 
 impl<'a> Requirement<'a> {
-    fn default_on(slot: Slot) -> Self {
+    fn default_on((slot, skipped): (Slot, Option<usize>)) -> Self {
         Requirement {
             target: match slot {
                 Slot::Node(node) => Target::Node(node),
                 Slot::MissingBackend => Target::MissingBackend,
+            },
+            origin: match skipped {
+                Some(down) => Origin::Substituted { down },
+                None => Origin::Default,
             },
             condition_type: DEFAULT_PREREQUISITE_CONDITION,
             condition_status: DEFAULT_PREREQUISITE_STATUS,
@@ -82,6 +99,7 @@ impl<'a> Requirement<'a> {
     fn explicit(target: Target<'a>, prerequisite: &'a Prerequisite) -> Self {
         Requirement {
             target,
+            origin: Origin::Explicit,
             condition_type: prerequisite.condition_type(),
             condition_status: prerequisite.required_status(),
             pinned_version: prerequisite.express_version.as_deref(),
@@ -274,18 +292,29 @@ pub fn resolve(snapshot: &ClusterSnapshot) -> Result<Graph<'_>, Cycle> {
 /// as up: it is required): each node waits for its predecessor once intentionally-down nodes are
 /// removed from the list (rule 1). A down node gets the same answer, which is exactly what
 /// substituting it needs.
-fn nearest_up_predecessors(nodes: &[NodeObservation], order: &[Slot]) -> Vec<Option<Slot>> {
+/// With each predecessor, the down node right before this one, when one was skipped.
+fn nearest_up_predecessors(
+    nodes: &[NodeObservation],
+    order: &[Slot],
+) -> Vec<Option<(Slot, Option<usize>)>> {
     let mut predecessor = vec![None; nodes.len()];
     let mut last_up = None;
+    let mut skipped = None;
     for &slot in order {
         match slot {
             Slot::Node(node) => {
-                predecessor[node] = last_up;
+                predecessor[node] = last_up.map(|up| (up, skipped));
                 if nodes[node].up {
                     last_up = Some(slot);
+                    skipped = None;
+                } else {
+                    skipped = Some(node);
                 }
             }
-            Slot::MissingBackend => last_up = Some(slot),
+            Slot::MissingBackend => {
+                last_up = Some(slot);
+                skipped = None;
+            }
         }
     }
     predecessor
@@ -397,8 +426,8 @@ pub fn dangling_prerequisites(snapshot: &ClusterSnapshot) -> Vec<DanglingPrerequ
 struct Resolver<'a> {
     snapshot: &'a ClusterSnapshot,
     index: NodeIndex<'a>,
-    default_provisioning: Vec<Option<Slot>>,
-    default_upgrade: Vec<Option<Slot>>,
+    default_provisioning: Vec<Option<(Slot, Option<usize>)>>,
+    default_upgrade: Vec<Option<(Slot, Option<usize>)>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -441,7 +470,10 @@ impl<'a> Resolver<'a> {
                     down_chain.push(down);
                     let substituted = self.requirements(down, phase, down_chain)?;
                     down_chain.pop();
-                    resolved.extend(substituted);
+                    resolved.extend(substituted.into_iter().map(|r| Requirement {
+                        origin: Origin::Substituted { down },
+                        ..r
+                    }));
                 }
                 target => resolved.push(Requirement::explicit(target, prerequisite)),
             }

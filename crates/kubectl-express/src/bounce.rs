@@ -54,21 +54,7 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
     let name = args.node.as_str();
     let backends: Api<Backend> = Api::namespaced(client.clone(), &namespace);
     let frontends: Api<Frontend> = Api::namespaced(client.clone(), &namespace);
-    let unreachable = |e: kube::Error| Exit::failure(format!("cannot read node {name}: {e}"));
-    let kind = if backends.get_opt(name).await.map_err(unreachable)?.is_some() {
-        NodeKind::Backend
-    } else if frontends
-        .get_opt(name)
-        .await
-        .map_err(unreachable)?
-        .is_some()
-    {
-        NodeKind::Frontend
-    } else {
-        return Err(Exit::usage(format!(
-            "no Backend or Frontend named {name} in namespace {namespace}"
-        )));
-    };
+    let (kind, _) = crate::history::find_node(&client, &namespace, name).await?;
 
     let id = crate::request_id();
     // Every request says all of its options: a --force or a timeout left by an earlier request

@@ -8,6 +8,8 @@ mod bounce;
 mod connect;
 mod control;
 mod exit;
+mod graph;
+mod history;
 mod live;
 mod manifests;
 mod plan;
@@ -35,29 +37,38 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show what the operator would do next, and in which order, for every Express cluster.
+    /// Show what the operator does next and in which order (live, --offline, or as a graph)
+    ///
+    /// Reads the live cluster, or manifests with --offline -f; -o mermaid|dot draws the
+    /// provisioning and upgrade prerequisite graphs.
     Plan {
-        /// Plan from manifests instead of a live cluster (required in this version).
+        /// Only this Express cluster (its clusterName).
+        cluster: Option<String>,
+        /// Plan from manifests instead of the live cluster.
         #[arg(long)]
         offline: bool,
-        /// Manifest files or directories (`-` reads stdin): ExpressCluster, Backend, Frontend,
-        /// and Pods standing for the observed state (no pods = nothing running).
-        #[arg(short = 'f', long = "filename", value_name = "FILE", required = true)]
+        /// With --offline: manifest files or directories (`-` reads stdin): ExpressCluster,
+        /// Backend, Frontend, and Pods standing for the observed state (no pods = nothing runs).
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
         files: Vec<PathBuf>,
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
         output: plan::OutputFormat,
-        /// Namespace for objects that do not name one.
-        #[arg(short = 'n', long, default_value = "default")]
-        namespace: String,
+        /// Every namespace (live).
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
         /// Namespace of the operator, where the express-operator-control ConfigMap lives.
         #[arg(long, default_value = "express-system")]
         operator_namespace: String,
+        #[command(flatten)]
+        connect: connect::ConnectArgs,
     },
-    /// Restart one node's pod safely (DESIGN section 6): prints the request id; with --wait,
-    /// follows the bounce to its end.
+    /// Restart one node's pod safely, on the revision it runs
+    ///
+    /// Prints the request id; with --wait, follows the bounce to its end (DESIGN section 6).
     Bounce(bounce::BounceArgs),
-    /// Follow an Express cluster until its rollout ends: exit 0 done, 1 failed, 3 timeout,
-    /// 4 paused (with --fail-on-paused), 2 not found.
+    /// Follow a cluster's rollout to its end, with an exit code for pipelines
+    ///
+    /// Exit 0 done, 1 failed, 3 timeout, 4 paused (with --fail-on-paused), 2 not found.
     Status {
         /// The Express cluster (its clusterName).
         cluster: String,
@@ -73,7 +84,7 @@ enum Command {
         #[command(flatten)]
         connect: connect::ConnectArgs,
     },
-    /// Draw an Express cluster as a tree: the ExpressCluster, every node in upgrade order, its pod.
+    /// Draw a cluster as a tree: every node in upgrade order, with its pod
     Get {
         /// The Express cluster (its clusterName).
         cluster: String,
@@ -83,7 +94,7 @@ enum Command {
         #[command(flatten)]
         connect: connect::ConnectArgs,
     },
-    /// One line per Express cluster: phase, rollout, progress, current node, ready, paused.
+    /// One line per Express cluster: phase, rollout, progress, ready, paused
     List {
         /// Every namespace.
         #[arg(short = 'A', long)]
@@ -94,11 +105,37 @@ enum Command {
         #[command(flatten)]
         connect: connect::ConnectArgs,
     },
-    /// Pause an Express cluster, every cluster of a namespace, or every cluster.
+    /// List a node's kept revisions, show one, or diff two
+    History {
+        /// The Backend or Frontend.
+        node: String,
+        /// Print this revision's kept effective spec (its number or its hash).
+        #[arg(long, value_name = "N", conflicts_with = "diff")]
+        revision: Option<String>,
+        /// Field-level diff between two kept revisions (numbers or hashes).
+        #[arg(long, num_args = 2, value_names = ["A", "B"])]
+        diff: Option<Vec<String>>,
+        #[command(flatten)]
+        connect: connect::ConnectArgs,
+    },
+    /// Print shell completions (bash, zsh, fish, ...)
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the plugin's version and the operator's
+    Version {
+        /// The operator's namespace (its Deployment and Lease are read there).
+        #[arg(long, default_value = "express-system", value_name = "NS")]
+        operator_namespace: String,
+        #[command(flatten)]
+        connect: connect::ConnectArgs,
+    },
+    /// Pause a cluster, every cluster of a namespace, or every cluster
     Pause(PauseArgs),
-    /// Resume what `pause` paused, in the same scope.
+    /// Resume what `pause` paused, in the same scope
     Resume(PauseArgs),
-    /// Stop the current rollout of an Express cluster (prints the request id).
+    /// Stop a cluster's current rollout, optionally rolling back
     Abort {
         cluster: String,
         /// Return the nodes the rollout changed to their previous revision.
@@ -110,7 +147,7 @@ enum Command {
         #[command(flatten)]
         connect: connect::ConnectArgs,
     },
-    /// Clear a failed or aborted rollout of an Express cluster (prints the request id).
+    /// Clear a failed or aborted rollout
     Retry {
         cluster: String,
         /// Return once the operator has recorded the request.
@@ -189,24 +226,58 @@ fn main() -> ExitCode {
     let style = view::Style::detect(cli.no_color);
     match cli.command {
         Command::Plan {
+            cluster,
             offline,
             files,
             output,
-            namespace,
+            all_namespaces,
             operator_namespace,
+            connect,
         } => {
-            if !offline {
-                eprintln!(
-                    "kubectl-express plan: only --offline planning is available in this version; run it with --offline -f FILE..."
-                );
-                return ExitCode::from(2);
+            if offline {
+                if files.is_empty() {
+                    return exit::Exit::usage("--offline needs -f FILE (manifests to plan from)")
+                        .report("plan");
+                }
+                let request = plan::OfflinePlan {
+                    files,
+                    namespace: connect.namespace.unwrap_or_else(|| "default".into()),
+                    operator_namespace,
+                };
+                return match plan::offline(&request) {
+                    Ok(report) => print_plan(&report, output),
+                    Err(errors) => {
+                        for error in &errors {
+                            eprintln!("error: {error}");
+                        }
+                        exit::Exit::failure(format!(
+                            "{} problem(s) found; nothing planned",
+                            errors.len()
+                        ))
+                        .report("plan")
+                    }
+                };
             }
-            let request = plan::OfflinePlan {
-                files,
-                namespace,
-                operator_namespace,
-            };
-            run_offline_plan(&request, output)
+            if !files.is_empty() {
+                return exit::Exit::usage(
+                    "-f reads manifests: add --offline, or drop -f to plan the live cluster",
+                )
+                .report("plan");
+            }
+            live("plan", &connect, |c| async move {
+                let namespace = (!all_namespaces).then_some(c.namespace.as_str());
+                let objects = live::Objects::load(&c.client, namespace, &operator_namespace)
+                    .await
+                    .map_err(exit::Exit::failure)?;
+                let report = plan::live(&objects, &operator_namespace, cluster.as_deref());
+                if let (Some(cluster), true) = (&cluster, report.clusters.is_empty()) {
+                    return Err(exit::Exit::usage(format!(
+                        "no Express cluster {cluster} in namespace {}",
+                        namespace.unwrap_or("(any)")
+                    )));
+                }
+                Ok(print_plan(&report, output))
+            })
         }
         Command::Bounce(args) => match tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -265,6 +336,44 @@ fn main() -> ExitCode {
             );
             Ok(ExitCode::SUCCESS)
         }),
+        Command::History {
+            node,
+            revision,
+            diff,
+            connect,
+        } => live("history", &connect, |c| async move {
+            let show = match (revision, diff) {
+                (Some(revision), _) => history::Show::Revision(revision),
+                (None, Some(pair)) if pair.len() == 2 => {
+                    history::Show::Diff(pair[0].clone(), pair[1].clone())
+                }
+                _ => history::Show::Table,
+            };
+            history::run(&c.client, &c.namespace, &node, show).await
+        }),
+        Command::Completion { shell } => {
+            use clap::CommandFactory as _;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "kubectl-express",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Version {
+            operator_namespace,
+            connect,
+        } => {
+            println!("kubectl-express {}", env!("CARGO_PKG_VERSION"));
+            live("version", &connect, |c| async move {
+                println!(
+                    "operator: {}",
+                    operator_version(&c.client, &operator_namespace).await
+                );
+                Ok(ExitCode::SUCCESS)
+            })
+        }
         Command::Pause(args) => live("pause", &args.connect.clone(), |c| async move {
             control::set_paused(
                 &c.client,
@@ -310,32 +419,29 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_offline_plan(request: &plan::OfflinePlan, output: plan::OutputFormat) -> ExitCode {
-    let report = match plan::offline(request) {
-        Ok(report) => report,
-        Err(errors) => {
-            for error in &errors {
-                eprintln!("error: {error}");
-            }
-            eprintln!(
-                "kubectl-express plan: {} problem(s) found; nothing planned",
-                errors.len()
-            );
-            return ExitCode::FAILURE;
-        }
-    };
+/// Prints a plan in the chosen form, warnings on stderr.
+fn print_plan(report: &plan::Report, output: plan::OutputFormat) -> ExitCode {
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
     match output {
-        plan::OutputFormat::Table => print!("{}", plan::render_table(&report)),
-        plan::OutputFormat::Json => match plan::render_json(&report) {
+        plan::OutputFormat::Table => print!("{}", plan::render_table(report)),
+        plan::OutputFormat::Json => match plan::render_json(report) {
             Ok(json) => println!("{json}"),
             Err(err) => {
-                eprintln!("kubectl-express plan: cannot render JSON: {err}");
-                return ExitCode::FAILURE;
+                return exit::Exit::failure(format!("cannot render JSON: {err}")).report("plan");
             }
         },
+        plan::OutputFormat::Mermaid | plan::OutputFormat::Dot => {
+            let format = if output == plan::OutputFormat::Mermaid {
+                graph::Format::Mermaid
+            } else {
+                graph::Format::Dot
+            };
+            for cluster in &report.clusters {
+                print!("{}", graph::render(&cluster.snapshot, format));
+            }
+        }
     }
     ExitCode::SUCCESS
 }
@@ -392,5 +498,46 @@ async fn get(
             None => {}
         }
         watched.changed().await.map_err(exit::Exit::failure)?;
+    }
+}
+
+/// The operator's version: the image of its Deployment `express-operator` (as the chart names
+/// it), else who holds its Lease; what could not be read is said, not an error.
+async fn operator_version(client: &kube::Client, namespace: &str) -> String {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::Api;
+    match Api::<Deployment>::namespaced(client.clone(), namespace)
+        .get_opt("express-operator")
+        .await
+    {
+        Ok(Some(deployment)) => {
+            let image = deployment
+                .spec
+                .template
+                .spec
+                .and_then(|s| s.containers.into_iter().next())
+                .and_then(|c| c.image);
+            if let Some(image) = image {
+                return format!("{image} (Deployment {namespace}/express-operator)");
+            }
+        }
+        Ok(None) => {}
+        Err(err) => return format!("unknown (cannot read the cluster: {err})"),
+    }
+    match Api::<Lease>::namespaced(client.clone(), namespace)
+        .get_opt("express-operator")
+        .await
+    {
+        Ok(Some(lease)) => match lease.spec.and_then(|s| s.holder_identity) {
+            Some(holder) => format!(
+                "running as {holder} (Lease {namespace}/express-operator); version unknown: no Deployment express-operator"
+            ),
+            None => format!("no leader holds Lease {namespace}/express-operator"),
+        },
+        Ok(None) => {
+            format!("not found in namespace {namespace} (no Deployment or Lease express-operator)")
+        }
+        Err(err) => format!("unknown (cannot read the cluster: {err})"),
     }
 }

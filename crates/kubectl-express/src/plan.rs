@@ -16,6 +16,10 @@ use crate::manifests::{self, Manifests};
 pub enum OutputFormat {
     Table,
     Json,
+    /// The prerequisite graphs as a Mermaid flowchart.
+    Mermaid,
+    /// The prerequisite graphs in Graphviz DOT.
+    Dot,
 }
 
 pub struct OfflinePlan {
@@ -56,75 +60,118 @@ pub fn offline(request: &OfflinePlan) -> Result<Report, Vec<String>> {
     let mut warnings = unmatched_pods(&manifests, &snapshots);
     let mut clusters = Vec::new();
     for snapshot in snapshots {
-        let cluster = format!(
-            "Express cluster {}/{}",
-            snapshot.namespace, snapshot.cluster_name
-        );
-        let located =
-            |kind: &str, name: &str| match manifests.origin(kind, &snapshot.namespace, name) {
-                Some(origin) => format!("{origin}: "),
-                None => String::new(),
-            };
-        for message in &snapshot.spec_errors {
-            errors.push(format!("{cluster}: {message}"));
-        }
-        for node in &snapshot.nodes {
-            if let Err(message) = &node.desired {
-                errors.push(format!(
-                    "{}{} {}/{}: {message}",
-                    located(&node.kind.to_string(), &node.name),
-                    node.kind,
-                    snapshot.namespace,
-                    node.name
-                ));
-            }
-        }
-        for dangling in dangling_prerequisites(&snapshot) {
-            errors.push(format!(
-                "{}{dangling}",
-                located(&dangling.kind.to_string(), &dangling.node)
-            ));
-        }
-        if snapshot.nodes.is_empty() {
-            warnings.push(format!(
-                "{cluster}: the ExpressCluster has no Backend or Frontend nodes"
-            ));
-        }
-        let simulation = simulate(&snapshot, Some(1));
-        match &simulation.blocked {
-            Some(Blocked::InvalidSpec(message)) => errors.push(format!("{cluster}: {message}")),
-            Some(Blocked::Paused(_)) | None => {}
-        }
-        if let Some(why) = &simulation.unsettled {
-            warnings.push(format!("{cluster}: nothing new starts: {why}"));
-        }
-        for pending in &simulation.pending {
-            let why: Vec<String> = pending
-                .waiting_for
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            warnings.push(format!(
-                "{cluster}: {} {} would still wait: {}",
-                pending.kind,
-                pending.node,
-                if why.is_empty() {
-                    format!("{:?}", pending.state)
-                } else {
-                    why.join("; ")
-                }
-            ));
-        }
-        clusters.push(ClusterPlan {
-            snapshot,
-            simulation,
-        });
+        let namespace = snapshot.namespace.clone();
+        let located = |kind: &str, name: &str| {
+            manifests
+                .origin(kind, &namespace, name)
+                .map(|origin| format!("{origin}: "))
+                .unwrap_or_default()
+        };
+        let (cluster, problems, notes) = assess(snapshot, &located);
+        errors.extend(problems);
+        warnings.extend(notes);
+        clusters.push(cluster);
     }
     if errors.is_empty() {
         Ok(Report { clusters, warnings })
     } else {
         Err(errors)
     }
+}
+
+/// Simulates one cluster and says what would keep the operator from acting (errors) and what
+/// would still wait at the end (warnings). `located` prefixes where an object came from.
+fn assess(
+    snapshot: ClusterSnapshot,
+    located: &dyn Fn(&str, &str) -> String,
+) -> (ClusterPlan, Vec<String>, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+
+    let cluster = format!(
+        "Express cluster {}/{}",
+        snapshot.namespace, snapshot.cluster_name
+    );
+    for message in &snapshot.spec_errors {
+        errors.push(format!("{cluster}: {message}"));
+    }
+    for node in &snapshot.nodes {
+        if let Err(message) = &node.desired {
+            errors.push(format!(
+                "{}{} {}/{}: {message}",
+                located(&node.kind.to_string(), &node.name),
+                node.kind,
+                snapshot.namespace,
+                node.name
+            ));
+        }
+    }
+    for dangling in dangling_prerequisites(&snapshot) {
+        errors.push(format!(
+            "{}{dangling}",
+            located(&dangling.kind.to_string(), &dangling.node)
+        ));
+    }
+    if snapshot.nodes.is_empty() {
+        warnings.push(format!(
+            "{cluster}: the ExpressCluster has no Backend or Frontend nodes"
+        ));
+    }
+    let simulation = simulate(&snapshot, Some(1));
+    match &simulation.blocked {
+        Some(Blocked::InvalidSpec(message)) => errors.push(format!("{cluster}: {message}")),
+        Some(Blocked::Paused(_)) | None => {}
+    }
+    if let Some(why) = &simulation.unsettled {
+        warnings.push(format!("{cluster}: nothing new starts: {why}"));
+    }
+    for pending in &simulation.pending {
+        let why: Vec<String> = pending
+            .waiting_for
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        warnings.push(format!(
+            "{cluster}: {} {} would still wait: {}",
+            pending.kind,
+            pending.node,
+            if why.is_empty() {
+                format!("{:?}", pending.state)
+            } else {
+                why.join("; ")
+            }
+        ));
+    }
+    (
+        ClusterPlan {
+            snapshot,
+            simulation,
+        },
+        errors,
+        warnings,
+    )
+}
+
+/// Plans every Express cluster of a live cluster's objects (one, when `cluster` names it).
+/// Problems are warnings here: the operator reports them in status and keeps going.
+pub fn live(
+    objects: &crate::live::Objects,
+    operator_namespace: &str,
+    cluster: Option<&str>,
+) -> Report {
+    let inventory = objects.inventory(operator_namespace);
+    let mut warnings = Vec::new();
+    let mut clusters = Vec::new();
+    for snapshot in snapshots(&inventory) {
+        if cluster.is_some_and(|c| c != snapshot.cluster_name) {
+            continue;
+        }
+        let (plan, problems, notes) = assess(snapshot, &|_, _| String::new());
+        warnings.extend(problems);
+        warnings.extend(notes);
+        clusters.push(plan);
+    }
+    Report { clusters, warnings }
 }
 
 fn unmatched_pods(manifests: &Manifests, snapshots: &[ClusterSnapshot]) -> Vec<String> {

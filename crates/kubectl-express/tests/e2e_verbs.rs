@@ -288,3 +288,134 @@ async fn get_draws_the_tree_and_with_w_exits_when_the_rollout_settles_and_list_s
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn live_plan_agrees_with_what_the_operator_does_next_mid_rollout() {
+    let env = ready_tenant(&["fe1", "fe2", "fe3", "fe4"]).await;
+    env.sim.kubelet().add_rule(KubeletRule {
+        image: Some(":v2".into()),
+        startup_seconds: Some(2.0),
+        ..KubeletRule::default()
+    });
+    let created_from = env.created.lock().unwrap().len();
+    change(&env, v("v2")).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while since(&env.created, created_from).is_empty() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (code, stdout, stderr) =
+        kubectl_express(&env, &["plan", "acme", "-n", NS, "-o", "json"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let planned: Value = serde_json::from_str(&stdout).unwrap();
+    let steps: Vec<String> = planned["clusters"][0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["node"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("acme-")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(planned["clusters"][0]["name"], "acme");
+    let (code, table, _) = kubectl_express(&env, &["plan", "-n", NS]).await;
+    assert_eq!(code, 0);
+    assert!(table.contains("Express cluster tenant/acme"), "{table}");
+    let (code, graph, _) =
+        kubectl_express(&env, &["plan", "acme", "-n", NS, "-o", "mermaid"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        graph.contains("flowchart LR")
+            && graph.contains("u_acme_fe1 -->|\"waiting: not yet Ready=True")
+            && graph.contains("| u_acme_fe2"),
+        "{graph}"
+    );
+
+    settle(&env).await;
+    let created = since(&env.created, created_from);
+    assert_eq!(created.len(), 5, "{created:?}");
+    assert_eq!(
+        created[1..].to_vec(),
+        steps,
+        "the operator went {created:?}, the plan said {steps:?}"
+    );
+    let (code, _, stderr) = kubectl_express(&env, &["plan", "nope", "-n", NS]).await;
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[tokio::test]
+async fn history_lists_shows_and_diffs_kept_revisions() {
+    let env = ready_tenant(&["fe1"]).await;
+    change(&env, v("v2")).await;
+    settle(&env).await;
+    let (code, stdout, stderr) = kubectl_express(&env, &["history", "acme-fe1", "-n", NS]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(lines[0].starts_with("NO  REVISION"), "{stdout}");
+    assert!(
+        lines[1].starts_with("1 ") && lines[1].contains(" v1 "),
+        "{stdout}"
+    );
+    assert!(
+        lines[2].starts_with("2 ") && lines[2].ends_with("running, desired"),
+        "{stdout}"
+    );
+
+    let (code, stdout, _) =
+        kubectl_express(&env, &["history", "acme-fe1", "-n", NS, "--diff", "1", "2"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("~ expressVersion: \"v1\" -> \"v2\""),
+        "{stdout}"
+    );
+    let (code, stdout, _) =
+        kubectl_express(&env, &["history", "acme-fe1", "-n", NS, "--revision", "1"]).await;
+    assert_eq!(code, 0);
+    assert!(stdout.contains("expressVersion: v1"), "{stdout}");
+
+    let (code, _, stderr) =
+        kubectl_express(&env, &["history", "acme-fe1", "-n", NS, "--revision", "9"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("has no kept revision 9"), "{stderr}");
+    let (code, _, stderr) = kubectl_express(&env, &["history", "acme-fe9", "-n", NS]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no Backend or Frontend named acme-fe9 in namespace tenant"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn version_and_completion() {
+    let env = env().await;
+    let (code, stdout, stderr) = kubectl_express(&env, &["version"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let mut lines = stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some(concat!("kubectl-express ", env!("CARGO_PKG_VERSION")))
+    );
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("operator: not found in namespace express-system"),
+        "{stdout}"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-express"))
+            .args(["completion", shell])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{shell}");
+        assert!(
+            String::from_utf8_lossy(&output.stdout).contains("bounce"),
+            "{shell}"
+        );
+    }
+}

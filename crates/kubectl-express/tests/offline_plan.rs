@@ -375,13 +375,19 @@ fn empty_input_plans_nothing() {
 }
 
 #[test]
-fn live_mode_is_refused_clearly() {
+fn files_without_offline_and_offline_without_files_are_usage_errors() {
     let output = Command::new(env!("CARGO_BIN_EXE_kubectl-express"))
         .args(["plan", "-f", "x.yaml"])
         .output()
         .expect("run");
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("only --offline planning is available"));
+    assert!(stderr(&output).contains("-f reads manifests: add --offline"));
+    let output = Command::new(env!("CARGO_BIN_EXE_kubectl-express"))
+        .args(["plan", "--offline"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--offline needs -f FILE"));
     let bad_flag = Command::new(env!("CARGO_BIN_EXE_kubectl-express"))
         .args(["plan", "--offline", "-f", "x", "-o", "xml"])
         .output()
