@@ -94,39 +94,37 @@ fn age(created_ms: Option<i64>, now_ms: i64) -> String {
 pub fn render(kept: &[Kept], status: Option<&NodeStatus>, now_ms: i64) -> String {
     let running = status.and_then(|s| s.running_revision.as_deref());
     let desired = status.and_then(|s| s.desired_revision.as_deref());
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<4}{:<18}{:<12}{:<12}AGE",
-        "NO", "REVISION", "VERSION", "CHANGESET"
-    );
-    for k in kept {
-        let (version, changeset) = match &k.spec {
-            Ok(spec) => (
-                spec.express_version.clone(),
-                spec.config_changeset.clone().unwrap_or_else(|| "-".into()),
-            ),
-            Err(_) => ("?".into(), "?".into()),
-        };
-        let marks: Vec<&str> = [
-            (running == Some(k.revision.as_str())).then_some("running"),
-            (desired == Some(k.revision.as_str())).then_some("desired"),
-        ]
-        .into_iter()
-        .flatten()
+    let rows: Vec<Vec<String>> = kept
+        .iter()
+        .map(|k| {
+            let (version, changeset) = match &k.spec {
+                Ok(spec) => (
+                    spec.express_version.clone(),
+                    spec.config_changeset.clone().unwrap_or_else(|| "-".into()),
+                ),
+                Err(_) => ("?".into(), "?".into()),
+            };
+            let marks: Vec<&str> = [
+                (running == Some(k.revision.as_str())).then_some("running"),
+                (desired == Some(k.revision.as_str())).then_some("desired"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            vec![
+                k.number.to_string(),
+                k.revision.clone(),
+                version,
+                changeset,
+                age(k.created_ms, now_ms),
+                marks.join(", "),
+            ]
+        })
         .collect();
-        let line = format!(
-            "{:<4}{:<18}{:<12}{:<12}{:<6}{}",
-            k.number,
-            k.revision,
-            version,
-            changeset,
-            age(k.created_ms, now_ms),
-            marks.join(", ")
-        );
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
-    out
+    crate::view::table(
+        &["NO", "REVISION", "VERSION", "CHANGESET", "AGE", ""],
+        &rows,
+    )
 }
 
 /// A kept revision by its number or its revision hash.
@@ -300,7 +298,7 @@ mod tests {
         let text = render(&kept, Some(&status), 7_200_000);
         assert_eq!(
             text,
-            "NO  REVISION          VERSION     CHANGESET   AGE\n1   aaa               v1          -           2h    running\n2   bbb               v2          -           60m   desired\n"
+            "NO  REVISION  VERSION  CHANGESET  AGE\n1   aaa       v1       -          2h   running\n2   bbb       v2       -          60m  desired\n"
         );
         assert_eq!(pick(&kept, "2").map(|k| k.revision.as_str()), Some("bbb"));
         assert_eq!(pick(&kept, "aaa").map(|k| k.number), Some(1));

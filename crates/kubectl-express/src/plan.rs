@@ -248,8 +248,25 @@ pub fn render_table(report: &Report) -> String {
             snapshot.nodes.len(),
             snapshot.nodes.iter().filter(|n| n.up).count()
         );
+        let changing: Vec<&str> = express_planner::plan(snapshot, 0)
+            .nodes
+            .iter()
+            .zip(&snapshot.nodes)
+            .filter(|(p, _)| p.state.in_flight())
+            .map(|(_, n)| n.name.as_str())
+            .collect();
+        if !changing.is_empty() {
+            let _ = writeln!(out, "  changing now: {}", changing.join(", "));
+        }
         if let Some(Blocked::Paused(pause)) = &cluster.simulation.blocked {
             let _ = writeln!(out, "  {pause}; nothing changes until it is resumed");
+            continue;
+        }
+        if let Some(Blocked::InvalidSpec(why)) = &cluster.simulation.blocked {
+            let _ = writeln!(
+                out,
+                "  invalid spec: {why}; nothing changes until it is fixed"
+            );
             continue;
         }
         if cluster.simulation.steps.is_empty() {

@@ -161,7 +161,7 @@ pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
 }
 
 /// Columns padded to their widest cell.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

@@ -390,6 +390,28 @@ async fn history_lists_shows_and_diffs_kept_revisions() {
 }
 
 #[tokio::test]
+async fn pausing_a_cluster_helm_manages_warns_that_a_sync_reverts_it() {
+    let env = ready_tenant(&["fe1"]).await;
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .patch(
+            "acme",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {
+                "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": "acme"}}})),
+        )
+        .await
+        .unwrap();
+    let (code, _, stderr) = kubectl_express(&env, &["pause", "acme", "-n", NS]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("managed by Helm (release acme)")
+            && stderr.contains("kubectl express pause --namespace-wide -n tenant"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
 async fn version_and_completion() {
     let env = env().await;
     let (code, stdout, stderr) = kubectl_express(&env, &["version"]).await;
