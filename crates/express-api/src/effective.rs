@@ -20,7 +20,9 @@ use crate::{NodeDefaults, NodeKind, NodeSpec};
 const REVISION_HEX_DIGITS: usize = 10;
 
 /// Bumped only if the hashed material ever has to change shape; part of the hashed bytes.
-const REVISION_SCHEME: &str = "express.dev/revision/v1";
+/// The revision algorithm's version: hashed in with every revision, and reported by the tools
+/// that compare revisions computed by different builds.
+pub const REVISION_SCHEME: &str = "express.dev/revision/v1";
 
 /// Why a node's effective spec cannot be computed. Each message is written for the SRE reading
 /// the node's status.
@@ -57,8 +59,25 @@ impl EffectiveNodeSpec {
         format!("{}:{}", self.image_repository, self.express_version)
     }
 
-    /// The revision computed from this spec (ignores any label override).
+    /// The revision computed from this spec (ignores any label override): a digest of
+    /// [`REVISION_SCHEME`] and [`EffectiveNodeSpec::canonical`].
     pub fn computed_revision(&self) -> String {
+        let canonical = self.canonical();
+        let mut hasher = Sha256::new();
+        hasher.update(REVISION_SCHEME.as_bytes());
+        hasher.update([0u8]);
+        hasher.update(canonical.as_bytes());
+        let digest = hasher.finalize();
+        let mut hex = String::with_capacity(REVISION_HEX_DIGITS);
+        for byte in digest.iter().take(REVISION_HEX_DIGITS / 2) {
+            hex.push_str(&format!("{byte:02x}"));
+        }
+        hex
+    }
+
+    /// Exactly the text the revision hashes (after the scheme): the spec's fields as canonical
+    /// JSON, keys sorted, no white space.
+    pub fn canonical(&self) -> String {
         let mut material = Map::new();
         material.insert(
             "expressVersion".into(),
@@ -72,17 +91,7 @@ impl EffectiveNodeSpec {
 
         let mut canonical = String::new();
         write_canonical(&Value::Object(material), &mut canonical);
-
-        let mut hasher = Sha256::new();
-        hasher.update(REVISION_SCHEME.as_bytes());
-        hasher.update([0u8]);
-        hasher.update(canonical.as_bytes());
-        let digest = hasher.finalize();
-        let mut hex = String::with_capacity(REVISION_HEX_DIGITS);
-        for byte in digest.iter().take(REVISION_HEX_DIGITS / 2) {
-            hex.push_str(&format!("{byte:02x}"));
-        }
-        hex
+        canonical
     }
 
     /// The desired revision: the `express.dev/deployment-revision` label when the node carries

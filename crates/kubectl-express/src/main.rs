@@ -13,6 +13,7 @@ mod history;
 mod live;
 mod manifests;
 mod plan;
+mod revisions;
 mod status;
 mod view;
 
@@ -118,6 +119,46 @@ enum Command {
         #[command(flatten)]
         connect: connect::ConnectArgs,
     },
+    /// Check nodes' deployment revisions, local against live, before they restart anything
+    ///
+    /// Exit 0 no discrepancy, 1 a discrepancy (or, with --fail-on-restart, a node would
+    /// restart), 2 errors.
+    Revisions {
+        #[command(flatten)]
+        local: LocalArgs,
+        /// Compare with the live cluster (implied without -f/--chart).
+        #[arg(long)]
+        live: bool,
+        /// Every namespace (live only).
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// Only this node.
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
+        /// Show each node's canonical effective spec: exactly what its revision hashes.
+        #[arg(short = 'v', long)]
+        verbose: bool,
+        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+        output: RevisionsOutput,
+        /// Exit 1 also when any node would restart.
+        #[arg(long)]
+        fail_on_restart: bool,
+        #[arg(long, default_value = "express-system", value_name = "NS")]
+        operator_namespace: String,
+        #[command(flatten)]
+        connect: connect::ConnectArgs,
+    },
+    /// Field-level diff of the effective spec, live against local, for nodes that would restart
+    ///
+    /// Exit 0 no difference, 1 differences, 2 errors (like kubectl diff).
+    Diff {
+        #[command(flatten)]
+        local: LocalArgs,
+        #[arg(long, default_value = "express-system", value_name = "NS")]
+        operator_namespace: String,
+        #[command(flatten)]
+        connect: connect::ConnectArgs,
+    },
     /// Print shell completions (bash, zsh, fish, ...)
     Completion {
         #[arg(value_enum)]
@@ -156,6 +197,77 @@ enum Command {
         #[command(flatten)]
         connect: connect::ConnectArgs,
     },
+}
+
+/// Local objects: rendered manifests, or a chart rendered with `helm template`.
+#[derive(clap::Args, Clone, Debug)]
+struct LocalArgs {
+    /// Rendered manifests, directories or `-` (stdin).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// A chart to render with `helm template`.
+    #[arg(long, value_name = "DIR")]
+    chart: Option<PathBuf>,
+    /// Values files for the chart.
+    #[arg(long = "values", value_name = "FILE", requires = "chart")]
+    values: Vec<PathBuf>,
+    /// Values set on the command line (k=v).
+    #[arg(long = "set", value_name = "K=V", requires = "chart")]
+    set: Vec<String>,
+    /// The release name to render with.
+    #[arg(long, default_value = "express", value_name = "NAME")]
+    release: String,
+    /// The helm binary (default: helm on PATH).
+    #[arg(long, value_name = "PATH")]
+    helm: Option<PathBuf>,
+}
+
+impl LocalArgs {
+    fn sources(&self) -> revisions::Sources {
+        revisions::Sources {
+            files: self.files.clone(),
+            chart: self.chart.clone(),
+            values: self.values.clone(),
+            set: self.set.clone(),
+            release: self.release.clone(),
+            helm: self.helm.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RevisionsOutput {
+    Table,
+    Json,
+}
+
+/// Runs `revisions` or `diff`: every error, unreachable cluster included, exits 2.
+fn check<F, Fut>(verb: &str, connect: &connect::ConnectArgs, live: bool, run: F) -> ExitCode
+where
+    F: FnOnce(Option<kube::Client>, String) -> Fut,
+    Fut: std::future::Future<Output = Result<ExitCode, exit::Exit>>,
+{
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return exit::Exit::usage(format!("cannot start: {err}")).report(verb),
+    };
+    exit::finish(
+        verb,
+        runtime.block_on(async {
+            if !live {
+                let namespace = connect
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".into());
+                return run(None, namespace).await;
+            }
+            let connection = connect.connect().await.map_err(exit::Exit::usage)?;
+            run(Some(connection.client), connection.namespace).await
+        }),
+    )
 }
 
 #[derive(clap::Args)]
@@ -351,6 +463,65 @@ fn main() -> ExitCode {
             };
             history::run(&c.client, &c.namespace, &node, show).await
         }),
+        Command::Revisions {
+            local,
+            live,
+            all_namespaces,
+            node,
+            verbose,
+            output,
+            fail_on_restart,
+            operator_namespace,
+            connect,
+        } => {
+            let sources = local.sources();
+            let live = live || !sources.is_local();
+            check(
+                "revisions",
+                &connect,
+                live,
+                |client, namespace| async move {
+                    let options = revisions::Options {
+                        sources,
+                        namespace,
+                        all_namespaces,
+                        node,
+                        verbose,
+                        json: output == RevisionsOutput::Json,
+                        fail_on_restart,
+                        operator_namespace,
+                    };
+                    revisions::revisions(client.as_ref(), &options).await
+                },
+            )
+        }
+        Command::Diff {
+            local,
+            operator_namespace,
+            connect,
+        } => {
+            let sources = local.sources();
+            if !sources.is_local() {
+                return exit::Exit::usage("diff needs local objects: -f FILE or --chart DIR")
+                    .report("diff");
+            }
+            check("diff", &connect, true, |client, namespace| async move {
+                let Some(client) = client else {
+                    return Err(exit::Exit::usage("diff needs the live cluster"));
+                };
+                let options = revisions::Options {
+                    sources,
+                    namespace,
+                    all_namespaces: false,
+                    node: None,
+                    verbose: false,
+                    json: false,
+                    fail_on_restart: false,
+                    operator_namespace,
+                };
+                revisions::diff(&client, &options).await
+            })
+        }
         Command::Completion { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(

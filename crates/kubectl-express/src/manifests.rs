@@ -64,6 +64,9 @@ pub struct Manifests {
     pub pods: Vec<Pod>,
     pub config_maps: Vec<ConfigMap>,
     origins: HashMap<(String, String, String), Origin>,
+    /// Skip kinds other than the ones above instead of refusing them (a rendered chart may
+    /// hold anything).
+    lenient: bool,
 }
 
 impl Manifests {
@@ -78,8 +81,33 @@ impl Manifests {
 /// `.json` files in name order). Objects without a namespace get `default_namespace`.
 /// Returns every error found, not only the first.
 pub fn load(inputs: &[PathBuf], default_namespace: &str) -> Result<Manifests, Vec<LoadError>> {
-    let mut manifests = Manifests::default();
+    load_into(Manifests::default(), inputs, &[], default_namespace)
+}
+
+/// [`load`], plus texts already read (`(source, text)`, e.g. `helm template` output); kinds
+/// other than Express objects, Pods and ConfigMaps are skipped.
+pub fn load_lenient(
+    inputs: &[PathBuf],
+    texts: &[(String, String)],
+    default_namespace: &str,
+) -> Result<Manifests, Vec<LoadError>> {
+    let manifests = Manifests {
+        lenient: true,
+        ..Manifests::default()
+    };
+    load_into(manifests, inputs, texts, default_namespace)
+}
+
+fn load_into(
+    mut manifests: Manifests,
+    inputs: &[PathBuf],
+    texts: &[(String, String)],
+    default_namespace: &str,
+) -> Result<Manifests, Vec<LoadError>> {
     let mut errors = Vec::new();
+    for (source, text) in texts {
+        parse_source(source, text, default_namespace, &mut manifests, &mut errors);
+    }
     for input in inputs {
         for (source, text) in read_input(input, &mut errors) {
             parse_source(
@@ -277,6 +305,7 @@ fn add_object(
         (_, "Frontend") if express => typed(object, &describe).map(|o| manifests.frontends.push(o)),
         ("v1", "Pod") => typed(object, &describe).map(|o| manifests.pods.push(o)),
         ("v1", "ConfigMap") => typed(object, &describe).map(|o| manifests.config_maps.push(o)),
+        _ if manifests.lenient => return,
         _ => {
             errors.push(LoadError::UnsupportedKind {
                 origin: origin.clone(),
