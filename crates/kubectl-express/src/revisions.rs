@@ -223,11 +223,7 @@ pub fn live_facts(objects: &Objects) -> Facts {
 
 /// Compares local nodes with live ones (None: no live comparison). Nodes live in a cluster the
 /// local objects describe but absent locally are `removed`.
-pub fn compare(
-    local: &[NodeSide],
-    live: Option<(&[NodeSide], &Facts)>,
-    verbose: bool,
-) -> Vec<Row> {
+pub fn compare(local: &[NodeSide], live: Option<(&[NodeSide], &Facts)>, verbose: bool) -> Vec<Row> {
     let mut rows = Vec::new();
     let local_clusters: BTreeSet<(&str, &str)> = local
         .iter()

@@ -76,5 +76,23 @@ fn bad_input_exits_2_naming_the_file_or_the_tool() {
 
     let output = revisions(&["-f", "examples/acme", "--node", "acme-fe9"]);
     assert_eq!(output.status.code(), Some(2));
+
+    // A gate that cannot look must not read as "a discrepancy" (1): unreachable is 2.
+    let dead = dir.join("dead.kubeconfig");
+    std::fs::write(
+        &dead,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'http://127.0.0.1:9'}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nusers: [{name: x, user: {}}]\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let output = revisions(&[
+        "-f",
+        "examples/acme",
+        "--live",
+        "--kubeconfig",
+        dead.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot list"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
