@@ -56,7 +56,8 @@ def main(argv):
             print(f"helm shim: unknown flag {flag}", file=sys.stderr)
             return 2
     manifests = helm.Chart.load(chart_dir).render(values, name=release, namespace=namespace)
-    print("\n---\n".join(manifests[k] for k in sorted(manifests)))
+    # Like helm template: the NOTES are not part of the output.
+    print("\n---\n".join(manifests[k] for k in sorted(manifests) if not k.endswith("NOTES.txt")))
     return 0
 
 

@@ -26,7 +26,8 @@ def revisions(env, *args):
 def test_the_chart_is_rendered_through_helm_with_a_values_file(tmp_path):
     env = helm_on_path(tmp_path)
     values = tmp_path / "values.yaml"
-    values.write_text("clusterName: globex\nfrontends: 2\nexpressVersion: express-e690.1\ndown: [fe2]\n")
+    values.write_text("instance: globex\ninstanceId: 7\nnodes:\n  be: {up: true}\n  fe1: {up: true}\n  fe2: {up: false}\n"
+                      "expressVersion: {Backend: express-e690.1, Frontend: express-e690.1}\n")
     result = revisions(env, "--chart", str(ROOT / "charts" / "express-tenant"), "--values", str(values),
                        "--release", "globex", "-n", "tenant-globex", "-o", "json", "-v")
     assert result.returncode == 0, result.stderr
@@ -41,7 +42,7 @@ def test_the_chart_is_rendered_through_helm_with_a_values_file(tmp_path):
 
     # --set overrides the values file, and a new version gives every node a new revision.
     newer = revisions(env, "--chart", str(ROOT / "charts" / "express-tenant"), "--values", str(values),
-                      "--set", "expressVersion=express-e690.2", "--release", "globex", "-n", "tenant-globex",
+                      "--set", "expressVersion.Backend=express-e690.2", "--set", "expressVersion.Frontend=express-e690.2", "--release", "globex", "-n", "tenant-globex",
                       "-o", "json")
     assert newer.returncode == 0, newer.stderr
     before = {n["name"]: n["revision"] for n in nodes}

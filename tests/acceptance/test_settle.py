@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client, config, watch
 
 from conftest import ROOT, eventually
-from test_helm import render
+from test_helm import render, tenant_values
 from test_kubectl import install
 
 OPERATOR = os.environ.get("EXPRESS_OPERATOR_BIN", str(ROOT / "target" / "debug" / "express-operator"))
@@ -67,7 +67,7 @@ class PodCreations:
 
 
 def values(version):
-    return {"frontends": 4, "expressVersion": version, "rollout": {"settleSeconds": 2}}
+    return tenant_values(frontends=4, version=version, rollout={"settleSeconds": 2})
 
 
 def all_ready_on(sim, version):

@@ -1,15 +1,33 @@
-{{- define "express-tenant.clusterConfig" -}}
-clusterConfig:
-  clusterName: {{ .Values.clusterName | quote }}
-  tenantID: {{ .Values.tenantID }}
-  tenantName: {{ .Values.tenantName | quote }}
+{{- define "express-tenant.namespace" -}}
+{{- .Values.namespace | default .Release.Namespace -}}
 {{- end -}}
 
-{{- define "express-tenant.prerequisite" -}}
-- expressNode: {{ .node | quote }}
-  kind: {{ .kind }}
+{{- /* The Kubernetes kind of a node key: `be` is the Backend, anything else (feN) a Frontend. */ -}}
+{{- define "express-tenant.kind" -}}
+{{- if eq . "be" }}Backend{{ else }}Frontend{{ end -}}
+{{- end -}}
+
+{{- define "express-tenant.clusterConfig" -}}
+clusterConfig:
+  clusterName: {{ .Values.instance | quote }}
+  tenantID: {{ .Values.instanceId }}
+  tenantName: {{ .Values.tenantName | default .Values.instance | quote }}
+{{- end -}}
+
+{{- /*
+Explicit prerequisites on node keys (a key or a list of keys): every one must be Ready.
+Arguments: root (the chart's context) and keys.
+*/ -}}
+{{- define "express-tenant.prerequisites" -}}
+{{- $root := .root -}}
+{{- $keys := .keys -}}
+{{- if kindIs "string" $keys }}{{ $keys = list $keys }}{{ end -}}
+{{- range $keys }}
+- expressNode: {{ printf "%s-%s" $root.Values.instance . | quote }}
+  kind: {{ include "express-tenant.kind" . }}
   podConditionType: Ready
   conditionStatus: "True"
+{{- end -}}
 {{- end -}}
 
 {{- /*
@@ -21,7 +39,20 @@ values, the same for the same values, new for any change.
 {{- .Values.rolloutId | default (.Values | toJson | sha256sum | trunc 12) -}}
 {{- end -}}
 
-{{- define "express-tenant.annotations" -}}
+{{- /* Namespace, labels and the rollout-id stamp. Arguments: root, and optionally revision
+(the node's express.dev/deployment-revision override). */ -}}
+{{- define "express-tenant.metadata" -}}
+{{- $root := .root -}}
+namespace: {{ include "express-tenant.namespace" $root }}
+labels:
+  app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+  app.kubernetes.io/instance: {{ $root.Release.Name }}
+  {{- with $root.Values.dc }}
+  express.dev/dc: {{ . | quote }}
+  {{- end }}
+  {{- with .revision }}
+  express.dev/deployment-revision: {{ . | quote }}
+  {{- end }}
 annotations:
-  express.dev/rollout-id: {{ include "express-tenant.rolloutId" . | quote }}
+  express.dev/rollout-id: {{ include "express-tenant.rolloutId" $root | quote }}
 {{- end -}}
