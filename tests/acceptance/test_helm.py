@@ -164,3 +164,10 @@ def test_the_argo_cd_application_example_renders_its_tenant():
     rendered = objects(render(values, namespace=app["spec"]["destination"]["namespace"]))
     assert {o["kind"] for o in rendered} == {"ExpressCluster", "Backend", "Frontend"}
     assert all(o["metadata"]["namespace"] == app["spec"]["destination"]["namespace"] for o in rendered)
+
+
+def test_lint_is_clean_with_a_tenant_values_file():
+    values = yaml.safe_load((ROOT / "examples" / "tenant-values.yaml").read_text())
+    report = helm.lint(str(ROOT / "charts" / "express-tenant"), values, strict=True)
+    assert report["errors"] == [], report
+    assert [m for m in report["messages"] if m["severity"] >= 2] == [], report

@@ -4,6 +4,7 @@
 pub mod controller;
 pub mod dev;
 pub mod history;
+pub mod leader;
 pub mod metrics;
 pub mod pods;
 pub mod runner;

@@ -183,16 +183,10 @@ async fn run(
     }
     let identity = identity();
     let leader = if leader_elect {
-        let manager =
-            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "express-operator")
-                .with_namespace(&operator_namespace)
-                .with_identity(&identity)
-                .with_duration(15)
-                .with_grace(5)
-                .build()
+        let (leader, _task) =
+            express_operator::leader::elect(client.clone(), &operator_namespace, &identity)
                 .await
                 .map_err(|e| Error::Lease(e.to_string()))?;
-        let (leader, _task) = manager.watch().await;
         info!(identity = %identity, "leader election on; acting only while holding the Lease");
         leader
     } else {

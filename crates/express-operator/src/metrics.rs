@@ -41,6 +41,8 @@ pub struct Metrics {
     pub rollout_failures: Counter,
     /// Bounce requests ended, by result: succeeded, failed, refused.
     pub bounces: Family<ResultLabel, Counter>,
+    /// 1 while this instance holds the Lease (or runs without leader election), else 0.
+    pub leader: Gauge,
     pub ready: AtomicBool,
     registry: Registry,
 }
@@ -86,6 +88,12 @@ impl Metrics {
             "Bounce requests ended, by result (succeeded, failed, refused)",
             bounces.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this instance holds the Lease and acts, else 0",
+            leader.clone(),
+        );
         Arc::new(Metrics {
             reconciles,
             errors,
@@ -94,6 +102,7 @@ impl Metrics {
             nodes,
             rollout_failures,
             bounces,
+            leader,
             ready: AtomicBool::new(false),
             registry,
         })

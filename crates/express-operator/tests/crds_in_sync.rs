@@ -1,6 +1,7 @@
-//! The CRDs committed under `deploy/crds` must be exactly what the code generates, so a change
-//! to the API types cannot ship without its CRD (regenerate with
-//! `cargo run -p express-operator -- crd --output-dir deploy/crds`).
+//! The CRDs committed under `deploy/crds` and in the operator chart's `crds/` must be exactly
+//! what the code generates, byte for byte, so a change to the API types cannot ship without its
+//! CRD (regenerate both with `cargo run -p express-operator -- crd --output-dir deploy/crds`
+//! and `... --output-dir charts/express-operator/crds`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
@@ -13,28 +14,34 @@ fn repo_root() -> PathBuf {
 
 #[test]
 fn committed_crds_match_generated() {
-    let dir = repo_root().join("deploy/crds");
+    for dir in ["deploy/crds", "charts/express-operator/crds"] {
+        committed_crds_in(dir);
+    }
+}
+
+fn committed_crds_in(relative: &str) {
+    let dir = repo_root().join(relative);
     let mut expected_files = Vec::new();
     for crd in express_api::crd::all() {
         let name = express_api::crd::file_name(&crd);
         let generated = express_api::crd::to_yaml(&crd).expect("render");
         let committed = std::fs::read_to_string(dir.join(&name))
-            .unwrap_or_else(|e| panic!("deploy/crds/{name} missing ({e}); regenerate the CRDs"));
+            .unwrap_or_else(|e| panic!("{relative}/{name} missing ({e}); regenerate the CRDs"));
         assert_eq!(
             committed, generated,
-            "deploy/crds/{name} is stale; regenerate the CRDs"
+            "{relative}/{name} is stale; regenerate the CRDs"
         );
         expected_files.push(name);
     }
     let mut present: Vec<String> = std::fs::read_dir(&dir)
-        .expect("deploy/crds")
+        .expect("the CRD directory")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
     present.sort();
     expected_files.sort();
     assert_eq!(
         present, expected_files,
-        "deploy/crds holds files the code does not generate"
+        "{relative} holds files the code does not generate"
     );
 }
 

@@ -16,6 +16,10 @@ pub struct Counters {
     pub by_verb_and_resource: BTreeMap<String, u64>,
     pub reads: u64,
     pub writes: u64,
+    /// The same `"<verb> <resource>"` counts, per User-Agent of the clients that sent one: what
+    /// one client (e.g. the operator) used, told apart from the test driving it.
+    #[serde(default)]
+    pub by_agent: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 impl Counters {
@@ -140,11 +144,22 @@ impl Faults {
     }
 
     pub fn count(&self, verb: &str, resource: &str) {
+        self.count_for(None, verb, resource);
+    }
+
+    /// Counts a request, and under its client's User-Agent when it sent one.
+    pub fn count_for(&self, agent: Option<&str>, verb: &str, resource: &str) {
         let mut counters = lock(&self.counters);
-        *counters
-            .by_verb_and_resource
-            .entry(format!("{verb} {resource}"))
-            .or_default() += 1;
+        let key = format!("{verb} {resource}");
+        if let Some(agent) = agent {
+            *counters
+                .by_agent
+                .entry(agent.to_owned())
+                .or_default()
+                .entry(key.clone())
+                .or_default() += 1;
+        }
+        *counters.by_verb_and_resource.entry(key).or_default() += 1;
         if is_write(verb) {
             counters.writes += 1;
         } else {

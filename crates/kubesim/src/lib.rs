@@ -143,6 +143,15 @@ impl KubeSim {
     pub fn client(&self) -> Result<kube::Client, kube::Error> {
         kube::Client::try_from(self.client_config()?)
     }
+    /// [`KubeSim::client`] sending `User-Agent: agent`, so that its requests are counted apart
+    /// (`Counters::by_agent`).
+    pub fn client_with_agent(&self, agent: &str) -> Result<kube::Client, kube::Error> {
+        let mut config = self.client_config()?;
+        let value = axum::http::HeaderValue::from_str(agent)
+            .map_err(|e| kube::Error::Service(Box::new(e)))?;
+        config.headers.push((axum::http::header::USER_AGENT, value));
+        kube::Client::try_from(config)
+    }
 
     /// A kube client that never retries, for tests that must see every response as sent.
     pub fn client_without_retries(&self) -> Result<kube::Client, kube::Error> {

@@ -212,7 +212,11 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         Err(err) => return error_response(&err),
     };
     let verb = verb_of(&parts.method, &target, &query);
-    shared.faults.count(verb, &target.counter_name());
+    let agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    shared.faults.count_for(agent, verb, &target.counter_name());
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;

@@ -228,7 +228,9 @@ pub async fn run(
         let (context, triggers, mut leader) = (context.clone(), triggers.clone(), leader);
         tasks.spawn(async move {
             loop {
-                if *leader.borrow_and_update() {
+                let leading = *leader.borrow_and_update();
+                context.metrics.leader.set(i64::from(leading));
+                if leading {
                     for key in context.caches.keys(None) {
                         let _ = triggers.send(key);
                     }

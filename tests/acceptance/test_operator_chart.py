@@ -1,0 +1,121 @@
+"""charts/express-operator rendered and linted by the real Helm engine (helm-python-sdk): every
+values toggle, the restricted security context, and RBAC rules that are rbac/*.yaml as they are
+(the Rust test crates/express-operator/tests/rbac.rs measures those against what the operator
+sends)."""
+
+import helm_python as helm
+import pytest
+import yaml
+
+from conftest import ROOT
+
+CHART = ROOT / "charts" / "express-operator"
+
+
+def render(values=None, namespace="express-system"):
+    manifests = helm.Chart.load(str(CHART)).render(values or {}, name="express", namespace=namespace)
+    objects = []
+    for key, text in manifests.items():
+        if key.endswith("NOTES.txt"):
+            continue
+        objects.extend(d for d in yaml.safe_load_all(text) if d)
+    return objects, manifests
+
+
+def find(objects, kind, name=None, namespace=None):
+    return [o for o in objects if o["kind"] == kind
+            and (name is None or o["metadata"]["name"] == name)
+            and (namespace is None or o["metadata"].get("namespace") == namespace)]
+
+
+def rules(file):
+    return yaml.safe_load((CHART / "rbac" / file).read_text())
+
+
+def test_lint_is_clean():
+    report = helm.lint(str(CHART), strict=True)
+    assert report["errors"] == [], report
+    assert [m for m in report["messages"] if m["severity"] >= 2] == [], report
+
+
+def test_defaults_cluster_wide_two_replicas_leader_elected_restricted():
+    objects, manifests = render()
+    [deployment] = find(objects, "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    [container] = spec["containers"]
+    assert container["args"][:2] == ["run", "--leader-elect"]
+    assert "--operator-namespace=express-system" in container["args"]
+    assert not any(a.startswith("--namespace=") for a in container["args"])
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["requests"]
+    pod_security, security = spec["securityContext"], container["securityContext"]
+    assert pod_security["runAsNonRoot"] is True and pod_security["runAsUser"] == 65532
+    assert pod_security["seccompProfile"]["type"] == "RuntimeDefault"
+    assert security == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                        "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    assert find(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
+    assert find(objects, "Service", "express-operator-metrics")
+    [cluster_role] = find(objects, "ClusterRole")
+    assert cluster_role["rules"] == rules("watched-namespaces.yaml")
+    [own] = find(objects, "Role", "express-operator-self", "express-system")
+    assert own["rules"] == rules("operator-namespace.yaml")
+    assert find(objects, "ClusterRoleBinding")[0]["subjects"][0]["name"] == "express-operator"
+    assert not find(objects, "ServiceMonitor") and not find(objects, "PrometheusRule")
+    for rule in cluster_role["rules"] + own["rules"]:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+    assert "every namespace" in next(v for k, v in manifests.items() if k.endswith("NOTES.txt"))
+
+
+def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
+    objects, _ = render({"watchNamespaces": ["tenant-a", "tenant-b"]})
+    assert not find(objects, "ClusterRole") and not find(objects, "ClusterRoleBinding")
+    for namespace in ("tenant-a", "tenant-b"):
+        [role] = find(objects, "Role", "express-operator", namespace)
+        assert role["rules"] == rules("watched-namespaces.yaml")
+        assert find(objects, "RoleBinding", "express-operator", namespace)
+    args = find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=tenant-a" in args and "--namespace=tenant-b" in args
+
+
+@pytest.mark.parametrize("values, check", [
+    ({"leaderElect": False, "replicas": 1},
+     lambda o: "--leader-elect" not in find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]),
+    ({"podDisruptionBudget": {"enabled": False}}, lambda o: not find(o, "PodDisruptionBudget")),
+    ({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
+     lambda o: find(o, "ServiceMonitor")[0]["metadata"]["labels"]["release"] == "prom"),
+    ({"metrics": {"prometheusRule": {"enabled": True}}},
+     lambda o: {r["alert"] for r in find(o, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]}
+     == {"ExpressRolloutFailed", "ExpressClusterHalted", "ExpressOperatorReconcileErrors", "ExpressOperatorNoLeader"}),
+    ({"image": {"repository": "registry.example/express-operator", "tag": "1.2.3"}},
+     lambda o: find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
+     == "registry.example/express-operator:1.2.3"),
+    ({"nodeSelector": {"pool": "ops"}, "tolerations": [{"key": "ops", "operator": "Exists"}],
+      "affinity": {"podAntiAffinity": {}}, "podAnnotations": {"a": "b"}, "concurrency": 2, "logLevel": "debug"},
+     lambda o: find(o, "Deployment")[0]["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "ops"}),
+])
+def test_every_toggle_renders(values, check):
+    objects, _ = render(values)
+    assert check(objects)
+
+
+def test_the_schema_refuses_a_misspelt_value():
+    with pytest.raises(Exception) as error:
+        render({"replica": 3})
+    assert "additional properties 'replica' not allowed" in str(error.value)
+
+
+def test_the_alert_metrics_exist():
+    # Each alert reads a metric the operator registers (crates/express-operator/src/metrics.rs).
+    objects, _ = render({"metrics": {"prometheusRule": {"enabled": True}}})
+    source = (ROOT / "crates" / "express-operator" / "src" / "metrics.rs").read_text()
+    for rule in find(objects, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]:
+        for metric in ("rollout_failures", "nodes", "reconcile_errors", "leader"):
+            if f"express_operator_{metric}" in rule["expr"]:
+                assert f'"{metric}"' in source, metric
+
+
+def test_crds_are_in_the_chart():
+    names = sorted(p.name for p in (CHART / "crds").iterdir())
+    assert names == sorted(p.name for p in (ROOT / "deploy" / "crds").iterdir())
