@@ -34,3 +34,6 @@ KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
 EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \
     .venv/bin/python -m pytest -q tests/acceptance
+
+echo "== container image (built from the dev binaries, and run from its own root filesystem)"
+bash scripts/image.sh --profile dev
