@@ -108,3 +108,30 @@ def test_wait_times_out_on_a_never_ready_pod(sim):
     sim.kubectl("apply", "-f", "-", input=never)
     waited = sim.kubectl("wait", "--for=condition=Ready", "pod/web", "-n", "tenant-acme", "--timeout=1s", check=False)
     assert waited.returncode != 0
+
+
+def test_logs_and_previous_logs_of_a_crash_looping_pod(sim):
+    install(sim)
+    sim.kubectl("apply", "-f", "-", input=POD)
+    sim.kubectl("wait", "--for=condition=Ready", "pod/web", "-n", "tenant-acme", "--timeout=10s")
+    logs = sim.kubectl("logs", "web", "-n", "tenant-acme").stdout
+    assert "started with image" in logs and "is Ready" in logs, logs
+    stamped = sim.kubectl("logs", "web", "-n", "tenant-acme", "--timestamps", "--tail=1").stdout
+    assert re.match(r"^20\d\d-\d\d-\d\dT[\d:.]+Z kubesim: container \S+ is Ready$", stamped.strip()), stamped
+
+    crashing = POD.replace("name: web", "name: crashy").replace(
+        "labels: {app: web}}", "labels: {app: web}, annotations: {kubesim.dev/behavior: crash-loop}}")
+    sim.kubectl("apply", "-f", "-", input=crashing)
+
+    def restarted_twice():
+        pod = json.loads(sim.kubectl("get", "pod", "crashy", "-n", "tenant-acme", "-o", "json").stdout)
+        statuses = pod.get("status", {}).get("containerStatuses", [])
+        return statuses and statuses[0]["restartCount"] >= 2
+
+    eventually(restarted_twice, timeout=15, what="two restarts")
+    previous = sim.kubectl("logs", "crashy", "-n", "tenant-acme", "--previous").stdout
+    assert previous.strip().endswith("crashed: exit code 1 (kubesim.dev/behavior: crash-loop)"), previous
+    current = sim.kubectl("logs", "crashy", "-n", "tenant-acme").stdout
+    assert "restarted (restart" in current, current
+    missing = sim.kubectl("logs", "nope", "-n", "tenant-acme", check=False)
+    assert missing.returncode != 0 and "not found" in missing.stderr, missing.stderr

@@ -313,28 +313,73 @@ fn pod_status(
     })
 }
 
+/// Names and images of a pod's containers.
+fn containers(pod: &Value) -> Vec<(String, String)> {
+    pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or("").to_owned(),
+                c["image"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Writes a line to every container's log of a pod.
+fn log_all(
+    shared: &Shared,
+    uid: &str,
+    containers: &[(String, String)],
+    line: impl Fn(&str, &str) -> String,
+) {
+    for (name, image) in containers {
+        shared.logs.write(uid, name, line(name, image));
+    }
+}
+
 async fn start(shared: &Arc<Shared>, namespace: &str, name: &str, uid: &str, plan: Plan) {
     let started = clock::now();
+    let mut images = Vec::new();
     // Scheduled and started at once; Ready only after the startup delay.
     with_pod(shared, namespace, name, uid, |pod| {
         if pod["metadata"]["deletionTimestamp"].is_string() {
             return false;
         }
+        images = containers(pod);
         pod["status"] = pod_status(pod, false, 0, None, &started, &started);
         true
+    });
+    log_all(shared, uid, &images, |c, image| {
+        format!("kubesim: container {c} started with image {image}")
     });
     tokio::time::sleep(plan.startup).await;
     match plan.behavior {
         Behavior::Ready | Behavior::StuckTerminating => {
+            let mut ready = false;
             with_pod(shared, namespace, name, uid, |pod| {
                 if pod["metadata"]["deletionTimestamp"].is_string() {
                     return false;
                 }
                 pod["status"] = pod_status(pod, true, 0, None, &clock::now(), &started);
+                ready = true;
                 true
-            })
+            });
+            if ready {
+                log_all(shared, uid, &images, |c, _| {
+                    format!("kubesim: container {c} is Ready")
+                });
+            }
         }
-        Behavior::NeverReady => {}
+        Behavior::NeverReady => {
+            log_all(shared, uid, &images, |c, _| {
+                format!(
+                    "kubesim: container {c} is running but never Ready (kubesim.dev/behavior: never-ready)"
+                )
+            });
+        }
         Behavior::CrashLoop => {
             let mut restarts = 0;
             let period = plan.startup.max(Duration::from_millis(200));
@@ -359,6 +404,10 @@ async fn start(shared: &Arc<Shared>, namespace: &str, name: &str, uid: &str, pla
                 if !alive {
                     return;
                 }
+                for (c, image) in &images {
+                    shared.logs.write(uid, c, format!("kubesim: container {c} crashed: exit code 1 (kubesim.dev/behavior: crash-loop)"));
+                    shared.logs.restart(uid, c, format!("kubesim: container {c} restarted (restart {restarts}) with image {image}"));
+                }
                 tokio::time::sleep(period).await;
             }
         }
@@ -368,6 +417,12 @@ async fn start(shared: &Arc<Shared>, namespace: &str, name: &str, uid: &str, pla
 /// A terminating pod's containers are shutting down: it is no longer Ready.
 fn mark_not_ready(shared: &Shared, namespace: &str, name: &str, uid: &str) {
     with_pod(shared, namespace, name, uid, |pod| {
+        let grace = pod["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or(0);
+        for (c, _) in containers(pod) {
+            shared.logs.write(uid, &c, format!("kubesim: container {c} received SIGTERM (termination requested, grace {grace}s)"));
+        }
         if !pod["status"]["conditions"].is_array() {
             return false;
         }
@@ -397,6 +452,13 @@ fn finish_termination(shared: &Shared, namespace: &str, name: &str, uid: &str) {
     };
     if current["metadata"]["uid"].as_str() != Some(uid) {
         return;
+    }
+    for (c, _) in containers(&current) {
+        shared.logs.end(
+            uid,
+            &c,
+            format!("kubesim: container {c} exited with code 0"),
+        );
     }
     let held = current["metadata"]["finalizers"]
         .as_array()

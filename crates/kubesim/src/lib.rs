@@ -13,6 +13,7 @@ pub mod error;
 pub mod faults;
 pub mod gc;
 pub mod kubelet;
+pub mod logs;
 pub mod patch;
 pub mod registry;
 pub mod selector;
@@ -107,6 +108,7 @@ impl KubeSim {
             kubelet: kubelet.clone(),
             bookmark_interval: config.bookmark_interval,
             changed: Notify::new(),
+            logs: logs::Logs::default(),
         });
         let kubelet_task = tokio::spawn(kubelet::run(shared.clone(), kubelet.clone()));
         let gc_task = tokio::spawn(gc::run(shared.clone()));

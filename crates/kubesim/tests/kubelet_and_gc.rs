@@ -350,3 +350,137 @@ async fn deleting_a_namespace_deletes_its_contents() {
     .await;
     assert!(cms.get_opt("c").await.expect("get").is_none());
 }
+
+#[tokio::test]
+async fn pod_logs_tell_the_kubelet_story_and_previous_holds_the_crashed_run() {
+    use kube::api::LogParams;
+    let (_sim, client) = start().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("web", "express:v1", &[]))
+        .await
+        .unwrap();
+    eventually("web Ready", Duration::from_secs(10), async || {
+        pods.get("web").await.ok().filter(is_ready)
+    })
+    .await;
+    let text = pods.logs("web", &LogParams::default()).await.unwrap();
+    assert_eq!(
+        text,
+        "kubesim: container express started with image express:v1\nkubesim: container express is Ready\n"
+    );
+    let tail = pods
+        .logs(
+            "web",
+            &LogParams {
+                tail_lines: Some(1),
+                timestamps: true,
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (at, line) = tail.trim_end().split_once(' ').unwrap();
+    assert!(at.starts_with("20") && at.ends_with('Z'), "{tail}");
+    assert_eq!(line, "kubesim: container express is Ready");
+    let no_previous = pods
+        .logs(
+            "web",
+            &LogParams {
+                previous: true,
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        no_previous
+            .to_string()
+            .contains("previous terminated container"),
+        "{no_previous}"
+    );
+    let wrong = pods
+        .logs(
+            "web",
+            &LogParams {
+                container: Some("sidecar".into()),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        wrong
+            .to_string()
+            .contains("container sidecar is not valid for pod web"),
+        "{wrong}"
+    );
+    assert!(pods.logs("nope", &LogParams::default()).await.is_err());
+
+    // Followed: every line until the container exits, then the stream ends.
+    let mut follow = pods
+        .log_stream(
+            "web",
+            &LogParams {
+                follow: true,
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    pods.delete("web", &DeleteParams::default()).await.unwrap();
+    let mut followed = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        use futures::AsyncBufReadExt;
+        let mut lines = (&mut follow).lines();
+        while let Some(Ok(line)) = futures::StreamExt::next(&mut lines).await {
+            followed.push_str(&line);
+            followed.push('\n');
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the followed log never ended: {followed}");
+    assert!(followed.contains("received SIGTERM"), "{followed}");
+    assert!(
+        followed.ends_with("kubesim: container express exited with code 0\n"),
+        "{followed}"
+    );
+
+    // A crash-looping pod: the previous run is the one that crashed.
+    pods.create(
+        &PostParams::default(),
+        &pod(
+            "crashy",
+            "express:v2",
+            &[("kubesim.dev/behavior", "crash-loop")],
+        ),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "crashy restarted twice",
+        Duration::from_secs(10),
+        async || pods.get("crashy").await.ok().filter(|p| restarts(p) >= 2),
+    )
+    .await;
+    let previous = pods
+        .logs(
+            "crashy",
+            &LogParams {
+                previous: true,
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        previous
+            .trim_end()
+            .ends_with("crashed: exit code 1 (kubesim.dev/behavior: crash-loop)"),
+        "{previous}"
+    );
+    let current = pods.logs("crashy", &LogParams::default()).await.unwrap();
+    assert!(
+        current.starts_with("kubesim: container express restarted (restart"),
+        "{current}"
+    );
+}
