@@ -69,19 +69,25 @@ pub(crate) struct Bounces {
 }
 
 impl Bounces {
-    pub fn new(nodes: usize) -> Self {
-        Bounces {
-            plans: vec![None; nodes],
-            operations: Vec::new(),
-            wake_at_ms: None,
+    /// No allocation until a node has a bounce: most plans have none.
+    pub fn new() -> Self {
+        Bounces::default()
+    }
+
+    fn plan(&self, index: usize) -> Option<&BouncePlan> {
+        self.plans.get(index).and_then(Option::as_ref)
+    }
+
+    fn set(&mut self, index: usize, plan: BouncePlan) {
+        if self.plans.len() <= index {
+            self.plans.resize(index + 1, None);
         }
+        self.plans[index] = Some(plan);
     }
 
     /// The node's pod belongs to its bounce after this plan (the bounce holds its slot).
     pub fn holds_pod(&self, index: usize) -> bool {
-        self.plans[index]
-            .as_ref()
-            .is_some_and(|b| b.phase.holds_pod())
+        self.plan(index).is_some_and(|b| b.phase.holds_pod())
     }
 
     fn wake_at(&mut self, at_ms: i64) {
@@ -91,7 +97,7 @@ impl Bounces {
 
 /// The bounce under way recorded for a node, if any.
 pub fn in_progress(node: &NodeObservation) -> Option<&BounceRecord> {
-    node.bounce.as_ref().filter(|b| !b.phase.is_final())
+    node.bounce.as_deref().filter(|b| !b.phase.is_final())
 }
 
 /// Moves every bounce already holding its pod (Terminating, Starting) one step. `blocked` says
@@ -231,7 +237,7 @@ pub(crate) fn progress(
             }
             _ => {}
         }
-        out.plans[index] = Some(next);
+        out.set(index, next);
     }
 }
 
@@ -248,14 +254,25 @@ pub(crate) fn admit(
     now_ms: i64,
     out: &mut Bounces,
 ) {
-    let mut order: Vec<usize> = (0..snapshot.nodes.len()).collect();
+    // Only nodes with a request or a bounce recorded matter; most plans have none.
+    let mut order: Vec<usize> = (0..snapshot.nodes.len())
+        .filter(|&i| {
+            let node = &snapshot.nodes[i];
+            node.bounce_request.is_some() || node.bounce.is_some() || out.plan(i).is_some()
+        })
+        .collect();
+    if order.is_empty() {
+        return;
+    }
     order.sort_by(|&a, &b| {
         express_api::natural::natural_cmp(&snapshot.nodes[a].name, &snapshot.nodes[b].name)
     });
     for index in order {
         let node = &snapshot.nodes[index];
-        if out.plans[index].is_some() {
-            if let (Some(plan), Some(queued)) = (&mut out.plans[index], queued_request(node)) {
+        if out.plan(index).is_some() {
+            if let (Some(Some(plan)), Some(queued)) =
+                (out.plans.get_mut(index), queued_request(node))
+            {
                 plan.message = format!("{}; request {queued} runs after this one", plan.message);
             }
             continue;
@@ -268,7 +285,7 @@ pub(crate) fn admit(
             Ok(start) => start,
             Err(why) => {
                 plan.finish(BouncePhase::Refused, why, now_ms);
-                out.plans[index] = Some(plan);
+                out.set(index, plan);
                 continue;
             }
         };
@@ -316,7 +333,7 @@ pub(crate) fn admit(
                     .push((NodeIndex(index), Operation::DeleteForBounce));
             }
         }
-        out.plans[index] = Some(plan);
+        out.set(index, plan);
     }
 }
 

@@ -250,11 +250,12 @@ impl<'a> Grouped<'a> {
                             .status
                             .and_then(|s| s.observed_desired.as_ref())
                             .and_then(recorded_desired),
-                        bounce_request: bounce_request_of(node.meta),
+                        bounce_request: bounce_request_of(node.meta).map(Box::new),
                         bounce: node
                             .status
                             .and_then(|s| s.bounce.as_ref())
-                            .and_then(recorded_bounce),
+                            .and_then(recorded_bounce)
+                            .map(Box::new),
                     })
                 })
                 .collect();

@@ -157,7 +157,7 @@ pub struct NodePlan {
     pub deferred: Option<Deferred>,
     /// The node's bounce request after this plan, when one is taken up or under way (None:
     /// whatever the status recorded stands).
-    pub bounce: Option<BouncePlan>,
+    pub bounce: Option<Box<BouncePlan>>,
 }
 
 /// The planner's answer for one cluster.
@@ -266,7 +266,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
 
     // Bounces under way hold their pod and their slot; new ones get the first free slots
     // (an SRE asked for them), before any new change of the rollout.
-    let mut bounces = Bounces::new(nodes.len());
+    let mut bounces = Bounces::new();
     let bounce_block = blocked.as_ref().map(blocked_reason);
     bounce::progress(snapshot, bounce_block.as_deref(), now_ms, &mut bounces);
     for (index, node_plan) in node_plans.iter_mut().enumerate() {
@@ -276,24 +276,32 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
     }
     let in_flight = node_plans.iter().filter(|p| p.state.in_flight()).count();
     let mut free_slots = (snapshot.settings.max_concurrent as usize).saturating_sub(in_flight);
-    let mut states: Vec<NodeState> = node_plans.iter().map(|p| p.state.clone()).collect();
-    bounce::admit(
-        snapshot,
-        &mut states,
-        bounce_block.as_deref(),
-        in_flight,
-        &mut free_slots,
-        now_ms,
-        &mut bounces,
-    );
+    let any_bounce = nodes
+        .iter()
+        .any(|n| n.bounce_request.is_some() || n.bounce.is_some());
+    if any_bounce {
+        let mut states: Vec<NodeState> = node_plans.iter().map(|p| p.state.clone()).collect();
+        bounce::admit(
+            snapshot,
+            &mut states,
+            bounce_block.as_deref(),
+            in_flight,
+            &mut free_slots,
+            now_ms,
+            &mut bounces,
+        );
+        for (node_plan, state) in node_plans.iter_mut().zip(states) {
+            node_plan.state = state;
+        }
+    }
     let Bounces {
         plans: bounce_plans,
         operations: bounce_operations,
         wake_at_ms: bounce_wake_at_ms,
     } = bounces;
-    for ((node_plan, state), bounce) in node_plans.iter_mut().zip(states).zip(bounce_plans) {
-        node_plan.state = state;
-        node_plan.bounce = bounce;
+    for (node_plan, bounce) in node_plans.iter_mut().zip(bounce_plans) {
+        // Shorter than the nodes when the last ones have no bounce.
+        node_plan.bounce = bounce.map(Box::new);
     }
     let bounce_actions: Vec<Action> = bounce_operations
         .into_iter()

@@ -156,9 +156,10 @@ pub struct NodeObservation {
     /// The desired state its status recorded, and since when.
     pub recorded_desired: Option<DesiredMark>,
     /// Its `express.dev/bounce` request, if any.
-    pub bounce_request: Option<BounceRequest>,
-    /// The last bounce its status recorded.
-    pub bounce: Option<BounceRecord>,
+    pub bounce_request: Option<Box<BounceRequest>>,
+    /// The last bounce its status recorded (boxed: most nodes have none, and snapshots of many
+    /// clusters are kept in memory).
+    pub bounce: Option<Box<BounceRecord>>,
 }
 
 /// A bounce request on a node object (DESIGN section 6).

@@ -31,11 +31,11 @@ fn tenant(rows: &[(&str, Pod)]) -> ClusterSnapshot {
 }
 
 fn request(s: &mut ClusterSnapshot, short: &str, id: &str, force: bool) {
-    node_mut(s, short).bounce_request = Some(BounceRequest {
+    node_mut(s, short).bounce_request = Some(Box::new(BounceRequest {
         id: id.into(),
         force,
         timeout_seconds: Ok(90),
-    });
+    }));
 }
 
 fn index(s: &ClusterSnapshot, short: &str) -> usize {
@@ -519,11 +519,11 @@ fn arb_bounce_cluster() -> impl Strategy<Value = (ClusterSnapshot, Vec<(bool, bo
             s.settings.progress_deadline_seconds = 3_600;
             for (i, (_, bounce, app_state)) in rows.iter().enumerate() {
                 if let Some(force) = bounce {
-                    s.nodes[i].bounce_request = Some(BounceRequest {
+                    s.nodes[i].bounce_request = Some(Box::new(BounceRequest {
                         id: format!("b-{i}"),
                         force: *force,
                         timeout_seconds: Ok(30),
-                    });
+                    }));
                 }
                 if let (Some(state), Some(pod)) = (app_state, &mut s.nodes[i].pod) {
                     pod.app_state = Some((*state).to_owned());

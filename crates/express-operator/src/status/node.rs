@@ -198,7 +198,7 @@ pub fn node_status(
         ),
         invalid_revisions: next_invalid_revisions(index, cluster, previous, now),
         bounce: bounce_status(
-            plan.bounce.as_ref(),
+            plan.bounce.as_deref(),
             previous.and_then(|p| p.bounce.as_ref()),
             now,
         ),
@@ -663,11 +663,11 @@ mod tests {
     #[test]
     fn a_bounce_is_told_in_the_phase_and_in_status_bounce() {
         let request = |snapshot: &mut ClusterSnapshot| {
-            snapshot.nodes[0].bounce_request = Some(express_planner::BounceRequest {
+            snapshot.nodes[0].bounce_request = Some(Box::new(express_planner::BounceRequest {
                 id: "b1".into(),
                 force: false,
                 timeout_seconds: Ok(90),
-            });
+            }));
         };
         // Started: the node is Bouncing; the record carries what a restart needs.
         let mut snapshot = cluster(vec![node("be", Some(pod("r2", true)))]);
@@ -725,7 +725,7 @@ mod tests {
             bounce: Some(refused.clone()),
             ..NodeStatus::default()
         };
-        snapshot.nodes[0].bounce = Some(express_planner::BounceRecord {
+        snapshot.nodes[0].bounce = Some(Box::new(express_planner::BounceRecord {
             request_id: "b1".into(),
             phase: express_api::BouncePhase::Refused,
             message: refused.message.clone(),
@@ -735,7 +735,7 @@ mod tests {
             revision: None,
             started_at_ms: Some(NOW_MS),
             phase_since_ms: Some(NOW_MS),
-        });
+        }));
         let plan = plan(&snapshot, NOW_MS + 60_000);
         assert_eq!(plan.node(NodeIndex(0)).bounce, None);
         let again = node_status(

@@ -184,7 +184,7 @@ pub fn record_marks(snapshot: &mut ClusterSnapshot, plan: &Plan) {
 pub fn record_bounces(snapshot: &mut ClusterSnapshot, plan: &Plan) {
     for (node, node_plan) in snapshot.nodes.iter_mut().zip(&plan.nodes) {
         if let Some(bounce) = &node_plan.bounce {
-            node.bounce = Some(BounceRecord {
+            node.bounce = Some(Box::new(BounceRecord {
                 request_id: bounce.request_id.clone(),
                 phase: bounce.phase,
                 message: Some(bounce.message.clone()),
@@ -194,7 +194,7 @@ pub fn record_bounces(snapshot: &mut ClusterSnapshot, plan: &Plan) {
                 revision: bounce.revision.clone(),
                 started_at_ms: Some(bounce.started_at_ms),
                 phase_since_ms: Some(bounce.phase_since_ms),
-            });
+            }));
         }
     }
 }
