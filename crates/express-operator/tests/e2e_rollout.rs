@@ -405,17 +405,6 @@ async fn max_concurrent_three_never_has_more_than_three_in_flight() {
     );
 }
 
-/// Writes only the operator makes.
-fn operator_writes(sim: &kubesim::KubeSim) -> u64 {
-    let counters = sim.counters();
-    counters.count("create", "pods")
-        + counters.count("delete", "pods")
-        + counters.count("create", "controllerrevisions")
-        + counters.count("patch", "backends.express.dev/status")
-        + counters.count("patch", "frontends.express.dev/status")
-        + counters.count("patch", "expressclusters.express.dev/status")
-}
-
 #[tokio::test]
 async fn an_operator_killed_after_each_write_finishes_the_rollout_once() {
     let env = env_without_operator().await;

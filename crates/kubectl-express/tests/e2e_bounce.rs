@@ -408,18 +408,6 @@ async fn the_same_request_id_twice_restarts_once() {
     assert_eq!(pod_deletes(&env, "fe1").len(), 1);
 }
 
-/// Writes only the operator makes during a bounce.
-fn operator_writes(sim: &kubesim::KubeSim) -> u64 {
-    let counters = sim.counters();
-    counters.count("create", "pods")
-        + counters.count("delete", "pods")
-        + counters.count("patch", "pods")
-        + counters.count("create", "controllerrevisions")
-        + counters.count("patch", "backends.express.dev/status")
-        + counters.count("patch", "frontends.express.dev/status")
-        + counters.count("patch", "expressclusters.express.dev/status")
-}
-
 #[tokio::test]
 async fn an_operator_killed_after_each_write_of_a_bounce_deletes_once_and_succeeds() {
     let env = env_without_operator().await;

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use cli::kubectl_express;
 use express_api::{Backend, BackendSpec, ExpressCluster, NodeSpec, RolloutState};
 use kube::api::{Api, PostParams};
-use kubesim::kubelet::KubeletRule;
 use serde_json::{Value, json};
 use support::*;
 
@@ -138,18 +137,8 @@ async fn paused_keeps_status_waiting_or_exits_4_and_every_scope_stops_the_operat
 #[tokio::test]
 async fn abort_with_rollback_then_retry_each_wait_for_the_operator() {
     let env = ready_tenant(&["fe1", "fe2", "fe3"]).await;
-    env.sim.kubelet().add_rule(KubeletRule {
-        image: Some(":v2".into()),
-        startup_seconds: Some(1.0),
-        ..KubeletRule::default()
-    });
-    let created_from = env.created.lock().unwrap().len();
-    change(&env, v("v2")).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while since(&env.created, created_from).is_empty() {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    slow_pods(&env, ":v2", 1.0);
+    change_until_first_creation(&env, v("v2")).await;
     let (code, stdout, stderr) =
         kubectl_express(&env, &["abort", "acme", "-n", NS, "--rollback", "--wait"]).await;
     assert_eq!(code, 0, "{stdout}\n{stderr}");
@@ -292,18 +281,8 @@ async fn get_draws_the_tree_and_with_w_exits_when_the_rollout_settles_and_list_s
 #[tokio::test]
 async fn live_plan_agrees_with_what_the_operator_does_next_mid_rollout() {
     let env = ready_tenant(&["fe1", "fe2", "fe3", "fe4"]).await;
-    env.sim.kubelet().add_rule(KubeletRule {
-        image: Some(":v2".into()),
-        startup_seconds: Some(2.0),
-        ..KubeletRule::default()
-    });
-    let created_from = env.created.lock().unwrap().len();
-    change(&env, v("v2")).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while since(&env.created, created_from).is_empty() {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    slow_pods(&env, ":v2", 2.0);
+    let created_from = change_until_first_creation(&env, v("v2")).await;
     let (code, stdout, stderr) =
         kubectl_express(&env, &["plan", "acme", "-n", NS, "-o", "json"]).await;
     assert_eq!(code, 0, "{stderr}");

@@ -297,3 +297,37 @@ impl Contenders {
         }
     }
 }
+
+/// New pods whose image contains `image` take `startup_seconds` to be Ready.
+pub fn slow_pods(env: &Env, image: &str, startup_seconds: f64) {
+    env.sim.kubelet().add_rule(kubesim::kubelet::KubeletRule {
+        image: Some(image.into()),
+        startup_seconds: Some(startup_seconds),
+        ..Default::default()
+    });
+}
+
+/// Applies `patch` to the ExpressCluster and waits until the operator created its first pod
+/// for it; returns where the creations of that change start in `env.created`.
+pub async fn change_until_first_creation(env: &Env, patch: Value) -> usize {
+    let from = env.created.lock().unwrap().len();
+    change(env, patch).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while since(&env.created, from).is_empty() {
+        assert!(Instant::now() < deadline, "the operator created no pod");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    from
+}
+
+/// Writes only the operator makes (pods, ControllerRevisions, statuses).
+pub fn operator_writes(sim: &KubeSim) -> u64 {
+    let counters = sim.counters();
+    counters.count("create", "pods")
+        + counters.count("delete", "pods")
+        + counters.count("patch", "pods")
+        + counters.count("create", "controllerrevisions")
+        + counters.count("patch", "backends.express.dev/status")
+        + counters.count("patch", "frontends.express.dev/status")
+        + counters.count("patch", "expressclusters.express.dev/status")
+}
