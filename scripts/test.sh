@@ -28,12 +28,12 @@ else
     cargo test --workspace --locked --no-fail-fast
 fi
 
+echo "== container image (built from the dev binaries, and run from its own root filesystem)"
+bash scripts/image.sh --profile dev
+
 echo "== acceptance: kubesim through kubectl, the Python client and Helm"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
 EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \
     .venv/bin/python -m pytest -q tests/acceptance
-
-echo "== container image (built from the dev binaries, and run from its own root filesystem)"
-bash scripts/image.sh --profile dev
