@@ -408,7 +408,7 @@ async fn max_concurrent_three_never_has_more_than_three_in_flight() {
 #[tokio::test]
 async fn an_operator_killed_after_each_write_finishes_the_rollout_once() {
     let env = env_without_operator().await;
-    let mut running = operator(&env.client, "first", tokio::sync::watch::channel(true).1);
+    let running = operator(&env.client, "first", tokio::sync::watch::channel(true).1);
     let fes = frontends(&["fe1", "fe2", "fe3", "fe4", "fe5"]);
     let fes: Vec<(&str, Value)> = fes.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     tenant(&env, json!({}), &fes).await;
@@ -417,42 +417,20 @@ async fn an_operator_killed_after_each_write_finishes_the_rollout_once() {
     let deleted_from = env.deleted.lock().unwrap().len();
     change(&env, v("v2")).await;
 
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut restarts = 0;
-    loop {
-        let before = operator_writes(&env.sim);
-        // Stop the operator right after its next write, and start a fresh one.
-        while operator_writes(&env.sim) == before {
-            let status = cluster(&env).await.status;
-            if status
-                .as_ref()
-                .is_some_and(|s| s.phase == Some(ClusterPhase::Healthy))
-                && since(&env.created, from).len() == 6
-            {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "stuck after {restarts} restarts: {status:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        running.abort();
-        if since(&env.created, from).len() == 6
-            && cluster(&env)
-                .await
-                .status
-                .is_some_and(|s| s.phase == Some(ClusterPhase::Healthy))
-        {
-            break;
-        }
-        restarts += 1;
-        running = operator(
-            &env.client,
-            &format!("restart-{restarts}"),
-            tokio::sync::watch::channel(true).1,
-        );
-    }
+    let restarts = restart_after_each_write(
+        &env,
+        running,
+        Duration::from_secs(90),
+        async || {
+            since(&env.created, from).len() == 6
+                && cluster(&env)
+                    .await
+                    .status
+                    .is_some_and(|s| s.phase == Some(ClusterPhase::Healthy))
+        },
+        async || format!("{:?}", cluster(&env).await.status),
+    )
+    .await;
     assert!(
         restarts >= 12,
         "killed after each write: {restarts} restarts"

@@ -6,9 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use express_api::{ExpressCluster, Frontend};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::core::ObjectMeta;
 use serde_json::json;
 use support::*;
 
@@ -229,31 +228,6 @@ async fn disabled_ordering_is_still_bounded_by_max_concurrent() {
         "at most maxConcurrent=2 nodes in flight, saw {most}"
     );
     assert!(most == 2, "with ordering disabled two nodes start together");
-}
-
-async fn control(env: &Env, namespace: &str, name: &str, paused: &str) {
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        data: Some(
-            [
-                ("paused".to_string(), paused.to_string()),
-                ("reason".to_string(), "change freeze".to_string()),
-            ]
-            .into(),
-        ),
-        ..Default::default()
-    };
-    Api::<ConfigMap>::namespaced(env.client.clone(), namespace)
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-        .expect("control configmap");
 }
 
 #[tokio::test]

@@ -13,7 +13,6 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use express_api::Frontend;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::*;
@@ -85,24 +84,6 @@ async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
     }
 }
 
-async fn control(env: &Env, namespace: &str, name: &str, paused: bool) {
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {"paused": paused.to_string()}
-    }))
-    .unwrap();
-    Api::<ConfigMap>::namespaced(env.client.clone(), namespace)
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-}
-
 #[tokio::test]
 async fn the_chart_grants_exactly_what_the_operator_uses() {
     let env = env_without_operator().await;
@@ -129,10 +110,14 @@ async fn the_chart_grants_exactly_what_the_operator_uses() {
     settle(&env).await;
 
     // Pauses in every scope.
-    control(&env, NS, "express-control", true).await;
-    control(&env, NS, "express-control", false).await;
-    control(&env, "express-system", "express-operator-control", true).await;
-    control(&env, "express-system", "express-operator-control", false).await;
+    control(&env, NS, "express-control", "true").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    control(&env, NS, "express-control", "false").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    control(&env, "express-system", "express-operator-control", "true").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    control(&env, "express-system", "express-operator-control", "false").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     change(&env, json!({"spec": {"paused": true}})).await;
     change(&env, json!({"spec": {"paused": false}})).await;
     settle(&env).await;

@@ -411,7 +411,7 @@ async fn the_same_request_id_twice_restarts_once() {
 #[tokio::test]
 async fn an_operator_killed_after_each_write_of_a_bounce_deletes_once_and_succeeds() {
     let env = env_without_operator().await;
-    let mut running = operator(&env.client, "first", tokio::sync::watch::channel(true).1);
+    let running = operator(&env.client, "first", tokio::sync::watch::channel(true).1);
     tenant(&env, json!({}), &[("fe1", json!({}))]).await;
     settle(&env).await;
     let deleted_from = env.deleted.lock().unwrap().len();
@@ -426,29 +426,14 @@ async fn an_operator_killed_after_each_write_of_a_bounce_deletes_once_and_succee
     let done = |b: Option<BounceStatus>| {
         b.is_some_and(|b| b.request_id == "crash-safe" && b.phase == Some(BouncePhase::Succeeded))
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut restarts = 0;
-    loop {
-        let before = operator_writes(&env.sim);
-        while operator_writes(&env.sim) == before && !done(bounce_of(&env, "fe1").await) {
-            assert!(
-                Instant::now() < deadline,
-                "stuck after {restarts} restarts: {:?}",
-                bounce_of(&env, "fe1").await
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        running.abort();
-        if done(bounce_of(&env, "fe1").await) {
-            break;
-        }
-        restarts += 1;
-        running = operator(
-            &env.client,
-            &format!("restart-{restarts}"),
-            tokio::sync::watch::channel(true).1,
-        );
-    }
+    let restarts = restart_after_each_write(
+        &env,
+        running,
+        Duration::from_secs(60),
+        async || done(bounce_of(&env, "fe1").await),
+        async || format!("{:?}", bounce_of(&env, "fe1").await),
+    )
+    .await;
     assert!(
         restarts >= 4,
         "killed after each write: {restarts} restarts"

@@ -331,3 +331,65 @@ pub fn operator_writes(sim: &KubeSim) -> u64 {
         + counters.count("patch", "frontends.express.dev/status")
         + counters.count("patch", "expressclusters.express.dev/status")
 }
+
+/// Writes the control ConfigMap `name` (express-control or express-operator-control) in
+/// `namespace`: `paused` ("true"/"false"), with a reason.
+pub async fn control(env: &Env, namespace: &str, name: &str, paused: &str) {
+    let cm = k8s_openapi::api::core::v1::ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(
+            [
+                ("paused".to_string(), paused.to_string()),
+                ("reason".to_string(), "change freeze".to_string()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(env.client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .expect("control configmap");
+}
+
+/// Kills the operator right after each write it makes and starts a fresh one, until `done`
+/// holds (checked between writes and after each kill); returns how many restarts it took.
+/// `state` describes what the operator is stuck on when it makes no progress in `timeout`.
+pub async fn restart_after_each_write(
+    env: &Env,
+    mut running: tokio::task::JoinHandle<()>,
+    timeout: Duration,
+    mut done: impl AsyncFnMut() -> bool,
+    mut state: impl AsyncFnMut() -> String,
+) -> usize {
+    let deadline = Instant::now() + timeout;
+    let mut restarts = 0;
+    loop {
+        let before = operator_writes(&env.sim);
+        while operator_writes(&env.sim) == before && !done().await {
+            assert!(
+                Instant::now() < deadline,
+                "stuck after {restarts} restarts: {}",
+                state().await
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        running.abort();
+        if done().await {
+            return restarts;
+        }
+        restarts += 1;
+        running = operator(
+            &env.client,
+            &format!("restart-{restarts}"),
+            tokio::sync::watch::channel(true).1,
+        );
+    }
+}
