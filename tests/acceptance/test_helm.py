@@ -81,8 +81,7 @@ def test_a_tenant_values_file_renders_unchanged_and_applies(sim, tmp_path):
         assert "deploymentDependencies" not in o.get("spec", {}), "ordering belongs to the operator"
         if o["kind"] != "ExpressCluster":
             assert o["spec"]["clusterConfig"]["clusterName"] == "varsamisktest"
-    # (`kubectl create namespace` sends protobuf, which kubesim does not read yet: apply it.)
-    sim.kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-123634-prod}\n")
+    sim.kubectl("create", "namespace", "tenant-123634-prod")
     out = sim.kubectl("apply", "-f", "-", input=rendered).stdout
     assert "frontend.express.dev/varsamisktest-fe4 created" in out
 

@@ -439,6 +439,9 @@ impl Cluster {
                     .as_object_mut()
                     .map(|l| l.insert("kubernetes.io/metadata.name".into(), Value::String(name)));
             }
+            "/secrets" if object["type"].as_str().is_none_or(str::is_empty) => {
+                object["type"] = json!("Opaque");
+            }
             "/services" => {
                 if object["spec"]["type"].is_null() {
                     object["spec"]["type"] = json!("ClusterIP");

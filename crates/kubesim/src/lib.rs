@@ -15,6 +15,7 @@ pub mod gc;
 pub mod kubelet;
 pub mod logs;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod selector;
 pub mod server;

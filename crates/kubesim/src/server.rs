@@ -233,18 +233,6 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         };
         return error_response(&err);
     }
-    // kubesim speaks JSON (and YAML for apply). Refusing protobuf with 415 makes client-go
-    // switch that client to JSON, as it does against any server without protobuf.
-    if parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|c| c.to_str().ok())
-        .is_some_and(|c| c.contains("protobuf"))
-    {
-        return error_response(&ApiError::unsupported_media_type(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml",
-        ));
-    }
     if verb == "get"
         && target.rt.storage_key() == crate::api::POD_KEY
         && target.subresource.as_deref() == Some("log")
@@ -265,15 +253,13 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             };
         }
         "get" => get(&shared, &target, as_table),
-        "create" => parse_body(&body)
-            .map_err(|e| with_content_type(e, &parts.headers))
-            .and_then(|object| {
-                let namespace = target.namespace.clone().unwrap_or_default();
-                shared
-                    .lock()
-                    .create(&target.rt, &namespace, object, &write_options(&query))
-            }),
-        "update" => parse_body(&body).and_then(|object| {
+        "create" => request_object(&parts.headers, &body).and_then(|object| {
+            let namespace = target.namespace.clone().unwrap_or_default();
+            shared
+                .lock()
+                .create(&target.rt, &namespace, object, &write_options(&query))
+        }),
+        "update" => request_object(&parts.headers, &body).and_then(|object| {
             shared.lock().update(
                 &target.rt,
                 target.namespace.as_deref().unwrap_or(""),
@@ -294,7 +280,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                 &write_options(&query),
             )
         }),
-        "delete" => delete_options(&body, &query).and_then(|options| {
+        "delete" => delete_options(&parts.headers, &body, &query).and_then(|options| {
             let result = shared.lock().delete(
                 &target.rt,
                 target.namespace.as_deref().unwrap_or(""),
@@ -311,7 +297,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             });
             result
         }),
-        "deletecollection" => delete_collection(&shared, &target, &query, &body),
+        "deletecollection" => delete_collection(&shared, &target, &query, &parts.headers, &body),
         _ => Err(ApiError::method_not_allowed(format!(
             "{} is not supported here",
             parts.method
@@ -387,6 +373,27 @@ fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> Result
     })
 }
 
+/// The object a create, update or delete carries: JSON, YAML, or Kubernetes protobuf (decoded
+/// into the JSON the same request would have carried).
+fn request_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    match media {
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body),
+        "" | "application/json" | "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            parse_body(body).map_err(|e| with_content_type(e, headers))
+        }
+        other => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format ({other:?}) - accepted media \
+             types include: application/json, application/yaml, {}",
+            crate::protobuf::MEDIA_TYPE
+        ))),
+    }
+}
+
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
     serde_json::from_slice(body)
         .or_else(|_| {
@@ -405,10 +412,7 @@ fn with_content_type(mut err: ApiError, headers: &HeaderMap) -> ApiError {
         .get(header::CONTENT_TYPE)
         .and_then(|c| c.to_str().ok())
     {
-        err.message = format!(
-            "{} (Content-Type {content_type}; kubesim accepts JSON and YAML)",
-            err.message
-        );
+        err.message = format!("{} (Content-Type {content_type})", err.message);
     }
     err
 }
@@ -438,11 +442,15 @@ fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {
     }
 }
 
-fn delete_options(body: &Bytes, query: &Query) -> Result<DeleteOptions, ApiError> {
+fn delete_options(
+    headers: &HeaderMap,
+    body: &Bytes,
+    query: &Query,
+) -> Result<DeleteOptions, ApiError> {
     let body: Value = if body.is_empty() {
         json!({})
     } else {
-        parse_body(body)?
+        request_object(headers, body)?
     };
     let dry_run = query.get("dryRun") == Some("All")
         || body["dryRun"]
@@ -538,10 +546,11 @@ fn delete_collection(
     shared: &Shared,
     target: &Target,
     query: &Query,
+    headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Value, ApiError> {
     let options = list_options(query)?;
-    let delete = delete_options(body, query)?;
+    let delete = delete_options(headers, body, query)?;
     let mut cluster = shared.lock();
     let list = cluster.list(&target.rt, target.namespace.as_deref(), &options)?;
     let mut deleted = Vec::new();

@@ -660,3 +660,136 @@ async fn uids_are_immutable_and_every_delete_is_recorded_with_its_grace_period()
     let (status, over_http) = get(&client, "/kubesim/deletes").await;
     assert_eq!((status, over_http.as_array().map(Vec::len)), (200, Some(2)));
 }
+
+async fn post_bytes(
+    client: &kube::Client,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", content_type)
+        .body(body)
+        .unwrap();
+    let response = client
+        .send(request.map(Body::from))
+        .await
+        .expect("response");
+    let status = response.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// `k8s\0` + runtime.Unknown{typeMeta, raw}, as client-go writes a protobuf body.
+fn protobuf_body(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    use prost::Message as _;
+    let envelope = k8s_pb::apimachinery::pkg::runtime::Unknown {
+        type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+        }),
+        raw: Some(raw),
+        content_encoding: None,
+        content_type: None,
+    };
+    [b"k8s\0".as_slice(), &envelope.encode_to_vec()].concat()
+}
+
+/// Protobuf bodies are decoded into the object a JSON body would carry; bodies that are not
+/// protobuf, truncated, of a kind kubesim cannot map, or too large are refused with a 4xx naming
+/// the problem, and nothing is stored.
+#[tokio::test]
+async fn protobuf_bodies_are_decoded_and_bad_ones_refused() {
+    use prost::Message as _;
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    let (_sim, client) = start().await;
+    let path = "/api/v1/namespaces/default/configmaps";
+    let configmap = |name: &str, blob: String| k8s_pb::api::core::v1::ConfigMap {
+        metadata: Some(k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        }),
+        data: [("blob".to_owned(), blob)].into(),
+        ..Default::default()
+    };
+
+    let good = protobuf_body(
+        "v1",
+        "ConfigMap",
+        configmap("pb", "hello".into()).encode_to_vec(),
+    );
+    let (status, body) = post_bytes(&client, path, PROTOBUF, good.clone()).await;
+    assert_eq!(
+        (status, &body["data"]),
+        (201, &json!({"blob": "hello"})),
+        "{body}"
+    );
+    let (status, body) = get(&client, "/api/v1/namespaces/default/configmaps/pb").await;
+    assert_eq!((status, body["kind"].as_str()), (200, Some("ConfigMap")));
+
+    let refusals = [
+        (
+            "truncated",
+            good[..good.len() - 4].to_vec(),
+            PROTOBUF,
+            400,
+            "could not be decoded",
+        ),
+        (
+            "wrong envelope",
+            b"{\"kind\":\"ConfigMap\"}".to_vec(),
+            PROTOBUF,
+            400,
+            "prefix",
+        ),
+        (
+            "unmapped kind",
+            protobuf_body("v1", "Pod", Vec::new()),
+            PROTOBUF,
+            415,
+            "v1/Pod",
+        ),
+        (
+            "unknown media type",
+            b"\xa1\x00".to_vec(),
+            "application/cbor",
+            415,
+            "application/cbor",
+        ),
+        (
+            "over the limit",
+            protobuf_body(
+                "v1",
+                "ConfigMap",
+                configmap("huge", "x".repeat(4 << 20)).encode_to_vec(),
+            ),
+            PROTOBUF,
+            413,
+            "limit",
+        ),
+    ];
+    for (case, bytes, content_type, code, words) in refusals {
+        let (status, body) = post_bytes(&client, path, content_type, bytes).await;
+        assert_eq!(
+            (status, body["code"].as_u64()),
+            (code, Some(u64::from(code))),
+            "{case}: {body}"
+        );
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains(words), "{case}: {message}");
+    }
+    let (_, list) = get(&client, path).await;
+    assert_eq!(
+        list["items"].as_array().map(Vec::len),
+        Some(1),
+        "only the good one is stored"
+    );
+}
