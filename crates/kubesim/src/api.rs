@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::clock;
 use crate::error::ApiError;
+use crate::events;
 use crate::patch;
 use crate::registry::{Registry, ResourceType, established_crd_status};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -54,7 +55,7 @@ pub enum PatchType {
 /// A list response whose items are shared with the store (no copies until serialized).
 pub struct List {
     pub kind: String,
-    pub api_version: String,
+    pub view: View,
     pub metadata: Value,
     pub items: Vec<Stored>,
 }
@@ -66,7 +67,7 @@ impl List {
         out.push_str("{\"kind\":");
         out.push_str(&Value::String(self.kind.clone()).to_string());
         out.push_str(",\"apiVersion\":");
-        out.push_str(&Value::String(self.api_version.clone()).to_string());
+        out.push_str(&Value::String(self.view.api_version.clone()).to_string());
         out.push_str(",\"metadata\":");
         out.push_str(&self.metadata.to_string());
         out.push_str(",\"items\":[");
@@ -74,7 +75,7 @@ impl List {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&served_text(item, &self.api_version));
+            out.push_str(&self.view.text(item));
         }
         out.push_str("]}");
         out
@@ -84,24 +85,53 @@ impl List {
     pub fn values(&self) -> Vec<Value> {
         self.items
             .iter()
-            .map(|item| {
-                let mut value = item.value();
-                value["apiVersion"] = Value::String(self.api_version.clone());
-                value
-            })
+            .map(|item| self.view.value(&item.value()))
             .collect()
     }
 }
 
-/// An object's JSON text as served under `api_version`: all versions of a resource share
-/// storage, so only the apiVersion may need rewriting (parsing only then).
-pub fn served_text<'a>(item: &'a Stored, api_version: &str) -> std::borrow::Cow<'a, str> {
-    if item.index.api_version == api_version {
-        return std::borrow::Cow::Borrowed(&item.json);
+/// How stored objects are served through one resource: all versions of a resource share
+/// storage, so usually only the apiVersion is rewritten (parsing only then, like a CRD with
+/// conversion strategy None); `events.k8s.io` events also rename fields ([`crate::events`]).
+#[derive(Clone, Debug)]
+pub struct View {
+    pub api_version: String,
+    events: bool,
+}
+
+impl View {
+    pub fn of(rt: &ResourceType) -> View {
+        View {
+            api_version: rt.api_version(),
+            events: crate::events::is_events_view(rt),
+        }
     }
-    let mut value = item.value();
-    value["apiVersion"] = Value::String(api_version.to_owned());
-    std::borrow::Cow::Owned(value.to_string())
+
+    /// A stored object's JSON text as served.
+    pub fn text<'a>(&self, item: &'a Stored) -> std::borrow::Cow<'a, str> {
+        if !self.events && item.index.api_version == self.api_version {
+            return std::borrow::Cow::Borrowed(&item.json);
+        }
+        std::borrow::Cow::Owned(self.value(&item.value()).to_string())
+    }
+
+    /// A stored object as served.
+    pub fn value(&self, stored: &Value) -> Value {
+        if self.events {
+            return crate::events::to_events_view(stored);
+        }
+        let mut value = stored.clone();
+        if value["apiVersion"].as_str() != Some(self.api_version.as_str()) {
+            value["apiVersion"] = Value::String(self.api_version.clone());
+        }
+        value
+    }
+
+    /// Whether a stored object passes field and label selectors, judged on what is served.
+    pub fn selected(&self, labels: &LabelSelector, fields: &FieldSelector, item: &Stored) -> bool {
+        labels.matches_stored(item)
+            && (fields.is_empty() || fields.matches(&self.value(&item.value())))
+    }
 }
 
 /// The API server's state: what is served and what is stored.
@@ -218,16 +248,13 @@ impl Cluster {
         if rt.namespaced { namespace } else { "" }
     }
 
-    /// The object as served under `rt`'s version (all versions share storage; no conversion
-    /// beyond apiVersion, like a CRD with conversion strategy None).
+    /// The object as served under `rt` (see [`View`]).
     fn served(&self, rt: &ResourceType, object: &Object) -> Object {
-        let api_version = rt.api_version();
-        if object["apiVersion"].as_str() == Some(api_version.as_str()) {
+        let view = View::of(rt);
+        if !view.events && object["apiVersion"].as_str() == Some(view.api_version.as_str()) {
             return object.clone();
         }
-        let mut copy = (**object).clone();
-        copy["apiVersion"] = Value::String(api_version);
-        Arc::new(copy)
+        Arc::new(view.value(object))
     }
 
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Object, ApiError> {
@@ -257,10 +284,9 @@ impl Cluster {
             Some(after) => Box::new(self.store.list_after(&key_of_resource, namespace, after)),
             None => Box::new(self.store.list(&key_of_resource, namespace)),
         };
+        let view = View::of(rt);
         for (key, object) in objects {
-            if !options.labels.matches_stored(object)
-                || (!options.fields.is_empty() && !options.fields.matches(&object.value()))
-            {
+            if !view.selected(&options.labels, &options.fields, object) {
                 continue;
             }
             if options.limit.is_some_and(|limit| items.len() >= limit) {
@@ -280,7 +306,7 @@ impl Cluster {
         }
         Ok(List {
             kind: format!("{}List", rt.kind),
-            api_version: rt.api_version(),
+            view,
             metadata,
             items,
         })
@@ -327,6 +353,11 @@ impl Cluster {
         mut object: Value,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        if let Some(core) = self.stored_events(rt) {
+            let created =
+                self.create(&core, namespace, events::from_events_view(&object), options)?;
+            return Ok(events::to_events_view(&created));
+        }
         if !object.is_object() {
             return Err(ApiError::bad_request("the body must be a JSON object"));
         }
@@ -464,6 +495,11 @@ impl Cluster {
         mut object: Value,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        if let Some(core) = self.stored_events(rt) {
+            let object = events::from_events_view(&object);
+            let updated = self.update(&core, namespace, name, subresource, object, options)?;
+            return Ok(events::to_events_view(&updated));
+        }
         if !object.is_object() {
             return Err(ApiError::bad_request("the body must be a JSON object"));
         }
@@ -660,6 +696,9 @@ impl Cluster {
         body: &[u8],
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        if let Some(core) = self.stored_events(rt) {
+            return self.patch_events_view(&core, namespace, name, patch_type, body, options);
+        }
         let namespace = self.scope(rt, namespace).to_owned();
         let current = self.store.get(&rt.storage_key(), &namespace, name);
         if patch_type == PatchType::Apply {
@@ -718,6 +757,10 @@ impl Cluster {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Value, ApiError> {
+        if let Some(core) = self.stored_events(rt) {
+            let deleted = self.delete(&core, namespace, name, options)?;
+            return Ok(events::to_events_view(&deleted));
+        }
         let namespace = self.scope(rt, namespace).to_owned();
         let key = rt.storage_key();
         let current = self
@@ -825,6 +868,61 @@ impl Cluster {
             self.store.drop_resource(&format!("{group}/{plural}"));
         }
         Some(removed)
+    }
+
+    /// The core events type, when `rt` is the `events.k8s.io` view of them: writes through the
+    /// view are converted and made to the stored events.
+    fn stored_events(&self, rt: &ResourceType) -> Option<ResourceType> {
+        if !events::is_events_view(rt) {
+            return None;
+        }
+        self.registry.find("", "v1", "events").cloned()
+    }
+
+    /// A patch through the `events.k8s.io` view applies to the event as that view shows it,
+    /// and the result is stored in the core form. A server-side apply is converted before it is
+    /// applied, so its managed fields name the core paths.
+    fn patch_events_view(
+        &mut self,
+        core: &ResourceType,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        if patch_type == PatchType::Apply {
+            let intent: Value = serde_yaml::from_slice(body).map_err(|err| {
+                ApiError::bad_request(format!("the apply body is not valid YAML or JSON: {err}"))
+            })?;
+            let converted = events::from_events_view(&intent).to_string();
+            let applied = self.patch(
+                core,
+                namespace,
+                name,
+                None,
+                PatchType::Apply,
+                converted.as_bytes(),
+                options,
+            )?;
+            return Ok(events::to_events_view(&applied));
+        }
+        let current = self.get(core, namespace, name)?;
+        let viewed = events::to_events_view(&current);
+        let patched = match patch_type {
+            PatchType::Json => patch::json_patch(&viewed, body)?,
+            PatchType::Merge | PatchType::Apply => patch::merge_patch(&viewed, body)?,
+            PatchType::StrategicMerge => patch::strategic_merge_patch(&viewed, body)?,
+        };
+        let updated = self.update(
+            core,
+            namespace,
+            name,
+            None,
+            events::from_events_view(&patched),
+            options,
+        )?;
+        Ok(events::to_events_view(&updated))
     }
 
     /// Finds the resource type serving objects stored under `storage_key` (any version).

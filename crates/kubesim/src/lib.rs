@@ -10,6 +10,7 @@ pub mod api;
 pub mod apply;
 pub mod clock;
 pub mod error;
+pub mod events;
 pub mod faults;
 pub mod gc;
 pub mod kubelet;

@@ -43,8 +43,12 @@ impl ResourceType {
         }
     }
 
-    /// Objects are stored per group and plural: all versions of a resource share storage.
+    /// Objects are stored per group and plural: all versions of a resource share storage, and
+    /// `events.k8s.io` events are the core events seen through another view.
     pub fn storage_key(&self) -> String {
+        if crate::events::is_events_view(self) {
+            return "/events".to_owned();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 

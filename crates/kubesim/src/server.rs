@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, mpsc};
 
-use crate::api::served_text;
+use crate::api::View;
 use crate::api::{Cluster, DeleteOptions, ListOptions, PatchType, WriteOptions};
 use crate::error::ApiError;
 use crate::faults::{FaultRule, Faults};
@@ -590,20 +590,19 @@ fn delivered(
     if !ours {
         return None;
     }
-    let is = selected(labels, fields, &event.object);
+    let view = View::of(&target.rt);
+    let is = view.selected(labels, fields, &event.object);
     match (&event.kind, &event.previous) {
-        (EventType::Modified, Some(previous)) => match (selected(labels, fields, previous), is) {
-            (true, true) => Some("MODIFIED"),
-            (false, true) => Some("ADDED"),
-            (true, false) => Some("DELETED"),
-            (false, false) => None,
-        },
+        (EventType::Modified, Some(previous)) => {
+            match (view.selected(labels, fields, previous), is) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            }
+        }
         (kind, _) => is.then_some(kind.as_str()),
     }
-}
-
-fn selected(labels: &LabelSelector, fields: &FieldSelector, object: &Stored) -> bool {
-    labels.matches_stored(object) && (fields.is_empty() || fields.matches(&object.value()))
 }
 
 /// One line of a watch stream, before encoding.
@@ -648,7 +647,7 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
                     &key,
                     target.namespace.as_deref().filter(|_| target.rt.namespaced),
                 )
-                .filter(|(_, o)| selected(&options.labels, &options.fields, o))
+                .filter(|(_, o)| View::of(&target.rt).selected(&options.labels, &options.fields, o))
                 .map(|(_, o)| Outgoing::Change("ADDED", o.clone()))
                 .collect();
             if send_initial {
@@ -697,13 +696,12 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
     let mut epoch = shared.faults.watch_epoch();
     let interval = shared.bookmark_interval;
     let rt = target.rt.clone();
-    let api_version = rt.api_version();
+    let view = View::of(&rt);
     tokio::spawn(async move {
         let encode = |line: &Outgoing| -> Bytes {
             let mut text = match line {
                 Outgoing::Change(kind, object) if as_table => {
-                    let mut value = object.value();
-                    value["apiVersion"] = Value::String(api_version.clone());
+                    let value = view.value(&object.value());
                     let table = table::table(
                         &rt,
                         &[&value],
@@ -712,10 +710,7 @@ fn watch(shared: Arc<Shared>, target: Target, query: &Query, as_table: bool) -> 
                     json!({"type": kind, "object": table}).to_string()
                 }
                 Outgoing::Change(kind, object) => {
-                    format!(
-                        "{{\"type\":\"{kind}\",\"object\":{}}}",
-                        served_text(object, &api_version)
-                    )
+                    format!("{{\"type\":\"{kind}\",\"object\":{}}}", view.text(object))
                 }
                 Outgoing::Synthetic(value) => value.to_string(),
             };

@@ -399,3 +399,122 @@ async fn finalizers_hold_deletion_until_removed() {
             .is_empty()
     );
 }
+
+/// Events are stored once and served through both APIs: one published the way the operator
+/// publishes (kube's Recorder, `events.k8s.io/v1`, then a series patch) reads as a core event
+/// that `kubectl describe`'s field selector finds; one written as a core event reads through
+/// `events.k8s.io/v1` with `regarding` and `note`.
+#[tokio::test]
+async fn one_event_store_serves_both_event_apis() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
+    use k8s_openapi::api::events::v1::Event as NewEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let (_sim, client) = start().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some("tenant-acme".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let regarding = ObjectReference {
+        api_version: Some("express.dev/v1alpha1".into()),
+        kind: Some("Frontend".into()),
+        name: Some("acme-fe2".into()),
+        namespace: Some("tenant-acme".into()),
+        uid: Some("uid-fe2".into()),
+        ..Default::default()
+    };
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "express-operator".into(),
+            instance: Some("express-operator-0".into()),
+        },
+    );
+    let event = Event {
+        type_: EventType::Normal,
+        reason: "NodeUpgradeStarted".into(),
+        note: Some("upgrading acme-fe2".into()),
+        action: "Upgrade".into(),
+        secondary: None,
+    };
+    // The second identical event becomes a series: kube's Recorder patches the first.
+    recorder.publish(&event, &regarding).await.unwrap();
+    recorder.publish(&event, &regarding).await.unwrap();
+
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "tenant-acme");
+    let selector = "involvedObject.name=acme-fe2,involvedObject.namespace=tenant-acme,\
+                    involvedObject.kind=Frontend,involvedObject.uid=uid-fe2";
+    let found = core
+        .list(&ListParams::default().fields(selector))
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1, "{found:?}");
+    let seen = &found.items[0];
+    assert_eq!(seen.message.as_deref(), Some("upgrading acme-fe2"));
+    assert_eq!(seen.reason.as_deref(), Some("NodeUpgradeStarted"));
+    assert_eq!(seen.count, Some(2), "the series count is the legacy count");
+    assert_eq!(
+        seen.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("express-operator")
+    );
+    assert_eq!(
+        seen.reporting_component.as_deref(),
+        Some("express-operator")
+    );
+    assert!(seen.last_timestamp.is_some() && seen.first_timestamp.is_some());
+    let other = core
+        .list(&ListParams::default().fields("involvedObject.name=acme-fe3"))
+        .await
+        .unwrap();
+    assert!(other.items.is_empty());
+
+    let kubelet_event = CoreEvent {
+        metadata: ObjectMeta {
+            name: Some("acme-fe2-pod.1".into()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            kind: Some("Pod".into()),
+            name: Some("acme-fe2".into()),
+            namespace: Some("tenant-acme".into()),
+            ..Default::default()
+        },
+        reason: Some("Pulled".into()),
+        message: Some("image pulled".into()),
+        type_: Some("Normal".into()),
+        count: Some(3),
+        ..Default::default()
+    };
+    core.create(&PostParams::default(), &kubelet_event)
+        .await
+        .unwrap();
+    let new: Api<NewEvent> = Api::namespaced(client.clone(), "tenant-acme");
+    let pulled = new.get("acme-fe2-pod.1").await.unwrap();
+    assert_eq!(
+        pulled.regarding.as_ref().and_then(|r| r.kind.as_deref()),
+        Some("Pod")
+    );
+    assert_eq!(pulled.note.as_deref(), Some("image pulled"));
+    assert_eq!(pulled.deprecated_count, Some(3));
+    let by_regarding = new
+        .list(&ListParams::default().fields("regarding.kind=Pod"))
+        .await
+        .unwrap();
+    assert_eq!(by_regarding.items.len(), 1);
+    assert_eq!(
+        new.list(&ListParams::default()).await.unwrap().items.len(),
+        2
+    );
+    assert_eq!(
+        core.list(&ListParams::default()).await.unwrap().items.len(),
+        2
+    );
+}
