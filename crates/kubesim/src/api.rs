@@ -25,6 +25,20 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub force: bool,
+    pub field_validation: FieldValidation,
+}
+
+/// What a write does with fields a custom resource's schema does not declare (`fieldValidation`).
+/// They are pruned in every case; this only decides whether the client hears of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Silently dropped.
+    Ignore,
+    /// Dropped with a `Warning` header each: the API server's default.
+    #[default]
+    Warn,
+    /// The write is refused (400), as kubectl asks by default.
+    Strict,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -140,6 +154,8 @@ pub struct Cluster {
     pub store: Store,
     /// Default pod termination time when a pod does not say otherwise (seconds).
     pub default_pod_termination_seconds: f64,
+    /// `Warning` headers for the response to the write in progress (the server takes them).
+    pub warnings: Vec<String>,
 }
 
 pub fn name_of(object: &Value) -> &str {
@@ -231,6 +247,7 @@ impl Cluster {
             registry: Registry::default(),
             store: Store::new(history_limit, 65_536),
             default_pod_termination_seconds,
+            warnings: Vec::new(),
         };
         for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let object = json!({"apiVersion": "v1", "kind": "Namespace",
@@ -427,6 +444,7 @@ impl Cluster {
         if self.store.get(&key, &namespace, &name).is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
         }
+        self.admit(rt, &mut object, &name, options)?;
         self.default_on_create(rt, &mut object);
         if let Some(manager) = &options.field_manager {
             crate::apply::record_update(&mut object, manager, &rt.api_version());
@@ -535,17 +553,18 @@ impl Cluster {
                 ),
             ));
         }
-        let next = self.merge_for_write(rt, &current, &mut object, subresource)?;
+        let next = self.merge_for_write(rt, &current, &mut object, subresource, options)?;
         self.write_existing(rt, &namespace, name, &current, next, options)
     }
 
     /// Applies the isolation rules of the main resource and its status subresource.
     fn merge_for_write(
-        &self,
+        &mut self,
         rt: &ResourceType,
         current: &Value,
         incoming: &mut Value,
         subresource: Option<&str>,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let mut next = match subresource {
             Some("status") if rt.status_subresource => {
@@ -599,6 +618,8 @@ impl Cluster {
         }
         next["apiVersion"] = current["apiVersion"].clone();
         next["kind"] = current["kind"].clone();
+        let name = name_of(current).to_owned();
+        self.admit(rt, &mut next, &name, options)?;
         if rt.tracks_generation()
             && generation_relevant(rt, &next) != generation_relevant(rt, current)
         {
@@ -621,7 +642,7 @@ impl Cluster {
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let managed = next["metadata"]["managedFields"].clone();
-        let mut merged = self.merge_for_write(rt, current, &mut next, subresource)?;
+        let mut merged = self.merge_for_write(rt, current, &mut next, subresource, options)?;
         merged["metadata"]["managedFields"] = managed;
         self.write_existing(rt, namespace, name, current, merged, options)
     }
@@ -746,7 +767,7 @@ impl Cluster {
                 format!("metadata.uid: Invalid value: \"{uid}\": field is immutable"),
             ));
         }
-        let next = self.merge_for_write(rt, &current, &mut patched, subresource)?;
+        let next = self.merge_for_write(rt, &current, &mut patched, subresource, options)?;
         self.write_existing(rt, &namespace, name, &current, next, options)
     }
 
@@ -868,6 +889,49 @@ impl Cluster {
             self.store.drop_resource(&format!("{group}/{plural}"));
         }
         Some(removed)
+    }
+
+    /// A custom resource's schema rules ([`crate::schema`]): prunes and defaults `object` in
+    /// place, answers unknown fields as `fieldValidation` asks, and refuses an invalid object
+    /// with 422 and a cause per field.
+    fn admit(
+        &mut self,
+        rt: &ResourceType,
+        object: &mut Value,
+        name: &str,
+        options: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let Some(schema) = rt.schema.as_ref().filter(|_| !rt.builtin) else {
+            return Ok(());
+        };
+        let admission = crate::schema::admit(schema, object);
+        let unknown = admission
+            .unknown_fields
+            .iter()
+            .map(|path| format!("unknown field \"{path}\""));
+        match options.field_validation {
+            FieldValidation::Strict if !admission.unknown_fields.is_empty() => {
+                let unknown: Vec<String> = unknown.collect();
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                    unknown.join(", "),
+                    kind = rt.kind,
+                    version = rt.version,
+                )));
+            }
+            FieldValidation::Warn => self.warnings.extend(unknown),
+            FieldValidation::Strict | FieldValidation::Ignore => {}
+        }
+        if admission.causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid_fields(
+                &rt.group,
+                &rt.kind,
+                name,
+                &admission.causes,
+            ))
+        }
     }
 
     /// The core events type, when `rt` is the `events.k8s.io` view of them: writes through the

@@ -84,6 +84,39 @@ impl ApiError {
         .with_details(group, kind, name)
     }
 
+    /// 422 for an object breaking its schema, one cause per field, worded as the API server
+    /// words it: `Frontend.express.dev "acme-fe1" is invalid: spec.up: Invalid value: ...`.
+    pub fn invalid_fields(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: &[crate::schema::Cause],
+    ) -> Self {
+        let described: Vec<String> = causes.iter().map(crate::schema::Cause::describe).collect();
+        let why = match described.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!(
+                "{} \"{name}\" is invalid: {why}",
+                qualified_kind(group, kind)
+            ),
+        )
+        .with_details(group, kind, name);
+        if let Some(details) = err.details.as_deref_mut() {
+            details["causes"] = causes
+                .iter()
+                .map(|cause| {
+                    json!({"reason": cause.reason, "message": cause.message, "field": cause.field})
+                })
+                .collect();
+        }
+        err
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -148,6 +181,14 @@ impl ApiError {
             status["details"] = (**details).clone();
         }
         status
+    }
+}
+
+fn qualified_kind(group: &str, kind: &str) -> String {
+    if group.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}.{group}")
     }
 }
 

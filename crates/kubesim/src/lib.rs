@@ -18,6 +18,7 @@ pub mod logs;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod store;

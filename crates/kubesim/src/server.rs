@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, mpsc};
 
 use crate::api::View;
-use crate::api::{Cluster, DeleteOptions, ListOptions, PatchType, WriteOptions};
+use crate::api::{Cluster, DeleteOptions, FieldValidation, ListOptions, PatchType, WriteOptions};
 use crate::error::ApiError;
 use crate::faults::{FaultRule, Faults};
 use crate::registry::ResourceType;
@@ -244,6 +244,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
+    let mut warnings = Vec::new();
     let result = match verb {
         "watch" => return watch(shared, target, &query, as_table),
         "list" => {
@@ -254,31 +255,38 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         }
         "get" => get(&shared, &target, as_table),
         "create" => request_object(&parts.headers, &body).and_then(|object| {
+            let options = write_options(&query)?;
             let namespace = target.namespace.clone().unwrap_or_default();
-            shared
-                .lock()
-                .create(&target.rt, &namespace, object, &write_options(&query))
+            write(&shared, &mut warnings, |cluster| {
+                cluster.create(&target.rt, &namespace, object, &options)
+            })
         }),
         "update" => request_object(&parts.headers, &body).and_then(|object| {
-            shared.lock().update(
-                &target.rt,
-                target.namespace.as_deref().unwrap_or(""),
-                target.name.as_deref().unwrap_or(""),
-                target.subresource.as_deref(),
-                object,
-                &write_options(&query),
-            )
+            let options = write_options(&query)?;
+            write(&shared, &mut warnings, |cluster| {
+                cluster.update(
+                    &target.rt,
+                    target.namespace.as_deref().unwrap_or(""),
+                    target.name.as_deref().unwrap_or(""),
+                    target.subresource.as_deref(),
+                    object,
+                    &options,
+                )
+            })
         }),
         "patch" => patch_type(&parts.headers).and_then(|patch_type| {
-            shared.lock().patch(
-                &target.rt,
-                target.namespace.as_deref().unwrap_or(""),
-                target.name.as_deref().unwrap_or(""),
-                target.subresource.as_deref(),
-                patch_type,
-                &body,
-                &write_options(&query),
-            )
+            let options = write_options(&query)?;
+            write(&shared, &mut warnings, |cluster| {
+                cluster.patch(
+                    &target.rt,
+                    target.namespace.as_deref().unwrap_or(""),
+                    target.name.as_deref().unwrap_or(""),
+                    target.subresource.as_deref(),
+                    patch_type,
+                    &body,
+                    &options,
+                )
+            })
         }),
         "delete" => delete_options(&parts.headers, &body, &query).and_then(|options| {
             let result = shared.lock().delete(
@@ -316,10 +324,31 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             } else {
                 StatusCode::OK
             };
-            json_response(status, &value)
+            let mut response = json_response(status, &value);
+            for warning in warnings {
+                // RFC 7234 warn-code 299, with the text quoted, as the API server sends it.
+                let text = format!("299 - {}", Value::String(warning));
+                if let Ok(value) = HeaderValue::from_str(&text) {
+                    response.headers_mut().append(header::WARNING, value);
+                }
+            }
+            response
         }
         Err(err) => error_response(&err),
     }
+}
+
+/// Runs one write under the lock and collects the warnings it leaves for the response.
+fn write(
+    shared: &Shared,
+    warnings: &mut Vec<String>,
+    operation: impl FnOnce(&mut Cluster) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    let mut cluster = shared.lock();
+    cluster.warnings.clear();
+    let result = operation(&mut cluster);
+    *warnings = std::mem::take(&mut cluster.warnings);
+    result
 }
 
 fn verb_of(method: &Method, target: &Target, query: &Query) -> &'static str {
@@ -417,12 +446,23 @@ fn with_content_type(mut err: ApiError, headers: &HeaderMap) -> ApiError {
     err
 }
 
-fn write_options(query: &Query) -> WriteOptions {
-    WriteOptions {
+fn write_options(query: &Query) -> Result<WriteOptions, ApiError> {
+    let field_validation = match query.get("fieldValidation") {
+        None | Some("" | "Warn") => FieldValidation::Warn,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some("Strict") => FieldValidation::Strict,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+            )));
+        }
+    };
+    Ok(WriteOptions {
         dry_run: query.get("dryRun") == Some("All"),
         field_manager: query.get("fieldManager").map(str::to_owned),
         force: query.flag("force"),
-    }
+        field_validation,
+    })
 }
 
 fn patch_type(headers: &HeaderMap) -> Result<PatchType, ApiError> {

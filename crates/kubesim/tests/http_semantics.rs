@@ -793,3 +793,60 @@ async fn protobuf_bodies_are_decoded_and_bad_ones_refused() {
         "only the good one is stored"
     );
 }
+
+/// Without `fieldValidation` the API server's default is Warn: unknown fields are pruned and
+/// each is named in a `Warning: 299` header. An unknown directive is a 400.
+#[tokio::test]
+async fn unknown_fields_warn_by_default_with_a_warning_header_each() {
+    let (_sim, client) = start().await;
+    let crd = serde_json::to_value(express_api::crd::all().remove(2)).unwrap();
+    let (status, _) = post(
+        &client,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        crd,
+    )
+    .await;
+    assert_eq!(status, 201);
+    let path = "/apis/express.dev/v1alpha1/namespaces/default/frontends";
+    let frontend = json!({"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
+        "metadata": {"name": "acme-fe1"},
+        "spec": {"clusterConfig": {"clusterName": "acme", "colour": "red"}, "tpyo": 1}});
+    let (status, headers, body) =
+        call(&client, "POST", path, "application/json", frontend.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    let warnings: Vec<&str> = headers
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"299 - "unknown field \"spec.clusterConfig.colour\"""#,
+            r#"299 - "unknown field \"spec.tpyo\"""#
+        ]
+    );
+    assert_eq!(body["spec"].get("tpyo"), None);
+    assert_eq!(body["spec"]["clusterConfig"].get("colour"), None);
+
+    let (status, headers, body) = call(
+        &client,
+        "POST",
+        &format!("{path}?fieldValidation=Loose"),
+        "application/json",
+        frontend,
+    )
+    .await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (400, Some("BadRequest")),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Unsupported value: \"Loose\"")
+    );
+    assert!(headers.get("warning").is_none());
+}
