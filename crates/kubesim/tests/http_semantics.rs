@@ -752,10 +752,10 @@ async fn protobuf_bodies_are_decoded_and_bad_ones_refused() {
         ),
         (
             "unmapped kind",
-            protobuf_body("v1", "Pod", Vec::new()),
+            protobuf_body("apps/v1", "Deployment", Vec::new()),
             PROTOBUF,
             415,
-            "v1/Pod",
+            "apps/v1/Deployment",
         ),
         (
             "unknown media type",

@@ -40,6 +40,7 @@ pub const DECODABLE_KINDS: &[(&str, &str)] = &[
     ("v1", "Secret"),
     ("v1", "ServiceAccount"),
     ("v1", "Service"),
+    ("v1", "Pod"),
     ("v1", "Event"),
     ("events.k8s.io/v1", "Event"),
     ("coordination.k8s.io/v1", "Lease"),
@@ -102,6 +103,7 @@ fn decode_kind(api_version: &str, kind: &str, raw: &[u8]) -> Result<Value, ApiEr
         ("v1", "Secret") => message::<core::Secret>(kind, raw),
         ("v1", "ServiceAccount") => message::<core::ServiceAccount>(kind, raw),
         ("v1", "Service") => message::<core::Service>(kind, raw),
+        ("v1", "Pod") => message::<core::Pod>(kind, raw),
         ("v1", "Event") => message::<core::Event>(kind, raw),
         ("events.k8s.io/v1", "Event") => message::<events::Event>(kind, raw),
         ("coordination.k8s.io/v1", "Lease") => message::<coordination::Lease>(kind, raw),
@@ -194,7 +196,8 @@ impl<T: ToJson> ToJson for BTreeMap<String, T> {
 ///
 /// Go's encoder writes every non-pointer scalar, zero or not, and its JSON encoder then drops
 /// the zeros (`omitempty`). Only fields marked `keep` (Go pointers, whose explicit `false` or `0`
-/// means something, and the few scalars without `omitempty`) keep a zero.
+/// means something, and the few scalars without `omitempty`) keep a zero. A field whose JSON
+/// name is empty is a Go struct embedded inline: its fields are written into this object.
 macro_rules! json_object {
     ($($ty:ty { $($field:ident: $json:literal $($keep:ident)?),* $(,)? })*) => {$(
         impl ToJson for $ty {
@@ -203,10 +206,12 @@ macro_rules! json_object {
                 let mut object = Map::new();
                 $(
                     let keep_zero = false $(|| stringify!($keep) == "keep")?;
-                    if let Some(value) = self.$field.to_json() {
-                        if keep_zero || !is_zero(&value) {
+                    match self.$field.to_json() {
+                        Some(Value::Object(inner)) if $json.is_empty() => object.extend(inner),
+                        Some(value) if keep_zero || !is_zero(&value) => {
                             object.insert($json.to_owned(), value);
                         }
+                        _ => {}
                     }
                 )*
                 Some(Value::Object(object))
@@ -214,6 +219,8 @@ macro_rules! json_object {
         }
     )*};
 }
+
+mod pod;
 
 fn is_zero(value: &Value) -> bool {
     match value {
@@ -353,6 +360,13 @@ fn timestamp(seconds: Option<i64>, nanos: Option<i32>) -> Option<Value> {
             format!("{}.{micros:06}Z", whole.trim_end_matches('Z'))
         }
     }))
+}
+
+/// `resource.Quantity` is its canonical string (`500m`, `1Gi`).
+impl ToJson for k8s_pb::apimachinery::pkg::api::resource::Quantity {
+    fn to_json(&self) -> Option<Value> {
+        self.string.to_json()
+    }
 }
 
 /// `intstr.IntOrString`: type 0 is the integer, type 1 the string.
@@ -519,14 +533,92 @@ mod tests {
             "{truncated:?}"
         );
 
-        let pod = decode(&envelope("v1", "Pod", vec![]));
+        let deployment = decode(&envelope("apps/v1", "Deployment", vec![]));
         assert!(
-            matches!(&pod, Err(e) if e.code == 415 && e.message.contains("v1/Pod") && e.message.contains(MEDIA_TYPE)),
-            "{pod:?}"
+            matches!(&deployment, Err(e) if e.code == 415 && e.message.contains("apps/v1/Deployment") && e.message.contains(MEDIA_TYPE)),
+            "{deployment:?}"
         );
 
         let not_a_configmap = decode(&envelope("v1", "ConfigMap", vec![0xff, 0xff, 0xff]));
         assert!(matches!(&not_a_configmap, Err(e) if e.code == 400));
+    }
+
+    /// A Pod uses every special encoding: Go structs embedded inline (a probe's handler, a
+    /// volume's source, a reference's name), quantities, int-or-string ports, and zeros that
+    /// mean something (`runAsUser: 0`).
+    #[test]
+    fn a_pod_decodes_with_inline_structs_quantities_and_meaningful_zeros() {
+        let container = core::Container {
+            name: Some("express".into()),
+            image: Some("express:9.1".into()),
+            readiness_probe: Some(core::Probe {
+                handler: Some(core::ProbeHandler {
+                    http_get: Some(core::HttpGetAction {
+                        path: Some("/health".into()),
+                        port: Some(IntOrString {
+                            r#type: Some(1),
+                            int_val: Some(0),
+                            str_val: Some("http".into()),
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                period_seconds: Some(5),
+                ..Default::default()
+            }),
+            resources: Some(core::ResourceRequirements {
+                limits: BTreeMap::from([(
+                    "memory".to_owned(),
+                    k8s_pb::apimachinery::pkg::api::resource::Quantity {
+                        string: Some("1Gi".into()),
+                    },
+                )]),
+                ..Default::default()
+            }),
+            security_context: Some(core::SecurityContext {
+                run_as_user: Some(0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let pod = core::Pod {
+            metadata: metadata("acme-fe1"),
+            spec: Some(core::PodSpec {
+                containers: vec![container],
+                volumes: vec![core::Volume {
+                    name: Some("config".into()),
+                    volume_source: Some(core::VolumeSource {
+                        config_map: Some(core::ConfigMapVolumeSource {
+                            local_object_reference: Some(core::LocalObjectReference {
+                                name: Some("acme-config".into()),
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                }],
+                termination_grace_period_seconds: Some(0),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let decoded = decode(&envelope("v1", "Pod", pod.encode_to_vec()));
+        let Ok(decoded) = decoded else {
+            panic!("{decoded:?}")
+        };
+        let container = &decoded["spec"]["containers"][0];
+        assert_eq!(
+            container["readinessProbe"],
+            json!({"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 5})
+        );
+        assert_eq!(container["resources"]["limits"]["memory"], "1Gi");
+        assert_eq!(container["securityContext"]["runAsUser"], 0);
+        assert_eq!(
+            decoded["spec"]["volumes"][0],
+            json!({"name": "config", "configMap": {"name": "acme-config"}})
+        );
+        assert_eq!(decoded["spec"]["terminationGracePeriodSeconds"], 0);
     }
 
     proptest::proptest! {
