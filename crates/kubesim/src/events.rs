@@ -48,14 +48,7 @@ pub fn to_events_view(stored: &Value) -> Value {
     let Value::Object(fields) = stored else {
         return stored.clone();
     };
-    let mut view = Map::new();
-    for (name, value) in fields {
-        let renamed = RENAMED
-            .iter()
-            .find(|(_, core)| core == name)
-            .map_or(name.as_str(), |(new, _)| new);
-        view.insert(renamed.to_owned(), value.clone());
-    }
+    let mut view = renamed(fields, |(new, core)| (core, new));
     view.insert(
         "apiVersion".into(),
         Value::String(format!("{EVENTS_GROUP}/v1")),
@@ -68,17 +61,29 @@ pub fn from_events_view(view: &Value) -> Value {
     let Value::Object(fields) = view else {
         return view.clone();
     };
-    let mut core = Map::new();
-    for (name, value) in fields {
-        let renamed = RENAMED
-            .iter()
-            .find(|(new, _)| new == name)
-            .map_or(name.as_str(), |(_, core)| core);
-        core.insert(renamed.to_owned(), value.clone());
-    }
+    let mut core = renamed(fields, |(new, core)| (new, core));
     core.insert("apiVersion".into(), Value::String("v1".into()));
     fill_legacy_fields(&mut core);
     Value::Object(core)
+}
+
+/// A copy of `fields` with each name `from` renamed to `to`; `direction` picks (from, to) out of
+/// a [`RENAMED`] pair.
+fn renamed(
+    fields: &Map<String, Value>,
+    direction: impl Fn((&'static str, &'static str)) -> (&'static str, &'static str),
+) -> Map<String, Value> {
+    fields
+        .iter()
+        .map(|(name, value)| {
+            let to = RENAMED
+                .iter()
+                .map(|pair| direction(*pair))
+                .find(|(from, _)| from == name)
+                .map_or(name.as_str(), |(_, to)| to);
+            (to.to_owned(), value.clone())
+        })
+        .collect()
 }
 
 fn fill_legacy_fields(core: &mut Map<String, Value>) {

@@ -144,16 +144,21 @@ async fn discovery_version_and_openapi() {
     assert_eq!((status, v2["swagger"].as_str()), (200, Some("2.0")));
 }
 
-#[tokio::test]
-async fn crd_becomes_served_with_table_columns() {
-    let (_sim, client) = start().await;
+/// Creates the Frontend CRD (the express-api one), answering its status and body.
+async fn create_frontend_crd(client: &kube::Client) -> (u16, Value) {
     let crd = serde_json::to_value(express_api::crd::all().remove(2)).unwrap();
-    let (status, created) = post(
-        &client,
+    post(
+        client,
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         crd,
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn crd_becomes_served_with_table_columns() {
+    let (_sim, client) = start().await;
+    let (status, created) = create_frontend_crd(&client).await;
     assert_eq!(status, 201);
     let established = created["status"]["conditions"]
         .as_array()
@@ -799,13 +804,7 @@ async fn protobuf_bodies_are_decoded_and_bad_ones_refused() {
 #[tokio::test]
 async fn unknown_fields_warn_by_default_with_a_warning_header_each() {
     let (_sim, client) = start().await;
-    let crd = serde_json::to_value(express_api::crd::all().remove(2)).unwrap();
-    let (status, _) = post(
-        &client,
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        crd,
-    )
-    .await;
+    let (status, _) = create_frontend_crd(&client).await;
     assert_eq!(status, 201);
     let path = "/apis/express.dev/v1alpha1/namespaces/default/frontends";
     let frontend = json!({"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
