@@ -31,6 +31,16 @@ async fn call(
     } else {
         serde_json::to_vec(&body).unwrap()
     };
+    call_with_bytes(client, method, path, content_type, body).await
+}
+
+async fn call_with_bytes(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, http::HeaderMap, Value) {
     let request = http::Request::builder()
         .method(method)
         .uri(path)
@@ -672,25 +682,8 @@ async fn post_bytes(
     content_type: &str,
     body: Vec<u8>,
 ) -> (u16, Value) {
-    let request = http::Request::builder()
-        .method("POST")
-        .uri(path)
-        .header("content-type", content_type)
-        .body(body)
-        .unwrap();
-    let response = client
-        .send(request.map(Body::from))
-        .await
-        .expect("response");
-    let status = response.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(response.into_body())
-        .await
-        .expect("body")
-        .to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    let (status, _, value) = call_with_bytes(client, "POST", path, content_type, body).await;
+    (status, value)
 }
 
 /// `k8s\0` + runtime.Unknown{typeMeta, raw}, as client-go writes a protobuf body.
