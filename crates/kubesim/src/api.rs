@@ -141,10 +141,21 @@ impl View {
         value
     }
 
-    /// Whether a stored object passes field and label selectors, judged on what is served.
+    /// Whether a stored object passes field and label selectors, judged on what is served
+    /// (only the events view renames fields, so only it converts before matching).
     pub fn selected(&self, labels: &LabelSelector, fields: &FieldSelector, item: &Stored) -> bool {
-        labels.matches_stored(item)
-            && (fields.is_empty() || fields.matches(&self.value(&item.value())))
+        if !labels.matches_stored(item) {
+            return false;
+        }
+        if fields.is_empty() {
+            return true;
+        }
+        let stored = item.value();
+        if self.events {
+            fields.matches(&crate::events::to_events_view(&stored))
+        } else {
+            fields.matches(&stored)
+        }
     }
 }
 
