@@ -110,6 +110,11 @@ pub struct Kubelet {
     config: Mutex<KubeletConfig>,
     /// Uids of pods whose termination clock is running.
     terminating: Mutex<std::collections::HashSet<String>>,
+    /// Uids of pods being started. A relist after missed events reacts to every pod again;
+    /// without this, each relist started every still-Pending pod once more (duplicate status
+    /// writes and log lines, and more missed events: the load time grew with the square of
+    /// the pod count).
+    starting: Mutex<std::collections::HashSet<String>>,
 }
 
 fn seconds(value: f64) -> Duration {
@@ -125,6 +130,7 @@ impl Kubelet {
         Kubelet {
             config: Mutex::new(config),
             terminating: Mutex::new(std::collections::HashSet::new()),
+            starting: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -238,9 +244,23 @@ fn react(shared: &Arc<Shared>, kubelet: &Arc<Kubelet>, pod: &Value, kind: Option
         return;
     }
     if !started && (kind == Some(EventType::Added) || kind.is_none()) {
+        let first = kubelet
+            .starting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid.clone());
+        if !first {
+            return;
+        }
         let shared = shared.clone();
+        let kubelet = kubelet.clone();
         tokio::spawn(async move {
             start(&shared, &namespace, &name, &uid, plan).await;
+            kubelet
+                .starting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&uid);
         });
     }
 }

@@ -3,7 +3,7 @@
 //! at `GET .../pods/NAME/log` with `container`, `previous`, `tailLines`, `timestamps` and
 //! `follow`, the way `kubectl logs [-f] [--previous]` reads them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tokio::sync::Notify;
@@ -27,9 +27,20 @@ struct ContainerLog {
 /// Every pod's container logs, by pod uid and container name.
 #[derive(Default)]
 pub struct Logs {
-    pods: Mutex<HashMap<String, BTreeMap<String, ContainerLog>>>,
+    pods: Mutex<PodLogs>,
     /// Woken on every new line, for followers.
     written: Notify,
+}
+
+#[derive(Default)]
+struct PodLogs {
+    /// A pod's containers in a short list: a map's node would cost close to a kilobyte per pod
+    /// for the one or two containers a pod has.
+    by_uid: HashMap<String, Vec<(String, ContainerLog)>>,
+    /// Pod count at which ended pods are next swept out. It doubles past the live pods after a
+    /// sweep, so sweeping stays amortised O(1) per pod even when nothing has ended (a sweep at
+    /// every new pod past the limit made loading N pods O(N²)).
+    sweep_at: usize,
 }
 
 /// What a log request asks for.
@@ -58,20 +69,27 @@ fn now() -> String {
 
 impl Logs {
     fn with(&self, uid: &str, container: &str, change: impl FnOnce(&mut ContainerLog)) {
-        let mut pods = self.pods.lock().unwrap_or_else(|p| p.into_inner());
-        if pods.len() >= MAX_PODS && !pods.contains_key(uid) {
-            // A long-running simulator forgets the logs of containers that ended first.
-            pods.retain(|_, containers| !containers.values().all(|c| c.ended));
+        let mut guard = self.pods.lock().unwrap_or_else(|p| p.into_inner());
+        let pods = &mut *guard;
+        if pods.by_uid.len() >= pods.sweep_at.max(MAX_PODS) && !pods.by_uid.contains_key(uid) {
+            // A long-running simulator forgets the logs of pods whose containers all ended.
+            pods.by_uid
+                .retain(|_, containers| !containers.iter().all(|(_, c)| c.ended));
+            pods.sweep_at = (pods.by_uid.len() * 2).max(MAX_PODS);
         }
-        let log = pods
-            .entry(uid.to_owned())
-            .or_default()
-            .entry(container.to_owned())
-            .or_default();
+        let containers = pods.by_uid.entry(uid.to_owned()).or_default();
+        let index = match containers.iter().position(|(name, _)| name == container) {
+            Some(index) => index,
+            None => {
+                containers.push((container.to_owned(), ContainerLog::default()));
+                containers.len() - 1
+            }
+        };
+        let log = &mut containers[index].1;
         change(log);
         let excess = log.current.len().saturating_sub(MAX_LINES);
         log.current.drain(..excess);
-        drop(pods);
+        drop(guard);
         self.written.notify_waiters();
     }
 
@@ -112,6 +130,7 @@ impl Logs {
         self.pods
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .by_uid
             .remove(uid);
         self.written.notify_waiters();
     }
@@ -125,7 +144,15 @@ impl Logs {
         from: Option<usize>,
     ) -> Result<Read, String> {
         let pods = self.pods.lock().unwrap_or_else(|p| p.into_inner());
-        let log = pods.get(uid).and_then(|p| p.get(&request.container));
+        let log = pods
+            .by_uid
+            .get(uid)
+            .and_then(|containers| {
+                containers
+                    .iter()
+                    .find(|(name, _)| *name == request.container)
+            })
+            .map(|(_, log)| log);
         let (lines, ended) = match (log, request.previous) {
             (Some(log), false) => (log.current.as_slice(), log.ended),
             (
