@@ -84,14 +84,6 @@ fn pod_deletes(env: &Env, name: &str) -> Vec<kubesim::faults::DeleteRequest> {
         .collect()
 }
 
-async fn ready_tenant(frontends: &[&str]) -> Env {
-    let env = env().await;
-    let fes: Vec<(&str, Value)> = frontends.iter().map(|f| (*f, json!({}))).collect();
-    tenant(&env, json!({}), &fes).await;
-    settle(&env).await;
-    env
-}
-
 #[tokio::test]
 async fn a_bounce_restarts_the_pod_once_on_its_revision_after_disabling_shutdown_protection() {
     let env = ready_tenant(&["fe1", "fe2"]).await;

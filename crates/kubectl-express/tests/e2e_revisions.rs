@@ -75,13 +75,6 @@ fn node_mut<'a>(objects: &'a mut [Value], name: &str) -> &'a mut Value {
         .unwrap()
 }
 
-async fn ready_tenant() -> Env {
-    let env = env().await;
-    tenant(&env, json!({}), &[("fe1", json!({})), ("fe2", json!({}))]).await;
-    settle(&env).await;
-    env
-}
-
 fn verdicts(stdout: &str) -> Vec<(String, String, Vec<String>)> {
     let json: Value = serde_json::from_str(stdout).unwrap();
     json["nodes"]
@@ -105,7 +98,7 @@ fn verdicts(stdout: &str) -> Vec<(String, String, Vec<String>)> {
 
 #[tokio::test]
 async fn matching_manifests_pass_and_one_changed_version_restarts_exactly_that_node() {
-    let env = ready_tenant().await;
+    let env = ready_tenant(&["fe1", "fe2"]).await;
     let same = rendered(&env, |_| {}).await;
     let (code, stdout, stderr) = kubectl_express(
         &env,
@@ -171,7 +164,7 @@ async fn matching_manifests_pass_and_one_changed_version_restarts_exactly_that_n
 
 #[tokio::test]
 async fn a_stale_override_and_an_empty_restart_each_exit_1_naming_the_node() {
-    let env = ready_tenant().await;
+    let env = ready_tenant(&["fe1", "fe2"]).await;
     Api::<Frontend>::namespaced(env.client.clone(), NS)
         .patch(
             "acme-fe1",

@@ -24,14 +24,6 @@ fn version_with(version: &str, behavior: &str, startup: &str) -> Value {
         "frontend": {"expressVersion": version, "podTemplate": template}}}})
 }
 
-async fn ready_tenant(frontends: &[&str]) -> Env {
-    let env = env().await;
-    let fes: Vec<(&str, Value)> = frontends.iter().map(|f| (*f, json!({}))).collect();
-    tenant(&env, json!({}), &fes).await;
-    settle(&env).await;
-    env
-}
-
 fn pod_writes(env: &Env) -> u64 {
     let c = env.sim.counters();
     c.count("create", "pods") + c.count("delete", "pods")

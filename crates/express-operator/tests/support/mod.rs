@@ -182,6 +182,16 @@ pub async fn add_frontend_with(client: &kube::Client, name: &str, extra: Value) 
         .expect("frontend");
 }
 
+/// A fresh environment with tenant `acme` (default specs, these frontends) provisioned and
+/// settled.
+pub async fn ready_tenant(frontends: &[&str]) -> Env {
+    let env = env().await;
+    let fes: Vec<(&str, Value)> = frontends.iter().map(|f| (*f, json!({}))).collect();
+    tenant(&env, json!({}), &fes).await;
+    settle(&env).await;
+    env
+}
+
 /// Waits until the operator has seen the latest spec of the ExpressCluster and of every node
 /// and reports all of them settled (Healthy; every node Ready or Down).
 pub async fn settle(env: &Env) {
