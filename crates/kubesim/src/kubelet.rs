@@ -109,12 +109,31 @@ struct Plan {
 pub struct Kubelet {
     config: Mutex<KubeletConfig>,
     /// Uids of pods whose termination clock is running.
-    terminating: Mutex<std::collections::HashSet<String>>,
+    terminating: InFlight,
     /// Uids of pods being started. A relist after missed events reacts to every pod again;
     /// without this, each relist started every still-Pending pod once more (duplicate status
     /// writes and log lines, and more missed events: the load time grew with the square of
     /// the pod count).
-    starting: Mutex<std::collections::HashSet<String>>,
+    starting: InFlight,
+}
+
+/// Uids of pods with a kubelet task under way, so a second reaction to the same pod does not
+/// start another.
+#[derive(Default)]
+struct InFlight(Mutex<std::collections::HashSet<String>>);
+
+impl InFlight {
+    /// Whether the caller is the first to take `uid` (and now holds it).
+    fn claim(&self, uid: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid.to_owned())
+    }
+
+    fn release(&self, uid: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+    }
 }
 
 fn seconds(value: f64) -> Duration {
@@ -129,8 +148,8 @@ impl Kubelet {
     pub fn new(config: KubeletConfig) -> Self {
         Kubelet {
             config: Mutex::new(config),
-            terminating: Mutex::new(std::collections::HashSet::new()),
-            starting: Mutex::new(std::collections::HashSet::new()),
+            terminating: InFlight::default(),
+            starting: InFlight::default(),
         }
     }
 
@@ -218,12 +237,7 @@ fn react(shared: &Arc<Shared>, kubelet: &Arc<Kubelet>, pod: &Value, kind: Option
     let uid = uid(pod);
     if terminating {
         // Only the event that set deletionTimestamp starts the termination clock.
-        let first = kubelet
-            .terminating
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(uid.clone());
-        if !first {
+        if !kubelet.terminating.claim(&uid) {
             return;
         }
         mark_not_ready(shared, &namespace, &name, &uid);
@@ -235,32 +249,19 @@ fn react(shared: &Arc<Shared>, kubelet: &Arc<Kubelet>, pod: &Value, kind: Option
         tokio::spawn(async move {
             tokio::time::sleep(plan.terminate).await;
             finish_termination(&shared, &namespace, &name, &uid);
-            kubelet
-                .terminating
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&uid);
+            kubelet.terminating.release(&uid);
         });
         return;
     }
     if !started && (kind == Some(EventType::Added) || kind.is_none()) {
-        let first = kubelet
-            .starting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(uid.clone());
-        if !first {
+        if !kubelet.starting.claim(&uid) {
             return;
         }
         let shared = shared.clone();
         let kubelet = kubelet.clone();
         tokio::spawn(async move {
             start(&shared, &namespace, &name, &uid, plan).await;
-            kubelet
-                .starting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&uid);
+            kubelet.starting.release(&uid);
         });
     }
 }
