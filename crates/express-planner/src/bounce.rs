@@ -26,9 +26,10 @@ use express_api::bounce::{
 };
 use express_api::keys::ANNOTATION_APP_STATE;
 
-use crate::plan::{NodeState, Operation};
-use crate::settle::clock;
+use crate::action::Operation;
 use crate::snapshot::{BounceRecord, ClusterSnapshot, NodeIndex, NodeObservation};
+use crate::state::NodeState;
+use crate::text::clock;
 
 /// A node's bounce after this plan: the record to keep in its status, and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

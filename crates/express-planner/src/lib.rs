@@ -6,6 +6,7 @@
 //! [`ClusterSnapshot`], [`plan`] decides, [`simulate`] replays plans step by step for
 //! `kubectl express plan` and the property tests.
 
+pub mod action;
 pub mod bounce;
 pub mod observe;
 pub mod plan;
@@ -14,9 +15,13 @@ pub mod rollout;
 pub mod settle;
 pub mod simulate;
 pub mod snapshot;
+pub mod state;
+mod text;
 
+pub use action::{Action, Operation, PodSource};
 pub use bounce::BouncePlan;
-pub use plan::{Action, Blocked, NodePlan, NodeState, Operation, Plan, plan};
+pub use plan::{Blocked, NodePlan, Plan, plan};
 pub use prerequisites::{Phase, Unmet, UnmetReason};
 pub use settle::{Settle, SettleState};
 pub use snapshot::*;
+pub use state::{NodeState, classify};

@@ -7,114 +7,16 @@
 //! Ready. Finishing a change already in flight never needs a free slot, starting one does.
 
 use express_api::natural::natural_cmp;
-use express_api::{ChangeKind, ChangeState, NodeKind};
+use express_api::{ChangeKind, ChangeState};
+
+use crate::action::{Action, Operation, PodSource};
+use crate::state::{NodeState, classify};
 
 use crate::bounce::{self, BouncePlan, Bounces};
 use crate::prerequisites::{self, Checker, Graph, Phase, ReachCache, Target, Unmet};
 use crate::rollout::{self, Assessment, Halt};
 use crate::settle::{self, Settle};
 use crate::snapshot::{Change, ClusterSnapshot, NodeIndex, NodeObservation, Pause};
-
-/// What the planner found a node to be, before deciding anything.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeState {
-    /// Its effective spec cannot be computed; the message says why. Nothing is done to it.
-    InvalidSpec(String),
-    /// A pod with the node's name exists but is not controlled by the node: never touched.
-    PodNotOwned,
-    /// Intentionally down and without a pod.
-    Down,
-    /// Intentionally down, but its pod still runs.
-    NeedsRemoval,
-    /// Intentionally down and its pod is terminating.
-    Removing,
-    /// Pod runs the desired revision and is Ready.
-    UpToDate,
-    /// Pod runs the desired revision and is not Ready yet.
-    Starting,
-    /// Up, and its pod is terminating.
-    Terminating,
-    /// Up, and it has no pod.
-    NeedsProvision,
-    /// Up, and its pod has ended (phase Succeeded or Failed).
-    NeedsRecreate,
-    /// Up, and its pod runs another revision.
-    NeedsUpgrade,
-    /// A replacement the operator recorded is unfinished: the old pod is still there (not
-    /// terminating) or the new one has not been created.
-    Replacing,
-    /// A bounce holds its pod (restarting it on the revision it runs); nothing else touches
-    /// the node until the bounce ends. Set by [`plan`] from the bounce rules, never by
-    /// [`classify`].
-    Bouncing,
-}
-
-impl NodeState {
-    /// Counts against `rollout.maxConcurrent`.
-    pub fn in_flight(&self) -> bool {
-        matches!(
-            self,
-            NodeState::Removing
-                | NodeState::Starting
-                | NodeState::Terminating
-                | NodeState::Replacing
-                | NodeState::Bouncing
-        )
-    }
-
-    /// The node still needs a change (a provision, upgrade, removal, or the rest of a recorded
-    /// replacement).
-    pub fn needs_change(&self) -> bool {
-        self.phase().is_some() || matches!(self, NodeState::NeedsRemoval | NodeState::Replacing)
-    }
-
-    /// The prerequisite list that gates this node's next change, if it needs one.
-    pub fn phase(&self) -> Option<Phase> {
-        match self {
-            NodeState::NeedsProvision | NodeState::NeedsRecreate => Some(Phase::Provisioning),
-            NodeState::NeedsUpgrade => Some(Phase::Upgrade),
-            _ => None,
-        }
-    }
-}
-
-/// One pod operation the actuator performs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    /// Create the missing pod.
-    CreatePod,
-    /// Record the replacement in the node's status, then delete the old pod.
-    ReplacePod,
-    /// A recorded replacement whose old pod is still present: delete it (again).
-    ResumeReplacement,
-    /// A recorded replacement whose old pod is gone: create the new pod.
-    FinishReplacement,
-    /// Delete the pod of a node set down.
-    RemovePod,
-    /// Delete a pod whose containers ended so that the node can be provisioned again.
-    DeleteEndedPod,
-    /// Bounce: disable the application's shutdown protection (best effort), then delete the
-    /// pod gracefully.
-    DeleteForBounce,
-    /// Bounce: the old pod is gone; create the new one on the revision the old one ran.
-    CreateForBounce,
-}
-
-/// An operation on one node's pod, allowed now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Action {
-    pub node: NodeIndex,
-    pub name: String,
-    pub kind: NodeKind,
-    pub operation: Operation,
-    /// The revision the created pod runs (for operations that create one, and for a
-    /// replacement: the revision it moves to). None: the node's desired revision.
-    pub revision: Option<String>,
-    /// The pod is built from the spec kept for `revision` (a rollback), not from the node.
-    pub from_history: bool,
-    /// Record this change in the node's status before touching the pod.
-    pub record: Option<Change>,
-}
 
 /// Why the cluster as a whole may not act.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,41 +106,6 @@ impl Plan {
         .into_iter()
         .flatten()
         .min()
-    }
-}
-
-/// Classifies a node from its spec and its pod.
-pub fn classify(node: &NodeObservation) -> NodeState {
-    let desired = match &node.desired {
-        Ok(desired) => desired,
-        Err(message) => return NodeState::InvalidSpec(message.clone()),
-    };
-    let Some(pod) = &node.pod else {
-        return match (node.up, node.replacing) {
-            (false, _) => NodeState::Down,
-            (true, true) => NodeState::Replacing,
-            (true, false) => NodeState::NeedsProvision,
-        };
-    };
-    if !pod.owned {
-        return NodeState::PodNotOwned;
-    }
-    match (node.up, pod.terminating) {
-        (false, true) => NodeState::Removing,
-        (false, false) => NodeState::NeedsRemoval,
-        (true, true) => NodeState::Terminating,
-        (true, false) if pod.revision.as_deref() == Some(desired.revision.as_str()) => {
-            if pod.has_ended() {
-                NodeState::NeedsRecreate
-            } else if pod.is_ready() {
-                NodeState::UpToDate
-            } else {
-                NodeState::Starting
-            }
-        }
-        (true, false) if node.replacing => NodeState::Replacing,
-        (true, false) if pod.has_ended() => NodeState::NeedsRecreate,
-        (true, false) => NodeState::NeedsUpgrade,
     }
 }
 
@@ -351,15 +218,12 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
             return false;
         }
         node_plan.action = Some(operation);
-        plan.actions.push(Action {
-            node: NodeIndex(node),
-            name: nodes[node].name.clone(),
-            kind: nodes[node].kind,
+        plan.actions.push(Action::new(
+            NodeIndex(node),
+            &nodes[node],
             operation,
-            revision: None,
-            from_history: false,
-            record: None,
-        });
+            PodSource::Desired,
+        ));
         true
     };
 
@@ -438,7 +302,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
     }
     for action in &mut plan.actions {
         let node = snapshot.node(action.node);
-        if action.record.is_none() && !action.from_history {
+        if action.record.is_none() && action.source == PodSource::Desired {
             action.record = record_for(node, action.operation, &assessment.rollout_id);
         }
         if let Some(record) = &mut action.record {
@@ -475,20 +339,12 @@ fn bounce_action(
         .bounce
         .as_ref()
         .and_then(|b| b.revision.clone());
-    let from_history = match (&revision, &node.desired) {
-        (Some(revision), Ok(desired)) => *revision != desired.revision,
-        (Some(_), Err(_)) => true,
-        (None, _) => false,
+    let source = match (revision, &node.desired) {
+        (Some(revision), Ok(desired)) if revision == desired.revision => PodSource::Desired,
+        (Some(revision), _) => PodSource::Kept(revision),
+        (None, _) => PodSource::Desired,
     };
-    Action {
-        node: index,
-        name: node.name.clone(),
-        kind: node.kind,
-        operation,
-        revision,
-        from_history,
-        record: None,
-    }
+    Action::new(index, node, operation, source)
 }
 
 /// The change to record before a normal (not rollback) operation.
@@ -570,15 +426,15 @@ fn plan_halted(
                 record: Option<Change>| {
         node_plan.action = Some(operation);
         node_plan.deferred = None;
-        plan.actions.push(Action {
-            node: NodeIndex(index),
-            name: nodes[index].name.clone(),
-            kind: nodes[index].kind,
-            operation,
-            revision: Some(revision.to_owned()),
-            from_history: true,
-            record,
-        });
+        plan.actions.push(
+            Action::new(
+                NodeIndex(index),
+                &nodes[index],
+                operation,
+                PodSource::Kept(revision.to_owned()),
+            )
+            .recording(record),
+        );
     };
     let rollback_record = |node: &NodeObservation, to: &str| Change {
         kind: ChangeKind::Rollback,

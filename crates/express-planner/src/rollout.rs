@@ -16,8 +16,9 @@ use std::fmt;
 
 use express_api::{ChangeKind, ChangeState};
 
-use crate::plan::{NodeState, classify};
 use crate::snapshot::{Abort, Change, ClusterSnapshot, NodeIndex, NodeObservation};
+use crate::state::{NodeState, classify};
+use crate::text::digest;
 
 /// Restarts of the pod on a new revision, during its change, that count as a crash loop.
 pub const CRASH_LOOP_RESTARTS: i32 = 3;
@@ -133,19 +134,6 @@ pub fn rollout_id(snapshot: &ClusterSnapshot) -> String {
         .map(|d| d.revision.as_str())
         .collect();
     digest(revisions)
-}
-
-/// A short, stable digest of a sequence of strings (FNV-1a, each part NUL-terminated): an
-/// identity that survives restarts and releases, not a security boundary.
-pub(crate) fn digest<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for byte in part.bytes().chain([0]) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    format!("{hash:016x}")
 }
 
 /// Decides requests, failures and the halt.

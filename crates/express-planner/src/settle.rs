@@ -23,8 +23,8 @@ use std::fmt;
 
 use express_api::DeploymentDependencies;
 
-use crate::rollout::digest;
 use crate::snapshot::{ClusterSnapshot, DesiredMark, NodeObservation};
+use crate::text::{clock, digest};
 
 /// How every message about a settle wait begins.
 pub const SETTLE_WAIT: &str = "waiting for the desired state to settle";
@@ -252,19 +252,6 @@ impl fmt::Display for SettleState {
             }
         }
     }
-}
-
-/// Time of day (UTC) of an instant in milliseconds since the Unix epoch, to a tenth of a
-/// second: "03:50:01.2 UTC". The date is left out: a settle wait lasts seconds.
-pub(crate) fn clock(ms: i64) -> String {
-    let tenths = ms.rem_euclid(86_400_000) / 100;
-    let (seconds, tenth) = (tenths / 10, tenths % 10);
-    format!(
-        "{:02}:{:02}:{:02}.{tenth} UTC",
-        seconds / 3600,
-        seconds / 60 % 60,
-        seconds % 60
-    )
 }
 
 /// Decides whether the desired state of `snapshot` has settled at `now_ms`.

@@ -6,9 +6,11 @@
 
 use express_api::NodeKind;
 
-use crate::plan::{Blocked, NodeState, Operation, plan};
+use crate::action::Operation;
+use crate::plan::{Blocked, plan};
 use crate::prerequisites::Unmet;
 use crate::snapshot::{ClusterSnapshot, PodCondition, PodObservation, PodPhase};
+use crate::state::NodeState;
 
 /// What a step does to a node, as `kubectl express plan` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

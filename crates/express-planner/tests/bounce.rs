@@ -110,8 +110,8 @@ fn a_bounce_deletes_once_recreates_on_the_same_revision_and_succeeds() {
     let create = &p.actions[0];
     assert_eq!(
         (
-            create.revision.as_deref(),
-            create.from_history,
+            create.pod_revision(s.node(create.node)),
+            create.source.kept_revision().is_some(),
             &create.record
         ),
         (Some(NEW), false, &None)
@@ -232,8 +232,8 @@ fn forced_bounces_restart_rebuilding_nodes_and_pending_changes_on_the_revision_t
     assert_eq!(
         (
             create.operation,
-            create.revision.as_deref(),
-            create.from_history
+            create.pod_revision(s.node(create.node)),
+            create.source.kept_revision().is_some()
         ),
         (Operation::CreateForBounce, Some(OLD), true)
     );
@@ -563,13 +563,13 @@ proptest! {
                             let pod = node.pod.as_ref().unwrap();
                             ran_on.insert(b.request_id.clone(), (node.name.clone(), pod.revision.clone()));
                             // A bounce starting on a node not in flight takes a slot.
-                            if !bouncing_before && !express_planner::plan::classify(node).in_flight() {
+                            if !bouncing_before && !express_planner::classify(node).in_flight() {
                                 starts += 1;
                             }
                         } else {
                             let (name, revision) = ran_on.get(&b.request_id).cloned().unwrap_or_default();
                             prop_assert_eq!(&name, &node.name);
-                            prop_assert_eq!(action.revision.clone(), revision, "revision changed by a bounce");
+                            prop_assert_eq!(action.pod_revision(node).map(str::to_owned), revision, "revision changed by a bounce");
                         }
                     }
                     _ => {

@@ -706,8 +706,8 @@ proptest! {
                 new_changes += 1;
             }
             if p.rollout.halt.is_some() {
-                prop_assert!(action.from_history, "halted, yet {:?} on {} is not a rollback", action.operation, node.name);
-                let revision = action.revision.clone().unwrap_or_default();
+                prop_assert!(action.source.kept_revision().is_some(), "halted, yet {:?} on {} is not a rollback", action.operation, node.name);
+                let revision = action.source.kept_revision().unwrap_or_default().to_owned();
                 prop_assert!(node.history.contains(&revision), "rollback to {revision}, which is not kept");
                 if let Some(record) = &action.record {
                     prop_assert_eq!(record.kind, express_api::ChangeKind::Rollback);

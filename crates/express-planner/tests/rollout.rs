@@ -67,7 +67,7 @@ fn actions(p: &express_planner::Plan) -> Vec<(String, Operation, Option<String>)
             (
                 a.name.trim_start_matches("acme-").to_owned(),
                 a.operation,
-                a.revision.clone(),
+                a.source.kept_revision().map(str::to_owned),
             )
         })
         .collect()
@@ -94,7 +94,7 @@ fn a_crash_loop_fails_the_rollout_and_rolls_back_the_failed_node_first() {
         vec![("be".into(), Operation::ReplacePod, Some(OLD.into()))]
     );
     let action = &p.actions[0];
-    assert!(action.from_history);
+    assert!(action.source.kept_revision().is_some());
     let rollback = action.record.as_ref().unwrap();
     assert_eq!(
         (
@@ -385,7 +385,7 @@ fn a_node_caught_mid_replacement_gets_its_old_revision_back_when_halted_without_
         actions(&p),
         vec![("be".into(), Operation::FinishReplacement, Some(OLD.into()))]
     );
-    assert!(p.actions[0].from_history);
+    assert!(p.actions[0].source.kept_revision().is_some());
 }
 
 #[test]

@@ -364,8 +364,8 @@ fn a_rollback_is_never_delayed_by_the_settle_rules() {
     let p = plan(&s, CHANGED);
     assert!(!p.settle.is_settled());
     assert_eq!(started(&p), [("fe1".into(), Operation::ReplacePod)]);
-    assert!(p.actions[0].from_history);
-    assert_eq!(p.actions[0].revision.as_deref(), Some(OLD));
+    assert!(p.actions[0].source.kept_revision().is_some());
+    assert_eq!(p.actions[0].source.kept_revision(), Some(OLD));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use express_api::EffectiveNodeSpec;
 use express_api::bounce::SHUTDOWN_PROTECTION_DISABLED;
 use express_api::keys::{ANNOTATION_SHUTDOWN_PROTECTION, FIELD_MANAGER};
-use express_planner::{Action, Operation};
+use express_planner::{Action, Operation, PodSource};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -67,7 +67,7 @@ pub(super) async fn act(
                 let waited_for = &env.plan.node(action.node).prerequisites;
                 let notice =
                     events::pod_operation(action, observation, waited_for, created.as_deref());
-                info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, action = label, rollback = action.from_history, "{}", notice.note);
+                info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, action = label, rollback = action.source.kept_revision().is_some(), "{}", notice.note);
                 env.publish_on_node(action.node, notice).await;
             }
             Err(err) => {
@@ -106,36 +106,35 @@ pub(super) async fn create_pod(
         cluster_name: &env.key.cluster,
     };
     let kept = history::of_node(revisions, &identity);
-    let (effective, revision): (EffectiveNodeSpec, String) =
-        match (&action.revision, action.from_history) {
-            (Some(revision), true) => {
-                let wanted = history::revision_name(name, revision);
-                let kept_revision = kept
-                    .iter()
-                    .find(|r| r.metadata.name.as_deref() == Some(wanted.as_str()))
-                    .ok_or_else(|| {
-                        build(format!(
-                            "no ControllerRevision {wanted} keeps revision {revision}"
-                        ))
-                    })?;
-                (
-                    history::spec_of(kept_revision).map_err(build)?,
-                    revision.clone(),
-                )
-            }
-            _ => {
-                // The snapshot computed the effective spec: the pod is built from exactly what
-                // was planned.
-                let desired = env
-                    .snapshot
-                    .node(action.node)
-                    .desired
-                    .as_ref()
-                    .map_err(|why| build(why.clone()))?;
-                keep_revision(env, &identity, &desired.spec, &desired.revision, &kept).await?;
-                (desired.spec.clone(), desired.revision.clone())
-            }
-        };
+    let (effective, revision): (EffectiveNodeSpec, String) = match &action.source {
+        PodSource::Kept(revision) => {
+            let wanted = history::revision_name(name, revision);
+            let kept_revision = kept
+                .iter()
+                .find(|r| r.metadata.name.as_deref() == Some(wanted.as_str()))
+                .ok_or_else(|| {
+                    build(format!(
+                        "no ControllerRevision {wanted} keeps revision {revision}"
+                    ))
+                })?;
+            (
+                history::spec_of(kept_revision).map_err(build)?,
+                revision.clone(),
+            )
+        }
+        PodSource::Desired => {
+            // The snapshot computed the effective spec: the pod is built from exactly what
+            // was planned.
+            let desired = env
+                .snapshot
+                .node(action.node)
+                .desired
+                .as_ref()
+                .map_err(|why| build(why.clone()))?;
+            keep_revision(env, &identity, &desired.spec, &desired.revision, &kept).await?;
+            (desired.spec.clone(), desired.revision.clone())
+        }
+    };
     let pod = build_pod(&identity, &effective, &revision).map_err(build)?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),

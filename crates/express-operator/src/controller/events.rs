@@ -65,7 +65,7 @@ pub(super) fn pod_operation(
     waited_for: &[String],
     created: Option<&str>,
 ) -> Notice {
-    let rollback = action.from_history;
+    let rollback = action.source.kept_revision().is_some();
     let waited = if waited_for.is_empty() || rollback {
         String::new()
     } else {
@@ -88,17 +88,7 @@ pub(super) fn pod_operation(
                 .as_ref()
                 .and_then(|p| p.revision.as_deref())
                 .unwrap_or("none");
-            let to = action
-                .revision
-                .as_deref()
-                .or_else(|| {
-                    observation
-                        .desired
-                        .as_ref()
-                        .ok()
-                        .map(|d| d.revision.as_str())
-                })
-                .unwrap_or_default();
+            let to = action.pod_revision(observation).unwrap_or_default();
             (
                 upgrading,
                 format!("replacing pod {name} (revision {from} -> {to}){waited}"),

@@ -65,7 +65,10 @@ pub fn cluster_status(
         .nodes
         .iter()
         .any(|p| matches!(p.state, NodeState::InvalidSpec(_) | NodeState::PodNotOwned));
-    let rolling_back = plan.actions.iter().any(|a| a.from_history)
+    let rolling_back = plan
+        .actions
+        .iter()
+        .any(|a| a.source.kept_revision().is_some())
         || snapshot
             .nodes
             .iter()

@@ -271,11 +271,11 @@ fn phase_and_message(
                 ),
             );
         }
-        _ if action.is_some_and(|a| a.from_history) => (
+        _ if action.is_some_and(|a| a.source.kept_revision().is_some()) => (
             NodePhase::Upgrading,
             format!(
                 "rolling back to revision {}",
-                action.and_then(|a| a.revision.as_deref()).unwrap_or("?")
+                action.and_then(|a| a.source.kept_revision()).unwrap_or("?")
             ),
         ),
         _ if invalid_here.is_some() && node.up => {

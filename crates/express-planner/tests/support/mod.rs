@@ -256,10 +256,13 @@ impl Driver {
                 }
                 Operation::CreateForBounce => {
                     assert!(node.pod.is_none(), "bounce creates over a pod");
-                    let revision = action.revision.as_deref().expect("bounce without revision");
+                    let revision = action
+                        .pod_revision(node)
+                        .expect("bounce without revision")
+                        .to_owned();
                     node.pod = Some(PodObservation {
                         uid,
-                        ..pod(revision, false)
+                        ..pod(&revision, false)
                     });
                     continue;
                 }
@@ -295,7 +298,7 @@ impl Driver {
                         "create over an existing pod: {}",
                         node.name
                     );
-                    let revision = action.revision.as_deref().unwrap_or(&desired.revision);
+                    let revision = action.source.kept_revision().unwrap_or(&desired.revision);
                     node.pod = Some(PodObservation {
                         uid,
                         ..pod(revision, false)
