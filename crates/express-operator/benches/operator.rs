@@ -45,7 +45,7 @@ async fn sim(startup: f64, terminate: f64) -> (KubeSim, kube::Client) {
     .await
     .expect("kubesim");
     let client = sim.client().expect("client");
-    express_operator::dev::install_crds(&client)
+    express_operator::install::install_crds(&client)
         .await
         .expect("CRDs");
     (sim, client)
@@ -95,7 +95,7 @@ async fn tenant(
     version: &str,
     delivery: Delivery,
 ) {
-    express_operator::dev::create_namespace(client, namespace)
+    express_operator::install::create_namespace(client, namespace)
         .await
         .expect("namespace");
     let mut spec = ExpressClusterSpec::default();

@@ -13,17 +13,16 @@ use express_api::{
 };
 use express_planner::settle::SETTLE_WAIT;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::ObjectMeta;
-use kube::runtime::wait::{await_condition, conditions};
 use kubesim::kubelet::KubeletConfig;
 use kubesim::{Config, KubeSim};
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::controller::{self, Settings};
+use crate::install::{create_namespace, install_crds};
 use crate::metrics::Metrics;
 
 #[derive(Debug, thiserror::Error)]
@@ -113,36 +112,6 @@ async fn create_tenant(
         Api::<Frontend>::namespaced(client.clone(), namespace)
             .create(&PostParams::default(), &frontend)
             .await?;
-    }
-    Ok(())
-}
-
-/// Creates a namespace. Shared by `dev`, the end-to-end tests and the benchmarks.
-pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<Namespace, kube::Error> {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-}
-
-/// Creates every CRD of the API and waits (up to 5 s each) until it is Established. Shared by
-/// `dev`, the end-to-end tests and the benchmarks.
-pub async fn install_crds(client: &kube::Client) -> Result<(), kube::Error> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in express_api::crd::all() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.create(&PostParams::default(), &crd).await?;
-        let _ = tokio::time::timeout(
-            Duration::from_secs(5),
-            await_condition(crds.clone(), &name, conditions::is_crd_established()),
-        )
-        .await;
     }
     Ok(())
 }

@@ -1,9 +1,12 @@
 //! The Express operator: the controller (observe → plan → act → report per Express cluster),
-//! its work queue, the pod builder, the status report, metrics, and the local `dev` cluster.
+//! its work queue, the pod builder, the status report, metrics, and (with the default `dev`
+//! feature, left out of the shipped image) the local `dev` cluster on kubesim.
 
 pub mod controller;
+#[cfg(feature = "dev")]
 pub mod dev;
 pub mod history;
+pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod pods;

@@ -44,6 +44,7 @@ enum Command {
         concurrency: usize,
     },
     /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
+    #[cfg(feature = "dev")]
     Dev {
         /// Provision a cluster, roll out an upgrade printing each step, then exit.
         #[arg(long)]
@@ -82,6 +83,7 @@ enum Error {
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
     #[error("{0}")]
+    #[cfg(feature = "dev")]
     Dev(express_operator::dev::DevError),
 }
 
@@ -94,6 +96,7 @@ fn main() -> ExitCode {
         Command::Crd {
             output_dir: Some(dir),
         } => write_crds(&dir),
+        #[cfg(feature = "dev")]
         Command::Dev {
             demo,
             kubeconfig,

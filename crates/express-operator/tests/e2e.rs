@@ -25,7 +25,7 @@ struct Env {
 
 async fn env() -> Env {
     let (sim, client) = support::kubesim_with_crds(0.15).await;
-    express_operator::dev::create_namespace(&client, NS)
+    express_operator::install::create_namespace(&client, NS)
         .await
         .expect("namespace");
     let created = Arc::new(Mutex::new(Vec::new()));

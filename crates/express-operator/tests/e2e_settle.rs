@@ -24,7 +24,7 @@ const DESIGN_PROVISIONING: [&str; 5] = ["be", "fe1", "fe2", "fe3", "fe4"];
 
 async fn cluster_with_operator() -> (KubeSim, kube::Client) {
     let (sim, client) = support::kubesim_with_crds(0.2).await;
-    express_operator::dev::create_namespace(&client, "express-system")
+    express_operator::install::create_namespace(&client, "express-system")
         .await
         .expect("namespace");
     support::operator(&client, "e2e-settle", tokio::sync::watch::channel(true).1);
@@ -66,7 +66,7 @@ struct Tenant {
 
 impl Tenant {
     async fn new(client: &kube::Client, namespace: &str, cluster_spec: Value) -> Tenant {
-        express_operator::dev::create_namespace(client, namespace)
+        express_operator::install::create_namespace(client, namespace)
             .await
             .expect("namespace");
         let created = Arc::new(Mutex::new(Vec::new()));

@@ -66,7 +66,7 @@ pub async fn kubesim_with_crds(startup_seconds: f64) -> (KubeSim, kube::Client) 
     .await
     .expect("kubesim");
     let client = sim.client().expect("client");
-    express_operator::dev::install_crds(&client)
+    express_operator::install::install_crds(&client)
         .await
         .expect("CRDs");
     (sim, client)
@@ -75,7 +75,7 @@ pub async fn kubesim_with_crds(startup_seconds: f64) -> (KubeSim, kube::Client) 
 pub async fn env_without_operator() -> Env {
     let (sim, client) = kubesim_with_crds(0.15).await;
     for ns in [NS, "express-system"] {
-        express_operator::dev::create_namespace(&client, ns)
+        express_operator::install::create_namespace(&client, ns)
             .await
             .expect("namespace");
     }
