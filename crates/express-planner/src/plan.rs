@@ -26,6 +26,16 @@ pub enum Blocked {
     InvalidSpec(String),
 }
 
+impl std::fmt::Display for Blocked {
+    /// Why a blocked cluster may not act, as a bounce waiting for it says.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blocked::Paused(pause) => pause.fmt(f),
+            Blocked::InvalidSpec(why) => write!(f, "the cluster spec is invalid ({why})"),
+        }
+    }
+}
+
 /// Why a node that could act does not act in this plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Deferred {
@@ -134,7 +144,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
     // Bounces under way hold their pod and their slot; new ones get the first free slots
     // (an SRE asked for them), before any new change of the rollout.
     let mut bounces = Bounces::new();
-    let bounce_block = blocked.as_ref().map(blocked_reason);
+    let bounce_block = blocked.as_ref().map(ToString::to_string);
     bounce::progress(snapshot, bounce_block.as_deref(), now_ms, &mut bounces);
     for (index, node_plan) in node_plans.iter_mut().enumerate() {
         if bounces.holds_pod(index) {
@@ -315,14 +325,6 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
     plan.settle = settle;
     plan.nodes = node_plans;
     plan
-}
-
-/// Why a blocked cluster may not act, as a bounce waiting for it says.
-fn blocked_reason(blocked: &Blocked) -> String {
-    match blocked {
-        Blocked::Paused(pause) => pause.to_string(),
-        Blocked::InvalidSpec(why) => format!("the cluster spec is invalid ({why})"),
-    }
 }
 
 /// The pod operation of a bounce step. The new pod runs the revision the old one ran: built

@@ -293,14 +293,31 @@ pub struct Pause {
     pub reason: Option<String>,
 }
 
-impl std::fmt::Display for Pause {
-    /// "paused (namespace (ConfigMap express-control)): maintenance window"
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "paused ({})", self.scope)?;
+impl Pause {
+    /// Where and why, without the source: "namespace: maintenance window" (a table cell).
+    pub fn summary(&self) -> String {
+        let scope = self.scope.name();
         match &self.reason {
-            Some(reason) => write!(f, ": {reason}"),
-            None => Ok(()),
+            Some(reason) => format!("{scope}: {reason}"),
+            None => scope.to_owned(),
         }
+    }
+
+    /// Where, from what, and why: "(namespace (ConfigMap express-control)): maintenance
+    /// window".
+    pub fn detail(&self) -> String {
+        match &self.reason {
+            Some(reason) => format!("({}): {reason}", self.scope),
+            None => format!("({})", self.scope),
+        }
+    }
+}
+
+impl std::fmt::Display for Pause {
+    /// "paused (namespace (ConfigMap express-control)): maintenance window": the one wording
+    /// of a pause, in status messages, events and the CLI.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "paused {}", self.detail())
     }
 }
 
@@ -315,12 +332,28 @@ pub enum PauseScope {
     Cluster,
 }
 
+impl PauseScope {
+    /// "operator-wide", "namespace", "cluster".
+    pub fn name(self) -> &'static str {
+        match self {
+            PauseScope::Operator => "operator-wide",
+            PauseScope::Namespace => "namespace",
+            PauseScope::Cluster => "cluster",
+        }
+    }
+
+    /// What carries a pause of this scope.
+    pub fn source(self) -> &'static str {
+        match self {
+            PauseScope::Operator => "ConfigMap express-operator-control",
+            PauseScope::Namespace => "ConfigMap express-control",
+            PauseScope::Cluster => "ExpressCluster spec.paused",
+        }
+    }
+}
+
 impl std::fmt::Display for PauseScope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PauseScope::Operator => "operator-wide (ConfigMap express-operator-control)",
-            PauseScope::Namespace => "namespace (ConfigMap express-control)",
-            PauseScope::Cluster => "cluster (ExpressCluster spec.paused)",
-        })
+        write!(f, "{} ({})", self.name(), self.source())
     }
 }
