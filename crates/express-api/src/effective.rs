@@ -118,10 +118,7 @@ pub fn effective_spec(
     node: &NodeSpec,
     defaults: Option<&NodeDefaults>,
 ) -> Result<EffectiveNodeSpec, EffectiveSpecError> {
-    let kind_field = match kind {
-        NodeKind::Backend => "backend",
-        NodeKind::Frontend => "frontend",
-    };
+    let kind_field = kind.label_value();
     let express_version = non_blank(node.express_version.as_deref())
         .or_else(|| non_blank(defaults.and_then(|d| d.express_version.as_deref())))
         .ok_or(EffectiveSpecError::MissingVersion { kind_field })?

@@ -3,7 +3,8 @@
 //! relies on: a node's *effective* spec (cluster defaults merged with node overrides) and its
 //! *deployment revision* (a stable hash of that effective spec).
 //!
-//! This crate owns the wire format. It does no I/O.
+//! It also holds the one object model every reader shares ([`objects`]). This crate owns the
+//! wire format. It does no I/O.
 
 pub mod bounce;
 pub mod conditions;
@@ -12,8 +13,10 @@ pub mod effective;
 pub mod history;
 pub mod keys;
 pub mod natural;
+pub mod objects;
 pub mod types;
 
 pub use bounce::{BouncePhase, BounceStatus};
 pub use effective::{EffectiveNodeSpec, EffectiveSpecError, effective_spec};
+pub use objects::{ClusterKey, NodeRef, Objects};
 pub use types::*;

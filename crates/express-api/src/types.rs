@@ -31,12 +31,19 @@ impl NodeKind {
     }
 }
 
-impl fmt::Display for NodeKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl NodeKind {
+    /// The kind's name in the API (`Backend`, `Frontend`).
+    pub fn as_str(self) -> &'static str {
+        match self {
             NodeKind::Backend => "Backend",
             NodeKind::Frontend => "Frontend",
-        })
+        }
+    }
+}
+
+impl fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -26,12 +26,12 @@ fn label<'a>(revision: &'a ControllerRevision, key: &str) -> Option<&'a str> {
 
 /// The ControllerRevisions of one node, oldest first.
 pub fn of_node<'a>(
-    all: &'a [ControllerRevision],
-    node: &NodeIdentity<'_>,
+    all: impl IntoIterator<Item = &'a ControllerRevision>,
+    node: &NodeIdentity,
 ) -> Vec<&'a ControllerRevision> {
     let mut revisions: Vec<&ControllerRevision> = all
-        .iter()
-        .filter(|r| kept_revision_of(r.metadata.labels.as_ref(), node.kind, node.name).is_some())
+        .into_iter()
+        .filter(|r| kept_revision_of(r.metadata.labels.as_ref(), node.kind, &node.name).is_some())
         .collect();
     revisions.sort_by_key(|r| r.revision);
     revisions
@@ -40,24 +40,24 @@ pub fn of_node<'a>(
 /// A new ControllerRevision keeping `spec` as `revision` of a node; `number` orders it among
 /// the node's others.
 pub fn build(
-    node: &NodeIdentity<'_>,
+    node: &NodeIdentity,
     spec: &EffectiveNodeSpec,
     revision: &str,
     number: i64,
 ) -> Result<ControllerRevision, String> {
     let data = serde_json::to_value(KeptSpec::from(spec)).map_err(|e| e.to_string())?;
     let labels = BTreeMap::from([
-        (LABEL_CLUSTER.to_owned(), node.cluster_name.to_owned()),
-        (LABEL_NODE.to_owned(), node.name.to_owned()),
+        (LABEL_CLUSTER.to_owned(), node.cluster_name.clone()),
+        (LABEL_NODE.to_owned(), node.name.clone()),
         (LABEL_KIND.to_owned(), node.kind.label_value().to_owned()),
         (LABEL_DEPLOYMENT_REVISION.to_owned(), revision.to_owned()),
     ]);
     Ok(ControllerRevision {
         metadata: ObjectMeta {
-            name: Some(revision_name(node.name, revision)),
-            namespace: Some(node.namespace.to_owned()),
+            name: Some(revision_name(&node.name, revision)),
+            namespace: Some(node.namespace.clone()),
             labels: Some(labels),
-            owner_references: Some(vec![node.owner_reference()]),
+            owner_references: Some(vec![node.owner.clone()]),
             ..ObjectMeta::default()
         },
         data: RawExtension(data),
@@ -101,14 +101,8 @@ mod tests {
     use super::*;
     use express_api::NodeKind;
 
-    fn node() -> NodeIdentity<'static> {
-        NodeIdentity {
-            kind: NodeKind::Frontend,
-            name: "acme-fe1",
-            namespace: "t",
-            uid: "u1",
-            cluster_name: "acme",
-        }
+    fn node() -> NodeIdentity {
+        crate::pods::test_identity(NodeKind::Frontend, "acme-fe1", "u1")
     }
 
     fn spec(version: &str) -> EffectiveNodeSpec {

@@ -6,37 +6,34 @@ use express_api::keys::{
     ANNOTATION_CONFIG_CHANGESET, ANNOTATION_EXPRESS_VERSION, APP_CONTAINER, LABEL_CLUSTER,
     LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE,
 };
-use express_api::{EffectiveNodeSpec, NodeKind};
+use express_api::{EffectiveNodeSpec, NodeKind, NodeRef};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 /// Environment variable through which the application sees its configuration changeset.
 pub const ENV_CONFIG_CHANGESET: &str = "EXPRESS_CONFIG_CHANGESET";
 
-/// What identifies the node a pod is built for.
-pub struct NodeIdentity<'a> {
+/// What identifies the node a pod (or a ControllerRevision) is built for.
+#[derive(Clone, Debug)]
+pub struct NodeIdentity {
     pub kind: NodeKind,
-    pub name: &'a str,
-    pub namespace: &'a str,
-    pub uid: &'a str,
-    pub cluster_name: &'a str,
+    pub name: String,
+    pub namespace: String,
+    pub cluster_name: String,
+    /// The controller owner reference to the node, for its pod and its ControllerRevisions.
+    pub owner: OwnerReference,
 }
 
-impl NodeIdentity<'_> {
-    /// The controller owner reference to the node, for its pod and its ControllerRevisions.
-    pub fn owner_reference(&self) -> OwnerReference {
-        OwnerReference {
-            api_version: format!(
-                "{}/{}",
-                express_api::keys::GROUP,
-                express_api::keys::VERSION
-            ),
-            kind: self.kind.to_string(),
-            name: self.name.into(),
-            uid: self.uid.into(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }
+impl NodeIdentity {
+    /// The identity of a stored node (None without a namespace or uid: not stored yet).
+    pub fn of(node: NodeRef<'_>) -> Option<NodeIdentity> {
+        Some(NodeIdentity {
+            kind: node.kind(),
+            name: node.name().to_owned(),
+            namespace: node.namespace()?.to_owned(),
+            cluster_name: node.cluster_name().to_owned(),
+            owner: node.controller_owner_ref()?,
+        })
     }
 }
 
@@ -52,7 +49,7 @@ pub fn revision_of(pod: &Pod) -> Option<&str> {
 /// The pod for a node: named after it, controlled by it, labelled with cluster, node, kind and
 /// revision, running the effective image with the pod template's overrides merged in.
 pub fn build_pod(
-    node: &NodeIdentity<'_>,
+    node: &NodeIdentity,
     spec: &EffectiveNodeSpec,
     revision: &str,
 ) -> Result<Pod, String> {
@@ -60,8 +57,8 @@ pub fn build_pod(
         .map_err(|e| format!("podTemplate: {e}"))?;
     let template_meta = template.metadata.unwrap_or_default();
     let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
-    labels.insert(LABEL_CLUSTER.into(), node.cluster_name.into());
-    labels.insert(LABEL_NODE.into(), node.name.into());
+    labels.insert(LABEL_CLUSTER.into(), node.cluster_name.clone());
+    labels.insert(LABEL_NODE.into(), node.name.clone());
     labels.insert(LABEL_KIND.into(), node.kind.label_value().into());
     labels.insert(LABEL_DEPLOYMENT_REVISION.into(), revision.into());
     let mut annotations: BTreeMap<String, String> = template_meta.annotations.unwrap_or_default();
@@ -104,16 +101,36 @@ pub fn build_pod(
 
     Ok(Pod {
         metadata: ObjectMeta {
-            name: Some(node.name.into()),
-            namespace: Some(node.namespace.into()),
+            name: Some(node.name.clone()),
+            namespace: Some(node.namespace.clone()),
             labels: Some(labels),
             annotations: Some(annotations),
-            owner_references: Some(vec![node.owner_reference()]),
+            owner_references: Some(vec![node.owner.clone()]),
             ..ObjectMeta::default()
         },
         spec: Some(pod_spec),
         status: None,
     })
+}
+
+/// The identity of a stored node of `kind` in namespace `t`, cluster `acme`, for tests.
+#[cfg(test)]
+pub(crate) fn test_identity(kind: NodeKind, name: &str, uid: &str) -> NodeIdentity {
+    let object = serde_json::json!({
+        "apiVersion": "express.dev/v1alpha1",
+        "kind": kind.to_string(),
+        "metadata": {"name": name, "namespace": "t", "uid": uid},
+        "spec": {"clusterConfig": {"clusterName": "acme"}},
+    });
+    let identity = match kind {
+        NodeKind::Backend => serde_json::from_value::<express_api::Backend>(object)
+            .ok()
+            .and_then(|b| NodeIdentity::of(NodeRef::from(&b))),
+        NodeKind::Frontend => serde_json::from_value::<express_api::Frontend>(object)
+            .ok()
+            .and_then(|f| NodeIdentity::of(NodeRef::from(&f))),
+    };
+    identity.unwrap_or_else(|| panic!("a test node {name}"))
 }
 
 #[cfg(test)]
@@ -122,14 +139,8 @@ mod tests {
     use express_api::{NodeSpec, effective_spec};
     use serde_json::json;
 
-    fn identity() -> NodeIdentity<'static> {
-        NodeIdentity {
-            kind: NodeKind::Frontend,
-            name: "acme-fe1",
-            namespace: "t",
-            uid: "u-1",
-            cluster_name: "acme",
-        }
+    fn identity() -> NodeIdentity {
+        test_identity(NodeKind::Frontend, "acme-fe1", "u-1")
     }
 
     #[test]
@@ -187,10 +198,7 @@ mod tests {
         };
         let spec = effective_spec(NodeKind::Backend, &node, None).expect("valid");
         let pod = build_pod(
-            &NodeIdentity {
-                kind: NodeKind::Backend,
-                ..identity()
-            },
+            &test_identity(NodeKind::Backend, "acme-fe1", "u-1"),
             &spec,
             "r",
         )

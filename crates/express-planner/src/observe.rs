@@ -1,6 +1,6 @@
 //! Builds [`ClusterSnapshot`]s from API objects: groups nodes into Express clusters, computes
 //! each node's desired revision, matches pods to nodes and works out the pause in force.
-//! Shared by the operator (objects from its caches) and the CLI (objects from files).
+//! Shared by the operator (objects from its caches) and the CLI (live objects, or manifests).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,10 +14,8 @@ use express_api::keys::{
     CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
 };
 use express_api::{
-    Backend, BounceStatus, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus,
-    ObservedDesired, effective_spec,
+    BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
 };
-use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -37,28 +35,13 @@ pub enum PodOwnership {
     Name,
 }
 
-/// Every object that bears on planning, from one or more namespaces.
+/// Every object that bears on planning, from one or more namespaces, and how to read it.
 #[derive(Clone, Copy, Debug)]
 pub struct Inventory<'a> {
-    pub clusters: &'a [ExpressCluster],
-    pub backends: &'a [Backend],
-    pub frontends: &'a [Frontend],
-    pub pods: &'a [Pod],
-    /// Control ConfigMaps (others are ignored).
-    pub config_maps: &'a [ConfigMap],
-    /// ControllerRevisions keeping node specs (labelled with node, kind and revision).
-    pub controller_revisions: &'a [ControllerRevision],
+    pub objects: &'a Objects,
     /// Namespace the operator runs in, where `express-operator-control` lives.
     pub operator_namespace: &'a str,
     pub ownership: PodOwnership,
-}
-
-/// A node object reduced to what snapshots need, whatever its kind.
-struct NodeRef<'a> {
-    kind: NodeKind,
-    meta: &'a ObjectMeta,
-    spec: &'a NodeSpec,
-    status: Option<&'a NodeStatus>,
 }
 
 /// The objects of one (namespace, clusterName).
@@ -104,7 +87,7 @@ pub fn snapshot_of(
 impl<'a> Grouped<'a> {
     fn new(inventory: &'a Inventory<'a>) -> Self {
         let mut groups: BTreeMap<(&str, &str), ClusterGroup<'_>> = BTreeMap::new();
-        for cluster in inventory.clusters {
+        for cluster in inventory.objects.clusters.iter().map(|c| &**c) {
             if let (Some(namespace), Some(name)) = (namespace_of(cluster), cluster.cluster_name()) {
                 groups
                     .entry((namespace, name))
@@ -113,26 +96,10 @@ impl<'a> Grouped<'a> {
                     .push(cluster);
             }
         }
-        let nodes = inventory
-            .backends
-            .iter()
-            .map(|b| NodeRef {
-                kind: NodeKind::Backend,
-                meta: &b.metadata,
-                spec: &b.spec,
-                status: b.status.as_ref(),
-            })
-            .chain(inventory.frontends.iter().map(|f| NodeRef {
-                kind: NodeKind::Frontend,
-                meta: &f.metadata,
-                spec: &f.spec,
-                status: f.status.as_ref(),
-            }));
-        for node in nodes {
-            if let Some(namespace) = node.meta.namespace.as_deref() {
-                let cluster_name = node.spec.cluster_config.cluster_name.as_str();
+        for node in inventory.objects.nodes() {
+            if let Some(namespace) = node.namespace() {
                 groups
-                    .entry((namespace, cluster_name))
+                    .entry((namespace, node.cluster_name()))
                     .or_default()
                     .nodes
                     .push(node);
@@ -140,18 +107,19 @@ impl<'a> Grouped<'a> {
         }
 
         let pods: HashMap<(&str, &str), &Pod> = inventory
+            .objects
             .pods
             .iter()
-            .filter_map(|p| Some(((namespace_of(p)?, p.metadata.name.as_deref()?), p)))
+            .filter_map(|p| Some(((namespace_of(&**p)?, p.metadata.name.as_deref()?), &**p)))
             .collect();
         let mut names_per_namespace: HashMap<(&str, &str), Vec<NodeKind>> = HashMap::new();
         for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), g)| (ns, &g.nodes)) {
             for node in cluster_nodes {
-                if let Some(name) = node.meta.name.as_deref() {
+                if let Some(name) = node.meta().name.as_deref() {
                     names_per_namespace
                         .entry((namespace, name))
                         .or_default()
-                        .push(node.kind);
+                        .push(node.kind());
                 }
             }
         }
@@ -198,7 +166,7 @@ impl<'a> Grouped<'a> {
         let observations = nodes
                 .iter()
                 .filter_map(|node| {
-                    let name = node.meta.name.as_deref()?;
+                    let name = node.meta().name.as_deref()?;
                     let duplicate = names_per_namespace
                         .get(&(namespace, name))
                         .is_some_and(|kinds| kinds.len() > 1);
@@ -212,7 +180,8 @@ impl<'a> Grouped<'a> {
                     let pod = pods
                         .get(&(namespace, name))
                         .map(|pod| observe_pod(pod, node, inventory.ownership));
-                    let change = node.status.and_then(|s| s.change.as_ref()).map(|c| Change {
+                    let status = node.status();
+                    let change = status.and_then(|s| s.change.as_ref()).map(|c| Change {
                         kind: c.kind,
                         state: c.state,
                         from: c.from_revision.clone(),
@@ -227,15 +196,14 @@ impl<'a> Grouped<'a> {
                     });
                     Some(NodeObservation {
                         name: name.to_owned(),
-                        kind: node.kind,
-                        up: node.spec.up,
+                        kind: node.kind(),
+                        up: node.spec().up,
                         desired,
-                        dependencies: node.spec.deployment_dependencies.clone(),
+                        dependencies: node.spec().deployment_dependencies.clone(),
                         pod,
                         replacing,
                         change,
-                        invalid_revisions: node
-                            .status
+                        invalid_revisions: status
                             .map(|s| s.invalid_revisions.as_slice())
                             .unwrap_or_default()
                             .iter()
@@ -244,15 +212,13 @@ impl<'a> Grouped<'a> {
                                 reason: r.reason.clone(),
                             })
                             .collect(),
-                        history: history_of(inventory, namespace, node.kind, name),
-                        rollout_id: rollout_id_of(node.meta),
-                        recorded_desired: node
-                            .status
+                        history: history_of(inventory, namespace, node.kind(), name),
+                        rollout_id: rollout_id_of(node.meta()),
+                        recorded_desired: status
                             .and_then(|s| s.observed_desired.as_ref())
                             .and_then(recorded_desired),
-                        bounce_request: bounce_request_of(node.meta).map(Box::new),
-                        bounce: node
-                            .status
+                        bounce_request: bounce_request_of(node.meta()).map(Box::new),
+                        bounce: status
                             .and_then(|s| s.bounce.as_ref())
                             .and_then(recorded_bounce)
                             .map(Box::new),
@@ -339,10 +305,11 @@ fn desired_state(
     node: &NodeRef<'_>,
     cluster: Option<&ExpressCluster>,
 ) -> Result<DesiredState, String> {
-    let defaults = cluster.and_then(|c| c.spec.defaults.for_kind(node.kind));
-    let effective = effective_spec(node.kind, node.spec, defaults).map_err(|e| e.to_string())?;
+    let defaults = cluster.and_then(|c| c.spec.defaults.for_kind(node.kind()));
+    let effective =
+        effective_spec(node.kind(), node.spec(), defaults).map_err(|e| e.to_string())?;
     Ok(DesiredState {
-        revision: effective.desired_revision(node.meta.labels.as_ref()),
+        revision: effective.desired_revision(node.meta().labels.as_ref()),
         version: effective.express_version.clone(),
         spec: effective,
     })
@@ -353,9 +320,9 @@ fn observe_pod(pod: &Pod, node: &NodeRef<'_>, ownership: PodOwnership) -> PodObs
         PodOwnership::Name => true,
         PodOwnership::OwnerReference => pod.metadata.owner_references.iter().flatten().any(|r| {
             r.controller == Some(true)
-                && r.kind == node.kind.to_string()
-                && Some(r.name.as_str()) == node.meta.name.as_deref()
-                && node.meta.uid.as_deref().is_none_or(|uid| uid == r.uid)
+                && r.kind == node.kind().to_string()
+                && r.name == node.name()
+                && node.meta().uid.as_deref().is_none_or(|uid| uid == r.uid)
         }),
     };
     let spec_version = || {
@@ -443,9 +410,10 @@ fn history_of(
     name: &str,
 ) -> Vec<String> {
     inventory
-        .controller_revisions
+        .objects
+        .revisions
         .iter()
-        .filter(|r| namespace_of(*r) == Some(namespace))
+        .filter(|r| namespace_of(&***r) == Some(namespace))
         .filter_map(|r| kept_revision_of(r.metadata.labels.as_ref(), kind, name))
         .map(str::to_owned)
         .collect()
@@ -480,10 +448,15 @@ fn pause_in_force(
     cluster: Option<&ExpressCluster>,
 ) -> Option<Pause> {
     let control = |config_map_namespace: &str, name: &str| {
-        inventory.config_maps.iter().find(|cm| {
-            namespace_of(*cm) == Some(config_map_namespace)
-                && cm.metadata.name.as_deref() == Some(name)
-        })
+        inventory
+            .objects
+            .config_maps
+            .iter()
+            .map(|cm| &**cm)
+            .find(|cm| {
+                namespace_of(*cm) == Some(config_map_namespace)
+                    && cm.metadata.name.as_deref() == Some(name)
+            })
     };
     let paused_by = |cm: &ConfigMap| {
         let data = cm.data.as_ref()?;

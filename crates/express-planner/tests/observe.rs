@@ -2,6 +2,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
+use express_api::objects::shared;
 use express_api::{Backend, ExpressCluster, Frontend};
 use express_planner::observe::{Inventory, PodOwnership, snapshots};
 use express_planner::{ClusterSnapshot, PauseScope, PodPhase};
@@ -74,13 +75,16 @@ struct Objects {
 
 impl Objects {
     fn snapshots(&self) -> Vec<ClusterSnapshot> {
+        let objects = express_api::Objects {
+            clusters: shared(self.clusters.clone()),
+            backends: shared(self.backends.clone()),
+            frontends: shared(self.frontends.clone()),
+            pods: shared(self.pods.clone()),
+            config_maps: shared(self.config_maps.clone()),
+            revisions: Vec::new(),
+        };
         snapshots(&Inventory {
-            clusters: &self.clusters,
-            backends: &self.backends,
-            frontends: &self.frontends,
-            pods: &self.pods,
-            config_maps: &self.config_maps,
-            controller_revisions: &[],
+            objects: &objects,
             operator_namespace: "express-system",
             ownership: PodOwnership::OwnerReference,
         })

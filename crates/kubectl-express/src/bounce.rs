@@ -3,17 +3,15 @@
 //! `status.bounce` until the request ends. Exit codes: 0 requested (or, waiting, Succeeded),
 //! 1 Failed or Refused (or the cluster could not be reached), 2 no such node or bad arguments.
 
-use std::fmt::Debug;
 use std::process::ExitCode;
 
 use express_api::bounce::{format_duration, parse_duration};
 use express_api::keys::{ANNOTATION_BOUNCE, ANNOTATION_BOUNCE_FORCE, ANNOTATION_BOUNCE_TIMEOUT};
-use express_api::{Backend, BouncePhase, BounceStatus, Frontend, NodeKind};
+use express_api::{BouncePhase, BounceStatus};
 use futures::StreamExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 
 use crate::connect::ConnectArgs;
 use crate::exit::Exit;
@@ -52,9 +50,9 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
     let connection = args.connect.connect().await.map_err(Exit::failure)?;
     let (client, namespace) = (connection.client, connection.namespace);
     let name = args.node.as_str();
-    let backends: Api<Backend> = Api::namespaced(client.clone(), &namespace);
-    let frontends: Api<Frontend> = Api::namespaced(client.clone(), &namespace);
     let (kind, _) = crate::history::find_node(&client, &namespace, name).await?;
+    let nodes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &kind.api_resource());
 
     let id = crate::request_id();
     // Every request says all of its options: a --force or a timeout left by an earlier request
@@ -69,43 +67,26 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
         }
     });
     let params = PatchParams::default();
-    let written = match kind {
-        NodeKind::Backend => backends
-            .patch(name, &params, &Patch::Merge(&patch))
-            .await
-            .map(|_| ()),
-        NodeKind::Frontend => frontends
-            .patch(name, &params, &Patch::Merge(&patch))
-            .await
-            .map(|_| ()),
-    };
-    written
+    nodes
+        .patch(name, &params, &Patch::Merge(&patch))
+        .await
         .map_err(|e| Exit::failure(format!("cannot request the bounce of {kind} {name}: {e}")))?;
     println!("{id}");
     eprintln!("bounce {id} requested for {kind} {name} in namespace {namespace}");
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
     }
-    match kind {
-        NodeKind::Backend => {
-            follow(backends, name, &id, |b| b.status.as_ref()?.bounce.as_ref()).await
-        }
-        NodeKind::Frontend => {
-            follow(frontends, name, &id, |f| f.status.as_ref()?.bounce.as_ref()).await
-        }
-    }
+    follow(nodes, name, &id).await
+}
+
+/// The node's `status.bounce` (None when it has none, or one this build cannot read).
+fn bounce_of(node: &DynamicObject) -> Option<BounceStatus> {
+    let bounce = node.data.get("status")?.get("bounce")?;
+    serde_json::from_value(bounce.clone()).ok()
 }
 
 /// Watches the node until its bounce `id` ends, printing each phase and message once.
-async fn follow<K>(
-    api: Api<K>,
-    name: &str,
-    id: &str,
-    bounce_of: fn(&K) -> Option<&BounceStatus>,
-) -> Result<ExitCode, Exit>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
+async fn follow(api: Api<DynamicObject>, name: &str, id: &str) -> Result<ExitCode, Exit> {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
     let mut last: Option<(BouncePhase, String)> = None;
@@ -122,6 +103,7 @@ where
             watcher::Event::Init | watcher::Event::InitDone => continue,
         };
         let bounce = bounce_of(&node).filter(|b| b.request_id == id);
+        let bounce = bounce.as_ref();
         let Some(bounce) = bounce else {
             let requested = node
                 .annotations()

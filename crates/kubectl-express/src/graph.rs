@@ -245,6 +245,7 @@ pub fn render(snapshot: &ClusterSnapshot, format: Format) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use express_api::objects::shared;
     use express_api::{Backend, ExpressCluster, Frontend};
     use express_planner::observe::{Inventory, PodOwnership, snapshots};
     use serde_json::json;
@@ -278,13 +279,14 @@ mod tests {
             "apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
             "metadata": {"name": "acme", "namespace": "tenant"}, "spec": {"rollout": {"settleSeconds": 0}}
         })).unwrap()];
+        let objects = express_api::Objects {
+            clusters: shared(clusters),
+            backends: shared(backends),
+            frontends: shared(frontends),
+            ..express_api::Objects::default()
+        };
         let inventory = Inventory {
-            clusters: &clusters,
-            backends: &backends,
-            frontends: &frontends,
-            pods: &[],
-            config_maps: &[],
-            controller_revisions: &[],
+            objects: &objects,
             operator_namespace: "express-system",
             ownership: PodOwnership::Name,
         };

@@ -378,7 +378,7 @@ fn main() -> ExitCode {
             }
             live("plan", &connect, |c| async move {
                 let namespace = (!all_namespaces).then_some(c.namespace.as_str());
-                let objects = live::Objects::load(&c.client, namespace, &operator_namespace)
+                let objects = live::load(&c.client, namespace, &operator_namespace)
                     .await
                     .map_err(exit::Exit::failure)?;
                 let report = plan::live(&objects, &operator_namespace, cluster.as_deref());
@@ -439,7 +439,7 @@ fn main() -> ExitCode {
             connect,
         } => live("list", &connect, |c| async move {
             let namespace = (!all_namespaces).then_some(c.namespace.as_str());
-            let objects = live::Objects::load(&c.client, namespace, &operator_namespace)
+            let objects = live::load(&c.client, namespace, &operator_namespace)
                 .await
                 .map_err(exit::Exit::failure)?;
             print!(
@@ -630,12 +630,12 @@ async fn get(
             "no Express cluster {cluster} in namespace {namespace} (no ExpressCluster and no node names it)"
         ))
     };
-    let found = |objects: &live::Objects| {
+    let found = |objects: &express_api::Objects| {
         objects.express_cluster(namespace, cluster).is_some()
             || !objects.nodes_of(namespace, cluster).is_empty()
     };
     if !watch {
-        let objects = live::Objects::load(&c.client, Some(namespace), "")
+        let objects = live::load(&c.client, Some(namespace), "")
             .await
             .map_err(exit::Exit::failure)?;
         if !found(&objects) {

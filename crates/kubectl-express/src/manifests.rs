@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use express_api::keys::{GROUP, VERSION};
-use express_api::{Backend, ExpressCluster, Frontend};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+
+use express_api::Objects;
 use serde::de::DeserializeOwned;
 
 /// Where an object was read from.
@@ -55,14 +56,10 @@ pub enum LoadError {
     },
 }
 
-/// Every object read, by kind.
+/// Every object read, and where from.
 #[derive(Default, Debug)]
 pub struct Manifests {
-    pub clusters: Vec<ExpressCluster>,
-    pub backends: Vec<Backend>,
-    pub frontends: Vec<Frontend>,
-    pub pods: Vec<Pod>,
-    pub config_maps: Vec<ConfigMap>,
+    pub objects: Objects,
     origins: HashMap<(String, String, String), Origin>,
     /// Skip kinds other than the ones above instead of refusing them (a rendered chart may
     /// hold anything).
@@ -299,12 +296,18 @@ fn add_object(
     let express = api_version == format!("{GROUP}/{VERSION}");
     let added = match (api_version.as_str(), kind.as_str()) {
         (_, "ExpressCluster") if express => {
-            typed(object, &describe).map(|o| manifests.clusters.push(o))
+            typed(object, &describe).map(|o| manifests.objects.clusters.push(Arc::new(o)))
         }
-        (_, "Backend") if express => typed(object, &describe).map(|o| manifests.backends.push(o)),
-        (_, "Frontend") if express => typed(object, &describe).map(|o| manifests.frontends.push(o)),
-        ("v1", "Pod") => typed(object, &describe).map(|o| manifests.pods.push(o)),
-        ("v1", "ConfigMap") => typed(object, &describe).map(|o| manifests.config_maps.push(o)),
+        (_, "Backend") if express => {
+            typed(object, &describe).map(|o| manifests.objects.backends.push(Arc::new(o)))
+        }
+        (_, "Frontend") if express => {
+            typed(object, &describe).map(|o| manifests.objects.frontends.push(Arc::new(o)))
+        }
+        ("v1", "Pod") => typed(object, &describe).map(|o| manifests.objects.pods.push(Arc::new(o))),
+        ("v1", "ConfigMap") => {
+            typed(object, &describe).map(|o| manifests.objects.config_maps.push(Arc::new(o)))
+        }
         _ if manifests.lenient => return,
         _ => {
             errors.push(LoadError::UnsupportedKind {

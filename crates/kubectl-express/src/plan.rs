@@ -46,12 +46,7 @@ pub fn offline(request: &OfflinePlan) -> Result<Report, Vec<String>> {
     let manifests = manifests::load(&request.files, &request.namespace)
         .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>())?;
     let inventory = Inventory {
-        clusters: &manifests.clusters,
-        backends: &manifests.backends,
-        frontends: &manifests.frontends,
-        pods: &manifests.pods,
-        config_maps: &manifests.config_maps,
-        controller_revisions: &[],
+        objects: &manifests.objects,
         operator_namespace: &request.operator_namespace,
         ownership: PodOwnership::Name,
     };
@@ -155,11 +150,11 @@ fn assess(
 /// Plans every Express cluster of a live cluster's objects (one, when `cluster` names it).
 /// Problems are warnings here: the operator reports them in status and keeps going.
 pub fn live(
-    objects: &crate::live::Objects,
+    objects: &express_api::Objects,
     operator_namespace: &str,
     cluster: Option<&str>,
 ) -> Report {
-    let inventory = objects.inventory(operator_namespace);
+    let inventory = crate::live::inventory(objects, operator_namespace);
     let mut warnings = Vec::new();
     let mut clusters = Vec::new();
     for snapshot in snapshots(&inventory) {
@@ -176,6 +171,7 @@ pub fn live(
 
 fn unmatched_pods(manifests: &Manifests, snapshots: &[ClusterSnapshot]) -> Vec<String> {
     manifests
+        .objects
         .pods
         .iter()
         .filter_map(|pod| {

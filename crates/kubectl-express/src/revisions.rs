@@ -10,15 +10,11 @@ use std::process::ExitCode;
 
 use express_api::effective::REVISION_SCHEME;
 use express_api::history::KeptSpec;
-use express_api::{
-    Backend, EffectiveNodeSpec, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus,
-    effective_spec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use express_api::{EffectiveNodeSpec, NodeKind, NodeRef, NodeStatus, Objects, effective_spec};
 use serde::Serialize;
 
 use crate::exit::Exit;
-use crate::live::Objects;
+use crate::live;
 use crate::manifests::{self, Manifests};
 
 /// A node as the revision rules see it, from either side.
@@ -124,31 +120,22 @@ pub struct Row {
 /// `fallback_clusters` give the defaults of a cluster whose ExpressCluster is not among the
 /// objects (manifests of nodes only: the live ExpressCluster's defaults apply).
 pub fn node_sides(
-    clusters: &[ExpressCluster],
-    backends: &[Backend],
-    frontends: &[Frontend],
-    fallback_clusters: &[ExpressCluster],
+    objects: &Objects,
+    fallback: Option<&Objects>,
     origin: &dyn Fn(NodeKind, &str, &str) -> String,
 ) -> Vec<NodeSide> {
     let governing = |namespace: &str, cluster: &str| {
-        let find = |list: &'_ [ExpressCluster]| {
-            list.iter()
-                .find(|c| {
-                    c.metadata.namespace.as_deref() == Some(namespace)
-                        && c.cluster_name() == Some(cluster)
-                })
-                .cloned()
-        };
-        find(clusters).or_else(|| find(fallback_clusters))
+        objects
+            .express_cluster(namespace, cluster)
+            .or_else(|| fallback?.express_cluster(namespace, cluster))
     };
-    let side = |kind: NodeKind, meta: &ObjectMeta, spec: &NodeSpec| -> Option<NodeSide> {
+    let side = |node: NodeRef<'_>| -> Option<NodeSide> {
+        let (kind, meta, spec) = (node.kind(), node.meta(), node.spec());
         let namespace = meta.namespace.clone()?;
         let name = meta.name.clone()?;
         let cluster = spec.cluster_config.cluster_name.clone();
         let express_cluster = governing(&namespace, &cluster);
-        let defaults = express_cluster
-            .as_ref()
-            .and_then(|c| c.spec.defaults.for_kind(kind));
+        let defaults = express_cluster.and_then(|c| c.spec.defaults.for_kind(kind));
         Some(NodeSide {
             effective: effective_spec(kind, spec, defaults).map_err(|e| e.to_string()),
             label: express_api::effective::revision_override(meta.labels.as_ref())
@@ -161,15 +148,7 @@ pub fn node_sides(
             cluster,
         })
     };
-    let mut sides: Vec<NodeSide> = backends
-        .iter()
-        .filter_map(|b| side(NodeKind::Backend, &b.metadata, &b.spec))
-        .chain(
-            frontends
-                .iter()
-                .filter_map(|f| side(NodeKind::Frontend, &f.metadata, &f.spec)),
-        )
-        .collect();
+    let mut sides: Vec<NodeSide> = objects.nodes().filter_map(side).collect();
     sides.sort_by(|a, b| {
         (a.namespace.as_str(), a.cluster.as_str())
             .cmp(&(b.namespace.as_str(), b.cluster.as_str()))
@@ -185,7 +164,7 @@ pub type Facts = BTreeMap<(String, String), LiveFacts>;
 pub fn live_facts(objects: &Objects) -> Facts {
     let mut facts = BTreeMap::new();
     for node in objects.nodes() {
-        let (Some(namespace), Some(name)) = (&node.meta.namespace, &node.meta.name) else {
+        let (Some(namespace), Some(name)) = (&node.meta().namespace, &node.meta().name) else {
             continue;
         };
         let kept = objects
@@ -195,7 +174,7 @@ pub fn live_facts(objects: &Objects) -> Facts {
             .filter_map(|r| {
                 let revision = express_api::history::kept_revision_of(
                     r.metadata.labels.as_ref(),
-                    node.kind,
+                    node.kind(),
                     name,
                 )?;
                 let spec: KeptSpec = serde_json::from_value(r.data.0.clone()).ok()?;
@@ -205,8 +184,8 @@ pub fn live_facts(objects: &Objects) -> Facts {
         facts.insert(
             (namespace.clone(), name.clone()),
             LiveFacts {
-                status: node.status.cloned(),
-                generation: node.meta.generation,
+                status: node.status().cloned(),
+                generation: node.meta().generation,
                 running: objects.pod(namespace, name).and_then(|p| {
                     p.metadata
                         .labels
@@ -496,28 +475,17 @@ pub fn load_local(sources: &Sources, namespace: &str) -> Result<Manifests, Exit>
 
 /// Local nodes from manifests, with the live ExpressClusters as fallback defaults.
 pub fn local_sides(manifests: &Manifests, live: Option<&Objects>) -> Vec<NodeSide> {
-    let fallback = live.map(|o| o.clusters.as_slice()).unwrap_or_default();
-    node_sides(
-        &manifests.clusters,
-        &manifests.backends,
-        &manifests.frontends,
-        fallback,
-        &|kind, namespace, name| {
-            manifests
-                .origin(&kind.to_string(), namespace, name)
-                .map_or_else(|| "local".to_owned(), ToString::to_string)
-        },
-    )
+    node_sides(&manifests.objects, live, &|kind, namespace, name| {
+        manifests
+            .origin(&kind.to_string(), namespace, name)
+            .map_or_else(|| "local".to_owned(), ToString::to_string)
+    })
 }
 
 pub fn live_sides(objects: &Objects) -> Vec<NodeSide> {
-    node_sides(
-        &objects.clusters,
-        &objects.backends,
-        &objects.frontends,
-        &[],
-        &|kind, namespace, name| format!("live {kind} {namespace}/{name}"),
-    )
+    node_sides(objects, None, &|kind, namespace, name| {
+        format!("live {kind} {namespace}/{name}")
+    })
 }
 
 /// Local specs that cannot be built are errors (exit 2), naming where they came from.
@@ -650,32 +618,23 @@ async fn gather(
         Some(client) => {
             let mut objects = Objects::default();
             let namespaces: BTreeSet<String> = match &local {
-                Some(m) if !m.backends.is_empty() || !m.frontends.is_empty() => m
-                    .backends
-                    .iter()
-                    .filter_map(|b| b.metadata.namespace.clone())
-                    .chain(
-                        m.frontends
-                            .iter()
-                            .filter_map(|f| f.metadata.namespace.clone()),
-                    )
+                Some(m) if m.objects.nodes().next().is_some() => m
+                    .objects
+                    .nodes()
+                    .filter_map(|n| n.namespace().map(str::to_owned))
                     .collect(),
                 _ => [options.namespace.clone()].into(),
             };
             if options.all_namespaces && local.is_none() {
-                objects = Objects::load(client, None, &options.operator_namespace)
+                objects = live::load(client, None, &options.operator_namespace)
                     .await
                     .map_err(Exit::usage)?;
             } else {
                 for namespace in namespaces {
-                    let more = Objects::load(client, Some(&namespace), &options.operator_namespace)
+                    let more = live::load(client, Some(&namespace), &options.operator_namespace)
                         .await
                         .map_err(Exit::usage)?;
-                    objects.clusters.extend(more.clusters);
-                    objects.backends.extend(more.backends);
-                    objects.frontends.extend(more.frontends);
-                    objects.pods.extend(more.pods);
-                    objects.revisions.extend(more.revisions);
+                    objects.extend(more);
                 }
             }
             Some(objects)
@@ -743,14 +702,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::{Value, json};
+    use std::sync::Arc;
 
     /// A tenant as the chart renders it: the ExpressCluster with version defaults, and nodes
     /// with optional labels, `up` and a version of their own.
-    fn tenant(
-        version: &str,
-        nodes: &[(&str, Value)],
-    ) -> (Vec<ExpressCluster>, Vec<Backend>, Vec<Frontend>) {
-        let cluster: ExpressCluster = serde_json::from_value(json!({
+    fn tenant(version: &str, nodes: &[(&str, Value)]) -> Objects {
+        let cluster: express_api::ExpressCluster = serde_json::from_value(json!({
             "apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
             "metadata": {"name": "acme", "namespace": "tenant"},
             "spec": {"defaults": {"backend": {"expressVersion": version, "configChangeset": "cs1"},
@@ -772,19 +729,22 @@ mod tests {
             }
             if name.ends_with("-be") {
                 object["kind"] = json!("Backend");
-                backends.push(serde_json::from_value(object).unwrap());
+                backends.push(Arc::new(serde_json::from_value(object).unwrap()));
             } else {
                 object["kind"] = json!("Frontend");
-                frontends.push(serde_json::from_value(object).unwrap());
+                frontends.push(Arc::new(serde_json::from_value(object).unwrap()));
             }
         }
-        (vec![cluster], backends, frontends)
+        Objects {
+            clusters: vec![Arc::new(cluster)],
+            backends,
+            frontends,
+            ..Objects::default()
+        }
     }
 
-    fn sides(objects: &(Vec<ExpressCluster>, Vec<Backend>, Vec<Frontend>)) -> Vec<NodeSide> {
-        node_sides(&objects.0, &objects.1, &objects.2, &[], &|_, _, n| {
-            format!("test {n}")
-        })
+    fn sides(objects: &Objects) -> Vec<NodeSide> {
+        node_sides(objects, None, &|_, _, n| format!("test {n}"))
     }
 
     /// Live facts as the operator leaves them: status desired = what it computes, the pod
@@ -841,7 +801,7 @@ mod tests {
                     ("acme-fe3", json!({})),
                 ],
             );
-            t.2[0].spec.express_version = Some("v2".into());
+            Arc::make_mut(&mut t.frontends[0]).spec.express_version = Some("v2".into());
             t
         };
         let local = sides(&local_objects);

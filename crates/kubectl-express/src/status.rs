@@ -10,7 +10,8 @@ use express_api::conditions;
 use express_api::{ClusterPhase, ExpressCluster, NodePhase, RolloutState};
 
 use crate::exit::Exit;
-use crate::live::{NodeView, Objects, Watched};
+use crate::live::{self, Watched};
+use express_api::{NodeRef, Objects};
 
 /// Where a cluster stands for a pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +49,7 @@ fn line(state: &str, message: impl Into<String>, outcome: Outcome) -> StatusLine
 }
 
 /// The cluster's state from its ExpressCluster (or, without one, from its nodes alone).
-pub fn assess(cluster: Option<&ExpressCluster>, nodes: &[NodeView<'_>]) -> StatusLine {
+pub fn assess(cluster: Option<&ExpressCluster>, nodes: &[NodeRef<'_>]) -> StatusLine {
     // A spec the operator has not seen yet is never reported as done.
     if let Some(cluster) = cluster {
         let generation = cluster.metadata.generation.unwrap_or(0);
@@ -66,9 +67,9 @@ pub fn assess(cluster: Option<&ExpressCluster>, nodes: &[NodeView<'_>]) -> Statu
             "Waiting",
             format!(
                 "waiting for the operator to observe {} {} generation {}",
-                node.kind,
+                node.kind(),
                 node.name(),
-                node.meta.generation.unwrap_or(0)
+                node.meta().generation.unwrap_or(0)
             ),
             Outcome::Waiting,
         );
@@ -113,9 +114,13 @@ pub fn assess(cluster: Option<&ExpressCluster>, nodes: &[NodeView<'_>]) -> Statu
 }
 
 /// Without an ExpressCluster: the nodes' phases say it all.
-fn from_nodes(nodes: &[NodeView<'_>]) -> StatusLine {
-    let phase = |n: &NodeView<'_>| n.status.and_then(|s| s.phase);
-    let message = |n: &NodeView<'_>| n.status.and_then(|s| s.message.clone()).unwrap_or_default();
+fn from_nodes(nodes: &[NodeRef<'_>]) -> StatusLine {
+    let phase = |n: &NodeRef<'_>| n.status().and_then(|s| s.phase);
+    let message = |n: &NodeRef<'_>| {
+        n.status()
+            .and_then(|s| s.message.clone())
+            .unwrap_or_default()
+    };
     if let Some(failed) = nodes.iter().find(|n| phase(n) == Some(NodePhase::Failed)) {
         return line(
             "Failed",
@@ -126,7 +131,7 @@ fn from_nodes(nodes: &[NodeView<'_>]) -> StatusLine {
     if let Some(paused) = nodes.iter().find(|n| phase(n) == Some(NodePhase::Paused)) {
         return line("Paused", message(paused), Outcome::Paused);
     }
-    let settled = |n: &&NodeView<'_>| matches!(phase(n), Some(NodePhase::Ready | NodePhase::Down));
+    let settled = |n: &&NodeRef<'_>| matches!(phase(n), Some(NodePhase::Ready | NodePhase::Down));
     let ready = nodes.iter().filter(settled).count();
     match nodes.iter().find(|n| !settled(n)) {
         None => line(
@@ -187,7 +192,7 @@ fn exit_for(line: &StatusLine, args: &StatusArgs) -> Option<ExitCode> {
 
 pub async fn run(client: &kube::Client, args: &StatusArgs) -> Result<ExitCode, Exit> {
     if !args.watch {
-        let objects = Objects::load(client, Some(&args.namespace), "")
+        let objects = live::load(client, Some(&args.namespace), "")
             .await
             .map_err(Exit::failure)?;
         let line = assess_objects(&objects, args)?;

@@ -8,8 +8,8 @@ use express_api::{ChangeState, ClusterPhase, NodePhase};
 use express_planner::observe::snapshot_of;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::live::{NodeView, Objects};
 use crate::status::{Outcome, assess};
+use express_api::{ClusterKey, NodeRef, Objects};
 
 /// How to draw: with colour and symbols, or plain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,18 +85,6 @@ fn short(revision: Option<&str>) -> String {
 }
 
 /// A pause in a few words: its scope, and the reason if given ("namespace: freeze").
-fn pause_text(pause: &express_planner::Pause) -> String {
-    let scope = match pause.scope {
-        express_planner::PauseScope::Operator => "operator-wide",
-        express_planner::PauseScope::Namespace => "namespace",
-        express_planner::PauseScope::Cluster => "cluster",
-    };
-    match &pause.reason {
-        Some(reason) => format!("{scope}: {reason}"),
-        None => scope.to_owned(),
-    }
-}
-
 /// One line of `list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListRow {
@@ -112,23 +100,23 @@ pub struct ListRow {
 
 /// One row per Express cluster found, sorted by namespace and cluster.
 pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
-    let inventory = objects.inventory(operator_namespace);
+    let inventory = crate::live::inventory(objects, operator_namespace);
     objects
         .cluster_keys()
         .into_iter()
-        .map(|(namespace, cluster)| {
+        .map(|ClusterKey { namespace, cluster }| {
             let express_cluster = objects.express_cluster(&namespace, &cluster);
             let nodes = objects.nodes_of(&namespace, &cluster);
             let status = express_cluster.and_then(|c| c.status.as_ref());
             let rollout = status.and_then(|s| s.rollout.as_ref());
             let ready_nodes = nodes
                 .iter()
-                .filter(|n| n.status.and_then(|s| s.ready) == Some(true))
+                .filter(|n| n.status().and_then(|s| s.ready) == Some(true))
                 .count();
-            let up = nodes.iter().filter(|n| n.spec.up).count();
+            let up = nodes.iter().filter(|n| n.spec().up).count();
             let paused = snapshot_of(&inventory, &namespace, &cluster)
                 .and_then(|s| s.pause)
-                .map_or_else(|| "-".into(), |p| pause_text(&p));
+                .map_or_else(|| "-".into(), |p| p.summary());
             let line = assess(express_cluster, &nodes);
             ListRow {
                 phase: match status.and_then(|s| s.phase) {
@@ -144,8 +132,8 @@ pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
                         "{}/{up}",
                         nodes
                             .iter()
-                            .filter(|n| n.spec.up
-                                && n.status.is_some_and(|s| s.desired_revision.is_some()
+                            .filter(|n| n.spec().up
+                                && n.status().is_some_and(|s| s.desired_revision.is_some()
                                     && s.desired_revision == s.running_revision))
                             .count()
                     ),
@@ -268,14 +256,10 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
             field(&mut out, "Failed node", failed);
         }
     }
-    let inventory = objects.inventory("");
+    let inventory = crate::live::inventory(objects, "");
     let snapshot = snapshot_of(&inventory, namespace, cluster);
     if let Some(pause) = snapshot.as_ref().and_then(|s| s.pause.as_ref()) {
-        field(
-            &mut out,
-            "Paused",
-            pause.to_string().trim_start_matches("paused "),
-        );
+        field(&mut out, "Paused", &pause.detail());
     }
     field(&mut out, "Message", &line.message);
     out.push('\n');
@@ -287,7 +271,7 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
     {
         order = express_planner::plan(snapshot, 0).upgrade_order;
     }
-    let mut ordered: Vec<&NodeView<'_>> = order
+    let mut ordered: Vec<&NodeRef<'_>> = order
         .iter()
         .filter_map(|name| nodes.iter().find(|n| n.name() == name))
         .collect();
@@ -323,7 +307,7 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
         } else {
             ("├──", "│  ")
         };
-        let status = node.status;
+        let status = node.status();
         let phase = status.and_then(|s| s.phase);
         let revision = format!(
             "{}→{}",
@@ -364,7 +348,7 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
         }
         rows.push(vec![
             format!("{branch}{}{}", style.phase(phase), node.name()),
-            node.kind.to_string(),
+            node.kind().to_string(),
             phase.map_or_else(|| "-".into(), |p| p.as_str().to_owned()),
             revision,
             status
@@ -441,8 +425,10 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::status::assess;
+    use express_api::objects::shared;
     use express_api::{Backend, ExpressCluster, Frontend, NodePhase};
     use serde_json::{Value, json};
+    use std::sync::Arc;
 
     const PLAIN: Style = Style { color: false };
     const COLOR: Style = Style { color: true };
@@ -571,10 +557,10 @@ mod tests {
             ),
         ];
         Objects {
-            clusters: vec![cluster],
-            backends: vec![backend],
-            frontends,
-            pods: vec![
+            clusters: shared([cluster]),
+            backends: shared([backend]),
+            frontends: shared(frontends),
+            pods: shared([
                 pod("acme-be", "Running", true, false),
                 pod("acme-fe1", "Running", true, false),
                 pod("acme-fe2", "Running", false, false),
@@ -582,7 +568,7 @@ mod tests {
                 pod("acme-fe5", "Running", false, false),
                 pod("acme-fe6", "Running", true, true),
                 pod("acme-fe7", "Running", true, false),
-            ],
+            ]),
             ..Objects::default()
         }
     }
@@ -608,7 +594,7 @@ mod tests {
     #[test]
     fn the_list_has_one_line_per_cluster() {
         let mut objects = every_phase();
-        objects.frontends.push(
+        objects.frontends.push(Arc::new(
             serde_json::from_value(json!({
                 "apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
                 "metadata": {"name": "beta-fe1", "namespace": "other", "generation": 1},
@@ -617,14 +603,14 @@ mod tests {
                            "runningRevision": "r1", "desiredRevision": "r1"}
             }))
             .unwrap(),
-        );
-        objects.config_maps.push(
+        ));
+        objects.config_maps.push(Arc::new(
             serde_json::from_value(json!({
                 "metadata": {"name": "express-control", "namespace": "other"},
                 "data": {"paused": "true", "reason": "freeze"}
             }))
             .unwrap(),
-        );
+        ));
         insta::assert_snapshot!("list", render_list(&list_rows(&objects, "express-system")));
         assert_eq!(render_list(&[]), "No Express clusters found.\n");
     }
@@ -662,7 +648,7 @@ mod tests {
                 "paused (namespace (ConfigMap express-control)): freeze",
             ),
         ] {
-            let mut cluster = objects.clusters[0].clone();
+            let mut cluster = (*objects.clusters[0]).clone();
             let status = cluster.status.as_mut().unwrap();
             status.phase = serde_json::from_value(json!(phase)).unwrap();
             status.message = Some(message.into());
@@ -670,7 +656,7 @@ mod tests {
             let line = assess(Some(&cluster), &nodes);
             lines.push(format!("{line}  => {:?}", line.outcome));
         }
-        let mut unobserved = objects.clusters[0].clone();
+        let mut unobserved = (*objects.clusters[0]).clone();
         unobserved.metadata.generation = Some(3);
         let line = assess(Some(&unobserved), &nodes);
         lines.push(format!("{line}  => {:?}", line.outcome));

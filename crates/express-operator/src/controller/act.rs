@@ -2,8 +2,6 @@
 //! first), deletes them gracefully with a uid precondition, never forced; before a bounce's
 //! deletion, asks the application to drop its shutdown protection (best effort).
 
-use std::collections::HashMap;
-
 use express_api::EffectiveNodeSpec;
 use express_api::bounce::SHUTDOWN_PROTECTION_DISABLED;
 use express_api::keys::{ANNOTATION_SHUTDOWN_PROTECTION, FIELD_MANAGER};
@@ -21,12 +19,8 @@ use crate::history;
 use crate::metrics::ActionLabel;
 use crate::pods::{NodeIdentity, build_pod};
 
-pub(super) async fn act(
-    env: &Env<'_>,
-    pod_uids: &HashMap<String, String>,
-    revisions: &[ControllerRevision],
-) -> Result<(), Error> {
-    let ctx = env.ctx;
+pub(super) async fn act(env: &Env<'_>) -> Result<(), Error> {
+    let (ctx, pod_uids) = (env.ctx, &env.observed.pod_uids);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &env.key.namespace);
     let mut first_error = Ok(());
     for action in &env.plan.actions {
@@ -34,7 +28,7 @@ pub(super) async fn act(
         let uid = pod_uids.get(&action.name);
         let result = match action.operation {
             Operation::CreatePod | Operation::FinishReplacement | Operation::CreateForBounce => {
-                create_pod(env, &pods, action, revisions).await.map(Some)
+                create_pod(env, &pods, action).await.map(Some)
             }
             Operation::ReplacePod
             | Operation::ResumeReplacement
@@ -88,24 +82,20 @@ pub(super) async fn create_pod(
     env: &Env<'_>,
     pods: &Api<Pod>,
     action: &Action,
-    revisions: &[ControllerRevision],
 ) -> Result<String, Error> {
     let (kind, name) = (action.kind, action.name.as_str());
     let build = |why: String| Error::BuildPod {
         node: name.to_owned(),
         why,
     };
-    let Some(meta) = env.nodes.meta(kind, name) else {
+    let Some(node) = env.observed.node(kind, name) else {
         return Err(build("the node object is gone".into()));
     };
-    let identity = NodeIdentity {
-        kind,
-        name,
-        namespace: &env.key.namespace,
-        uid: meta.uid.as_deref().unwrap_or(""),
-        cluster_name: &env.key.cluster,
+    let Some(identity) = NodeIdentity::of(node) else {
+        return Err(build("the node object has no uid".into()));
     };
-    let kept = history::of_node(revisions, &identity);
+    let revisions = &env.observed.objects.revisions;
+    let kept = history::of_node(revisions.iter().map(|r| &**r), &identity);
     let (effective, revision): (EffectiveNodeSpec, String) = match &action.source {
         PodSource::Kept(revision) => {
             let wanted = history::revision_name(name, revision);
@@ -155,7 +145,7 @@ pub(super) async fn create_pod(
 /// history to `revisionHistoryLimit`, sparing the revisions it runs, wants or may return to.
 pub(super) async fn keep_revision(
     env: &Env<'_>,
-    node: &NodeIdentity<'_>,
+    node: &NodeIdentity,
     effective: &EffectiveNodeSpec,
     revision: &str,
     kept: &[&ControllerRevision],
@@ -166,7 +156,7 @@ pub(super) async fn keep_revision(
         revision: revision.to_owned(),
         source,
     };
-    let name = history::revision_name(node.name, revision);
+    let name = history::revision_name(&node.name, revision);
     let mut kept: Vec<&ControllerRevision> = kept.to_vec();
     let created;
     if !kept

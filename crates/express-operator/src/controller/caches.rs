@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use express_api::{Backend, ExpressCluster, Frontend, NodeSpec};
+use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, NodeRef, Objects};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -17,8 +17,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::warn;
-
-use super::ClusterKey;
 
 /// A cache of one kind: one reflector per managed namespace (or one for all of them).
 pub struct Scoped<K: Resource + Clone + 'static>
@@ -33,21 +31,17 @@ where
     K: Resource + Clone + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
-    /// Objects of a namespace, owned (the snapshot builder works on slices).
-    pub fn in_namespace(&self, namespace: &str) -> Vec<K> {
+    /// Objects of a namespace (None: of every namespace), shared with the reflector: nothing
+    /// is cloned but the `Arc`s.
+    pub fn in_namespace(&self, namespace: Option<&str>) -> Vec<Arc<K>> {
         self.stores
             .iter()
-            .filter(|(scope, _)| scope.as_deref().is_none_or(|s| s == namespace))
+            .filter(|(scope, _)| match (scope, namespace) {
+                (Some(scope), Some(namespace)) => scope == namespace,
+                _ => true,
+            })
             .flat_map(|(_, store)| store.state())
-            .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-            .map(|o| (*o).clone())
-            .collect()
-    }
-
-    pub fn all(&self) -> Vec<Arc<K>> {
-        self.stores
-            .iter()
-            .flat_map(|(_, store)| store.state())
+            .filter(|o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
             .collect()
     }
 
@@ -99,11 +93,11 @@ impl WrittenStatuses {
     }
 
     /// Replaces a cached object's status by the one written, while the cache is older than
-    /// the write. Resource versions are compared as numbers (as etcd and kubesim issue them);
-    /// an object whose version is not a number is taken as fresh.
-    pub(super) fn refresh<K>(&self, kind: &'static str, object: &mut K)
+    /// the write (copying the object only then). Resource versions are compared as numbers (as
+    /// etcd and kubesim issue them); an object whose version is not a number is taken as fresh.
+    pub(super) fn refresh<K>(&self, kind: &'static str, object: &mut Arc<K>)
     where
-        K: Resource + kube::core::object::HasStatus,
+        K: Resource + kube::core::object::HasStatus + Clone,
         K::Status: DeserializeOwned,
     {
         let meta = object.meta();
@@ -121,7 +115,7 @@ impl WrittenStatuses {
         match (written.get(&key), cached) {
             (Some((version, status)), Some(cached)) if cached < *version => {
                 if let Ok(status) = serde_json::from_value(status.clone()) {
-                    *object.status_mut() = Some(status);
+                    *Arc::make_mut(object).status_mut() = Some(status);
                 }
             }
             (Some(_), _) => {
@@ -159,7 +153,7 @@ impl WrittenPods {
     /// Replaces cached pods by the versions this operator's writes returned, while the cache
     /// is older than them. A pod gone from the cache stays gone; one replaced by another (a
     /// different uid) is not touched.
-    pub(super) fn refresh(&self, pods: &mut [Pod]) {
+    pub(super) fn refresh(&self, pods: &mut [Arc<Pod>]) {
         let Ok(mut written) = self.0.lock() else {
             return;
         };
@@ -180,7 +174,7 @@ impl WrittenPods {
                 (Some((version, newer)), Some(cached))
                     if cached < *version && newer.metadata.uid == pod.metadata.uid =>
                 {
-                    *pod = newer.clone();
+                    *pod = Arc::new(newer.clone());
                 }
                 (Some(_), _) => {
                     written.remove(&key);
@@ -192,35 +186,32 @@ impl WrittenPods {
 }
 
 impl Caches {
+    /// What the caches hold of a namespace (None: of every namespace), with the operator-wide
+    /// control ConfigMap from `operator_namespace` among the controls.
+    pub(super) fn objects(&self, namespace: Option<&str>, operator_namespace: &str) -> Objects {
+        let mut config_maps = self.controls.in_namespace(namespace);
+        if namespace.is_some_and(|ns| ns != operator_namespace) {
+            config_maps.extend(self.controls.in_namespace(Some(operator_namespace)));
+        }
+        Objects {
+            clusters: self.clusters.in_namespace(namespace),
+            backends: self.backends.in_namespace(namespace),
+            frontends: self.frontends.in_namespace(namespace),
+            pods: self.pods.in_namespace(namespace),
+            config_maps,
+            revisions: self.revisions.in_namespace(namespace),
+        }
+    }
+
     /// Every Express cluster known, optionally only in one namespace.
     pub(super) fn keys(&self, namespace: Option<&str>) -> BTreeSet<ClusterKey> {
-        let mut keys = BTreeSet::new();
-        let mut add = |ns: Option<&String>, cluster: Option<&str>| {
-            if let (Some(ns), Some(cluster)) = (ns, cluster)
-                && namespace.is_none_or(|wanted| wanted == ns)
-            {
-                keys.insert(ClusterKey {
-                    namespace: ns.clone(),
-                    cluster: cluster.to_owned(),
-                });
-            }
+        let nodes_and_clusters = Objects {
+            clusters: self.clusters.in_namespace(namespace),
+            backends: self.backends.in_namespace(namespace),
+            frontends: self.frontends.in_namespace(namespace),
+            ..Objects::default()
         };
-        for c in self.clusters.all() {
-            add(c.metadata.namespace.as_ref(), c.cluster_name());
-        }
-        for b in self.backends.all() {
-            add(
-                b.metadata.namespace.as_ref(),
-                Some(&b.spec.cluster_config.cluster_name),
-            );
-        }
-        for f in self.frontends.all() {
-            add(
-                f.metadata.namespace.as_ref(),
-                Some(&f.spec.cluster_config.cluster_name),
-            );
-        }
-        keys
+        nodes_and_clusters.cluster_keys()
     }
 }
 
@@ -294,17 +285,9 @@ where
     Scoped { stores }
 }
 
-pub(super) fn node_key<K: Resource>(object: &K, spec: &NodeSpec) -> Vec<ClusterKey> {
-    object
-        .meta()
-        .namespace
-        .clone()
-        .map(|namespace| ClusterKey {
-            namespace,
-            cluster: spec.cluster_config.cluster_name.clone(),
-        })
-        .into_iter()
-        .collect()
+/// The Express cluster of a changed Backend or Frontend.
+pub(super) fn node_key<'a>(node: impl Into<NodeRef<'a>>) -> Vec<ClusterKey> {
+    node.into().key().into_iter().collect()
 }
 
 #[cfg(test)]
@@ -334,13 +317,13 @@ mod tests {
         let written = WrittenPods::default();
         written.remember(&pod("old", "12", true));
         // The cache still has the pod as it was before the delete.
-        let mut cached = vec![pod("old", "10", false)];
+        let mut cached = vec![Arc::new(pod("old", "10", false))];
         written.refresh(&mut cached);
         assert!(cached[0].metadata.deletion_timestamp.is_some());
         // Caught up: the cache is read as it is, and the write is forgotten.
-        let mut cached = vec![pod("old", "12", true)];
+        let mut cached = vec![Arc::new(pod("old", "12", true))];
         written.refresh(&mut cached);
-        let mut stale_again = vec![pod("old", "10", false)];
+        let mut stale_again = vec![Arc::new(pod("old", "10", false))];
         written.refresh(&mut stale_again);
         assert!(stale_again[0].metadata.deletion_timestamp.is_none());
     }
@@ -349,12 +332,12 @@ mod tests {
     fn a_replacement_or_a_vanished_pod_is_never_overlaid() {
         let written = WrittenPods::default();
         written.remember(&pod("old", "12", true));
-        let mut replaced = vec![pod("new", "11", false)];
+        let mut replaced = vec![Arc::new(pod("new", "11", false))];
         written.refresh(&mut replaced);
         assert_eq!(replaced[0].metadata.uid.as_deref(), Some("new"));
         assert!(replaced[0].metadata.deletion_timestamp.is_none());
         written.remember(&pod("old", "12", true));
-        let mut gone: Vec<Pod> = Vec::new();
+        let mut gone: Vec<Arc<Pod>> = Vec::new();
         written.refresh(&mut gone);
         assert!(gone.is_empty());
     }

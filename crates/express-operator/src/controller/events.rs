@@ -285,7 +285,9 @@ impl Env<'_> {
         let observation = self.snapshot.node(index);
         publish(
             self.ctx,
-            self.nodes.reference(observation.kind, &observation.name),
+            self.observed
+                .node(observation.kind, &observation.name)
+                .map(|n| n.object_ref()),
             notice,
         )
         .await;

@@ -34,7 +34,7 @@ use tracing::{debug, info, warn};
 
 use act::act;
 use caches::{cache, node_key};
-use observe::{Nodes, Observed};
+use observe::Observed;
 use record::record;
 use report::report;
 
@@ -42,11 +42,7 @@ use crate::metrics::{ErrorLabel, Metrics, ResultLabel};
 use crate::runner::{self, Next};
 
 /// Which Express cluster a change belongs to.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClusterKey {
-    pub namespace: String,
-    pub cluster: String,
-}
+pub use express_api::ClusterKey;
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -107,11 +103,8 @@ pub async fn run(
         &client,
         &scopes,
         watcher::Config::default(),
-        |c| match (c.metadata.namespace.clone(), c.cluster_name()) {
-            (Some(namespace), Some(cluster)) => vec![ClusterKey {
-                namespace,
-                cluster: cluster.to_owned(),
-            }],
+        |c| match (c.metadata.namespace.as_deref(), c.cluster_name()) {
+            (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
             _ => Vec::new(),
         },
         triggers.clone(),
@@ -121,7 +114,7 @@ pub async fn run(
         &client,
         &scopes,
         watcher::Config::default(),
-        |b| node_key(b, &b.spec),
+        |b| node_key(b),
         triggers.clone(),
         &mut tasks,
     );
@@ -129,7 +122,7 @@ pub async fn run(
         &client,
         &scopes,
         watcher::Config::default(),
-        |f| node_key(f, &f.spec),
+        |f| node_key(f),
         triggers.clone(),
         &mut tasks,
     );
@@ -137,11 +130,11 @@ pub async fn run(
         &client,
         &scopes,
         watcher::Config::default().labels(LABEL_CLUSTER),
-        |p| match (p.metadata.namespace.clone(), p.labels().get(LABEL_CLUSTER)) {
-            (Some(namespace), Some(cluster)) => vec![ClusterKey {
-                namespace,
-                cluster: cluster.clone(),
-            }],
+        |p| match (
+            p.metadata.namespace.as_deref(),
+            p.labels().get(LABEL_CLUSTER),
+        ) {
+            (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
             _ => Vec::new(),
         },
         triggers.clone(),
@@ -277,13 +270,7 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     let Some(observed) = observe::observe(ctx, key) else {
         return Ok(Next::AwaitChange);
     };
-    let Observed {
-        snapshot,
-        governing,
-        nodes,
-        pod_uids,
-        revisions,
-    } = &observed;
+    let snapshot = &observed.snapshot;
 
     // Plan.
     let now = Time(k8s_openapi::jiff::Timestamp::now());
@@ -294,15 +281,15 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
         key,
         snapshot,
         plan: &plan,
-        nodes,
-        governing: governing.as_ref(),
+        observed: &observed,
+        governing: observed.governing(),
         now: &now,
     };
 
     // Record what must be durable before any pod is touched, then act.
     let mut written = Written::default();
     let act_result = match record(&env, &mut written).await {
-        Ok(()) => act(&env, pod_uids, revisions).await,
+        Ok(()) => act(&env).await,
         Err(err) => Err(err),
     };
 
@@ -328,7 +315,7 @@ struct Env<'a> {
     key: &'a ClusterKey,
     snapshot: &'a ClusterSnapshot,
     plan: &'a Plan,
-    nodes: &'a Nodes,
+    observed: &'a Observed,
     governing: Option<&'a ExpressCluster>,
     now: &'a Time,
 }

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 
 use express_api::keys::FIELD_MANAGER;
-use express_api::{Backend, ExpressCluster, ExpressClusterStatus, Frontend, NodeKind, NodeStatus};
+use express_api::{ExpressCluster, ExpressClusterStatus, NodeStatus};
 use express_planner::Blocked;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use express_planner::NodeIndex;
 
@@ -27,12 +27,13 @@ impl Env<'_> {
     ) -> (Option<NodeStatus>, NodeStatus) {
         let observation = self.snapshot.node(index);
         let (kind, name) = (observation.kind, observation.name.as_str());
+        let node = self.observed.node(kind, name);
         let previous = written
             .nodes
             .get(&index)
-            .or_else(|| self.nodes.status(kind, name))
+            .or_else(|| node.and_then(|n| n.status()))
             .cloned();
-        let generation = self.nodes.meta(kind, name).and_then(|m| m.generation);
+        let generation = node.and_then(|n| n.meta().generation);
         let status = node_status(
             observation,
             index,
@@ -70,24 +71,17 @@ impl Env<'_> {
         let (kind, name) = (observation.kind, observation.name.as_str());
         let patch = status_patch(&kind.to_string(), status);
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let (kind_name, meta) = match kind {
-            NodeKind::Backend => (
-                "Backend",
-                Api::<Backend>::namespaced(self.ctx.client.clone(), &self.key.namespace)
-                    .patch_status(name, &params, &Patch::Apply(&patch))
-                    .await?
-                    .metadata,
-            ),
-            NodeKind::Frontend => (
-                "Frontend",
-                Api::<Frontend>::namespaced(self.ctx.client.clone(), &self.key.namespace)
-                    .patch_status(name, &params, &Patch::Apply(&patch))
-                    .await?
-                    .metadata,
-            ),
-        };
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.ctx.client.clone(),
+            &self.key.namespace,
+            &kind.api_resource(),
+        );
+        let meta = api
+            .patch_status(name, &params, &Patch::Apply(&patch))
+            .await?
+            .metadata;
         self.ctx.written.remember(
-            kind_name,
+            kind.as_str(),
             &meta,
             serde_json::to_value(status).unwrap_or_default(),
         );
@@ -241,9 +235,9 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
         // on each node records it.
         for (index, observation) in snapshot.indices().zip(&snapshot.nodes) {
             let had = env
-                .nodes
-                .status(observation.kind, &observation.name)
-                .and_then(|s| s.message.clone());
+                .observed
+                .node(observation.kind, &observation.name)
+                .and_then(|n| n.status()?.message.clone());
             if had.as_deref().is_none_or(|m| !m.contains(why.as_str())) {
                 env.publish_on_node(index, events::invalid_spec(why.clone()))
                     .await;

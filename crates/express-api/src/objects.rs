@@ -1,0 +1,332 @@
+//! The one object model every reader of a tenant shares: [`Objects`] holds ExpressClusters,
+//! Backends, Frontends, their pods, control ConfigMaps and ControllerRevisions (of one namespace
+//! or many), and [`NodeRef`] is the one reference to a node that knows its kind. The operator's
+//! caches, the CLI's live and offline views and the planner's observation all read through
+//! them, so that "which objects make a tenant" is answered once.
+//!
+//! Objects are held in `Arc`s: the operator hands out what its reflectors already hold instead
+//! of cloning every object of a namespace on every reconcile.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+use kube::core::ApiResource;
+
+use crate::natural::natural_cmp;
+use crate::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus};
+
+/// Which Express cluster (tenant) an object belongs to: its namespace and `clusterName`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterKey {
+    pub namespace: String,
+    pub cluster: String,
+}
+
+impl ClusterKey {
+    pub fn new(namespace: impl Into<String>, cluster: impl Into<String>) -> ClusterKey {
+        ClusterKey {
+            namespace: namespace.into(),
+            cluster: cluster.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.cluster)
+    }
+}
+
+impl NodeKind {
+    /// The API resource of the kind, for requests that work on either kind alike.
+    pub fn api_resource(self) -> ApiResource {
+        match self {
+            NodeKind::Backend => ApiResource::erase::<Backend>(&()),
+            NodeKind::Frontend => ApiResource::erase::<Frontend>(&()),
+        }
+    }
+}
+
+/// One Backend or Frontend, whatever its kind.
+#[derive(Clone, Copy, Debug)]
+pub enum NodeRef<'a> {
+    Backend(&'a Backend),
+    Frontend(&'a Frontend),
+}
+
+impl<'a> From<&'a Backend> for NodeRef<'a> {
+    fn from(backend: &'a Backend) -> Self {
+        NodeRef::Backend(backend)
+    }
+}
+
+impl<'a> From<&'a Frontend> for NodeRef<'a> {
+    fn from(frontend: &'a Frontend) -> Self {
+        NodeRef::Frontend(frontend)
+    }
+}
+
+impl<'a> NodeRef<'a> {
+    pub fn kind(&self) -> NodeKind {
+        match self {
+            NodeRef::Backend(_) => NodeKind::Backend,
+            NodeRef::Frontend(_) => NodeKind::Frontend,
+        }
+    }
+
+    pub fn meta(&self) -> &'a ObjectMeta {
+        match self {
+            NodeRef::Backend(b) => &b.metadata,
+            NodeRef::Frontend(f) => &f.metadata,
+        }
+    }
+
+    pub fn spec(&self) -> &'a NodeSpec {
+        match self {
+            NodeRef::Backend(b) => &b.spec,
+            NodeRef::Frontend(f) => &f.spec,
+        }
+    }
+
+    pub fn status(&self) -> Option<&'a NodeStatus> {
+        match self {
+            NodeRef::Backend(b) => b.status.as_ref(),
+            NodeRef::Frontend(f) => f.status.as_ref(),
+        }
+    }
+
+    /// The node's name ("" for an object without one, which the API server never stores).
+    pub fn name(&self) -> &'a str {
+        self.meta().name.as_deref().unwrap_or("")
+    }
+
+    pub fn namespace(&self) -> Option<&'a str> {
+        self.meta().namespace.as_deref()
+    }
+
+    /// The Express cluster the node belongs to.
+    pub fn cluster_name(&self) -> &'a str {
+        &self.spec().cluster_config.cluster_name
+    }
+
+    pub fn key(&self) -> Option<ClusterKey> {
+        Some(ClusterKey::new(self.namespace()?, self.cluster_name()))
+    }
+
+    /// The operator has not reported on the node's latest spec yet.
+    pub fn unobserved(&self) -> bool {
+        let status = self.status();
+        status.is_none() || status.and_then(|s| s.observed_generation) < self.meta().generation
+    }
+
+    /// The controller owner reference a pod or ControllerRevision of this node carries (None
+    /// for a node the API server has not stored yet: it has no uid). It blocks the node's
+    /// foreground deletion until the pod is gone, as a workload controller's does.
+    pub fn controller_owner_ref(&self) -> Option<OwnerReference> {
+        let owner = match self {
+            NodeRef::Backend(b) => b.controller_owner_ref(&()),
+            NodeRef::Frontend(f) => f.controller_owner_ref(&()),
+        };
+        owner.map(|owner| OwnerReference {
+            block_owner_deletion: Some(true),
+            ..owner
+        })
+    }
+
+    /// The node as an event's subject.
+    pub fn object_ref(&self) -> ObjectReference {
+        match self {
+            NodeRef::Backend(b) => b.object_ref(&()),
+            NodeRef::Frontend(f) => f.object_ref(&()),
+        }
+    }
+}
+
+/// Express objects of one namespace or many, with the pods and ControllerRevisions they own and
+/// the control ConfigMaps that pause them.
+#[derive(Clone, Debug, Default)]
+pub struct Objects {
+    pub clusters: Vec<Arc<ExpressCluster>>,
+    pub backends: Vec<Arc<Backend>>,
+    pub frontends: Vec<Arc<Frontend>>,
+    pub pods: Vec<Arc<Pod>>,
+    /// Control ConfigMaps (others are ignored).
+    pub config_maps: Vec<Arc<ConfigMap>>,
+    /// ControllerRevisions keeping node specs (labelled with node, kind and revision).
+    pub revisions: Vec<Arc<ControllerRevision>>,
+}
+
+/// Wraps owned objects for [`Objects`].
+pub fn shared<K>(objects: impl IntoIterator<Item = K>) -> Vec<Arc<K>> {
+    objects.into_iter().map(Arc::new).collect()
+}
+
+fn in_namespace<K: Resource>(object: &K, namespace: &str) -> bool {
+    object.meta().namespace.as_deref() == Some(namespace)
+}
+
+impl Objects {
+    /// Adds the objects of `more` (another namespace's, say).
+    pub fn extend(&mut self, more: Objects) {
+        self.clusters.extend(more.clusters);
+        self.backends.extend(more.backends);
+        self.frontends.extend(more.frontends);
+        self.pods.extend(more.pods);
+        self.config_maps.extend(more.config_maps);
+        self.revisions.extend(more.revisions);
+    }
+
+    /// Every Backend, then every Frontend.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeRef<'_>> {
+        let backends = self.backends.iter().map(|b| NodeRef::from(&**b));
+        backends.chain(self.frontends.iter().map(|f| NodeRef::from(&**f)))
+    }
+
+    /// Every Express cluster an ExpressCluster or a node names, sorted.
+    pub fn cluster_keys(&self) -> BTreeSet<ClusterKey> {
+        let from_clusters = self.clusters.iter().filter_map(|c| {
+            Some(ClusterKey::new(
+                c.metadata.namespace.as_deref()?,
+                c.cluster_name()?,
+            ))
+        });
+        from_clusters
+            .chain(self.nodes().filter_map(|n| n.key()))
+            .collect()
+    }
+
+    /// The ExpressCluster governing an Express cluster (the first, when several claim it).
+    pub fn express_cluster(&self, namespace: &str, cluster: &str) -> Option<&ExpressCluster> {
+        self.clusters
+            .iter()
+            .map(|c| &**c)
+            .find(|c| in_namespace(*c, namespace) && c.cluster_name() == Some(cluster))
+    }
+
+    /// The nodes of one Express cluster, in name order (natural).
+    pub fn nodes_of<'a>(&'a self, namespace: &str, cluster: &str) -> Vec<NodeRef<'a>> {
+        let mut nodes: Vec<NodeRef<'a>> = self
+            .nodes()
+            .filter(|n| n.namespace() == Some(namespace) && n.cluster_name() == cluster)
+            .collect();
+        nodes.sort_by(|a, b| natural_cmp(a.name(), b.name()));
+        nodes
+    }
+
+    /// A node by namespace, kind and name.
+    pub fn node(&self, namespace: &str, kind: NodeKind, name: &str) -> Option<NodeRef<'_>> {
+        self.nodes()
+            .find(|n| n.kind() == kind && n.name() == name && n.namespace() == Some(namespace))
+    }
+
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
+        self.pods
+            .iter()
+            .map(|p| &**p)
+            .find(|p| in_namespace(*p, namespace) && p.metadata.name.as_deref() == Some(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BackendSpec, FrontendSpec};
+
+    fn spec(cluster: &str) -> NodeSpec {
+        NodeSpec::for_cluster(cluster)
+    }
+
+    fn meta(name: &str, uid: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("tenant".into()),
+            uid: uid.map(Into::into),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn nodes_of_a_cluster_are_in_natural_order_and_know_their_kind() {
+        let objects = Objects {
+            backends: shared([Backend {
+                metadata: meta("acme-be", None),
+                spec: BackendSpec(spec("acme")),
+                status: None,
+            }]),
+            frontends: shared(["acme-fe10", "acme-fe2", "other-fe1"].map(|name| Frontend {
+                metadata: meta(name, None),
+                spec: FrontendSpec(spec(if name.starts_with("acme") {
+                    "acme"
+                } else {
+                    "other"
+                })),
+                status: None,
+            })),
+            ..Objects::default()
+        };
+        let nodes: Vec<(NodeKind, &str)> = objects
+            .nodes_of("tenant", "acme")
+            .iter()
+            .map(|n| (n.kind(), n.name()))
+            .collect();
+        assert_eq!(
+            nodes,
+            [
+                (NodeKind::Backend, "acme-be"),
+                (NodeKind::Frontend, "acme-fe2"),
+                (NodeKind::Frontend, "acme-fe10"),
+            ]
+        );
+        assert_eq!(
+            objects.cluster_keys().into_iter().collect::<Vec<_>>(),
+            [
+                ClusterKey::new("tenant", "acme"),
+                ClusterKey::new("tenant", "other")
+            ]
+        );
+        assert!(
+            objects
+                .node("tenant", NodeKind::Backend, "acme-fe2")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn owner_references_come_from_the_stored_node() {
+        let frontend = Frontend {
+            metadata: meta("acme-fe1", Some("uid-1")),
+            spec: FrontendSpec(spec("acme")),
+            status: None,
+        };
+        let owner = NodeRef::from(&frontend)
+            .controller_owner_ref()
+            .expect("a stored node has a uid");
+        assert_eq!(
+            (
+                owner.api_version.as_str(),
+                owner.kind.as_str(),
+                owner.name.as_str(),
+                owner.uid.as_str(),
+                owner.controller,
+                owner.block_owner_deletion
+            ),
+            (
+                "express.dev/v1alpha1",
+                "Frontend",
+                "acme-fe1",
+                "uid-1",
+                Some(true),
+                Some(true)
+            )
+        );
+        let unsaved = Frontend {
+            metadata: meta("acme-fe1", None),
+            ..frontend
+        };
+        assert!(NodeRef::from(&unsaved).controller_owner_ref().is_none());
+    }
+}
