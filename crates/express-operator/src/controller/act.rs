@@ -61,7 +61,7 @@ pub(super) async fn act(env: &Env<'_>) -> Result<(), Error> {
                 let waited_for = &env.plan.node(action.node).prerequisites;
                 let notice =
                     events::pod_operation(action, observation, waited_for, created.as_deref());
-                info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, action = label, rollback = action.source.kept_revision().is_some(), "{}", notice.note);
+                info!(node = %action.name, action = label, rollback = action.source.kept_revision().is_some(), "{}", notice.note);
                 env.publish_on_node(action.node, notice).await;
             }
             Err(err) => {
@@ -263,7 +263,7 @@ async fn disable_shutdown_protection(env: &Env<'_>, pods: &Api<Pod>, action: &Ac
             events::shutdown_protection_disabled(&action.name)
         }
         Err(err) => {
-            warn!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %action.name, error = %err, "cannot disable shutdown protection; bouncing anyway");
+            warn!(node = %action.name, error = %err, "cannot disable shutdown protection; bouncing anyway");
             events::shutdown_protection_kept(&action.name, &err)
         }
     };

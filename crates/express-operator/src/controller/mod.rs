@@ -30,7 +30,7 @@ use kube::ResourceExt;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use act::act;
 use caches::{cache, node_key};
@@ -238,30 +238,54 @@ pub async fn run(
     let concurrency = context.settings.concurrency;
     runner::run(queue, concurrency, move |key| {
         let context = context.clone();
+        // Every log line of a reconcile carries its Express cluster through this span.
+        let span = info_span!("reconcile", namespace = %key.namespace, cluster = %key.cluster);
         async move {
             let started = Instant::now();
             let result = reconcile(&context, &key).await;
-            context.metrics.reconcile_seconds.observe(started.elapsed().as_secs_f64());
+            context
+                .metrics
+                .reconcile_seconds
+                .observe(started.elapsed().as_secs_f64());
             match result {
                 Ok(next) => {
-                    context.metrics.reconciles.get_or_create(&ResultLabel { result: "ok".into() }).inc();
+                    context
+                        .metrics
+                        .reconciles
+                        .get_or_create(&ResultLabel {
+                            result: "ok".into(),
+                        })
+                        .inc();
                     Ok(next)
                 }
                 Err(err) => {
-                    warn!(namespace = %key.namespace, cluster = %key.cluster, error = %err, "reconcile failed; retrying with backoff");
-                    context.metrics.reconciles.get_or_create(&ResultLabel { result: "error".into() }).inc();
-                    context.metrics.errors.get_or_create(&ErrorLabel { kind: err.kind().into() }).inc();
+                    warn!(error = %err, "reconcile failed; retrying with backoff");
+                    context
+                        .metrics
+                        .reconciles
+                        .get_or_create(&ResultLabel {
+                            result: "error".into(),
+                        })
+                        .inc();
+                    context
+                        .metrics
+                        .errors
+                        .get_or_create(&ErrorLabel {
+                            kind: err.kind().into(),
+                        })
+                        .inc();
                     Err(())
                 }
             }
         }
+        .instrument(span)
     })
     .await;
 }
 
 pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     if !*ctx.leader.borrow() {
-        debug!(namespace = %key.namespace, cluster = %key.cluster, "not the leader; observing only");
+        debug!("not the leader; observing only");
         return Ok(Next::AwaitChange);
     }
     if !ctx.settings.namespaces.is_empty() && !ctx.settings.namespaces.contains(&key.namespace) {
@@ -275,7 +299,11 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     // Plan.
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let plan = plan(snapshot, now.0.as_millisecond());
-    debug!(namespace = %key.namespace, cluster = %key.cluster, actions = plan.actions.len(), in_flight = plan.in_flight, "planned");
+    debug!(
+        actions = plan.actions.len(),
+        in_flight = plan.in_flight,
+        "planned"
+    );
     let env = Env {
         ctx,
         key,

@@ -77,7 +77,7 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
     let rolling_back = rollout.halt.as_ref().is_some_and(|h| h.rollback);
     for failure in &rollout.failures {
         env.ctx.metrics.rollout_failures.inc();
-        warn!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %failure.name, revision = %failure.revision, reason = %failure.reason, "rollout failed");
+        warn!(node = %failure.name, revision = %failure.revision, reason = %failure.reason, "rollout failed");
         env.publish_on_node(failure.node, events::rollout_failed(failure, rolling_back))
             .await;
         env.publish_on_cluster(events::rollout_failed(failure, rolling_back))
@@ -86,12 +86,12 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
     if let Some((id, outcome)) = &rollout.abort_request {
         let rollback = rollout.abort.as_ref().is_some_and(|a| a.rollback);
         let notice = events::abort_request(id, outcome, rollback);
-        info!(namespace = %env.key.namespace, cluster = %env.key.cluster, request = %id, "{}", notice.note);
+        info!(request = %id, "{}", notice.note);
         env.publish_on_cluster(notice).await;
     }
     if let Some(id) = &rollout.retry {
         let notice = events::retry_request(id);
-        info!(namespace = %env.key.namespace, cluster = %env.key.cluster, request = %id, "{}", notice.note);
+        info!(request = %id, "{}", notice.note);
         env.publish_on_cluster(notice).await;
     }
     Ok(())
@@ -100,7 +100,7 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
 /// Events (and the metric, once it ends) for a bounce whose phase was just recorded.
 async fn tell_bounce(env: &Env<'_>, index: NodeIndex, bounce: &BouncePlan) {
     let node = &env.snapshot.node(index).name;
-    info!(namespace = %env.key.namespace, cluster = %env.key.cluster, node = %node, request = %bounce.request_id, phase = %bounce.phase, "bounce: {}", bounce.message);
+    info!(node = %node, request = %bounce.request_id, phase = %bounce.phase, "bounce: {}", bounce.message);
     if bounce.phase.is_final() {
         let result = match bounce.phase {
             BouncePhase::Succeeded => "succeeded",
