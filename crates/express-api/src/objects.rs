@@ -19,6 +19,30 @@ use kube::core::ApiResource;
 use crate::natural::natural_cmp;
 use crate::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus};
 
+/// A kind the operator's caches and the CLI's watches keep in kube's reflectors: what those
+/// need of it, said once.
+pub trait WatchedKind:
+    Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> WatchedKind for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Which Express cluster (tenant) an object belongs to: its namespace and `clusterName`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClusterKey {

@@ -196,7 +196,7 @@ pub async fn request(
 ) -> Result<ExitCode, Exit> {
     let express_cluster = express_cluster(client, namespace, cluster).await?;
     let object = express_cluster.name_any();
-    let id = crate::request_id();
+    let id = crate::verbs::request_id();
     let annotations = match request {
         Request::Abort { rollback } => serde_json::json!({
             ANNOTATION_ABORT: id,

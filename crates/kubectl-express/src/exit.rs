@@ -1,17 +1,39 @@
-//! How a verb ends: an exit code and, for a failure, the message printed on stderr.
+//! How a verb ends: an exit code from [`Code`] and, for a failure, the message printed on
+//! stderr. Every verb's exit codes come from here.
 
 use std::process::ExitCode;
 
-/// A verb that did not succeed: 1 failure (the cluster said no, or could not be reached),
-/// 2 usage (bad arguments, no such object), 3 timeout, 4 paused (with `--fail-on-paused`).
+/// The plugin's exit codes (the same for every verb).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// Done: the request was made, the rollout is complete, nothing differs.
+    Done = 0,
+    /// Failed: the cluster said no, could not be reached, or the rollout failed; `revisions`
+    /// and `diff` also use it for "discrepancies found" / "differences found".
+    Failed = 1,
+    /// Bad arguments or no such object.
+    Usage = 2,
+    /// A `--timeout` ran out (or, with `status --watch=false`, not done yet).
+    Timeout = 3,
+    /// A pause is in force (`status --fail-on-paused`).
+    Paused = 4,
+}
+
+impl From<Code> for ExitCode {
+    fn from(code: Code) -> ExitCode {
+        ExitCode::from(code as u8)
+    }
+}
+
+/// A verb that did not succeed, and why.
 #[derive(Debug)]
 pub struct Exit {
-    pub code: u8,
+    pub code: Code,
     pub message: String,
 }
 
 impl Exit {
-    pub fn new(code: u8, message: impl Into<String>) -> Exit {
+    pub fn new(code: Code, message: impl Into<String>) -> Exit {
         Exit {
             code,
             message: message.into(),
@@ -19,17 +41,17 @@ impl Exit {
     }
 
     pub fn failure(message: impl Into<String>) -> Exit {
-        Exit::new(1, message)
+        Exit::new(Code::Failed, message)
     }
 
     pub fn usage(message: impl Into<String>) -> Exit {
-        Exit::new(2, message)
+        Exit::new(Code::Usage, message)
     }
 
     /// Prints the message under the verb's name and gives the exit code.
     pub fn report(self, verb: &str) -> ExitCode {
         eprintln!("kubectl-express {verb}: {}", self.message);
-        ExitCode::from(self.code)
+        self.code.into()
     }
 }
 

@@ -1,20 +1,14 @@
-//! `kubectl express history NODE`: the revisions the operator kept for a node
-//! (ControllerRevisions, DESIGN section 5), which one runs and which one is desired; one
-//! revision's kept effective spec; and a field-level diff between two of them.
+//! The revisions the operator kept for a node (ControllerRevisions, DESIGN section 5): reading
+//! them, the table of which one runs and which one is desired, and a field-level diff between
+//! two kept specs. Used by the `history`, `revisions` and `diff` verbs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::process::ExitCode;
 
 use express_api::history::{KeptSpec, kept_revision_of};
-use express_api::keys::LABEL_NODE;
-use express_api::{Backend, Frontend, NodeKind, NodeStatus};
+use express_api::{NodeKind, NodeStatus};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::Client;
-use kube::api::{Api, ListParams};
 use serde_json::Value;
-
-use crate::exit::Exit;
 
 /// One kept revision of a node.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,32 +19,6 @@ pub struct Kept {
     pub revision: String,
     pub spec: Result<KeptSpec, String>,
     pub created_ms: Option<i64>,
-}
-
-/// A node, its kind and status, looked up by name in a namespace.
-pub async fn find_node(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<(NodeKind, Option<NodeStatus>), Exit> {
-    let unreachable = |e: kube::Error| Exit::failure(format!("cannot read node {name}: {e}"));
-    if let Some(b) = Api::<Backend>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(unreachable)?
-    {
-        return Ok((NodeKind::Backend, b.status));
-    }
-    if let Some(f) = Api::<Frontend>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(unreachable)?
-    {
-        return Ok((NodeKind::Frontend, f.status));
-    }
-    Err(Exit::usage(format!(
-        "no Backend or Frontend named {name} in namespace {namespace}"
-    )))
 }
 
 /// The node's kept revisions, oldest first.
@@ -191,61 +159,6 @@ pub fn diff(a: &KeptSpec, b: &KeptSpec) -> String {
         out.push_str("no difference\n");
     }
     out
-}
-
-pub enum Show {
-    Table,
-    Revision(String),
-    Diff(String, String),
-}
-
-pub async fn run(
-    client: &Client,
-    namespace: &str,
-    node: &str,
-    show: Show,
-) -> Result<ExitCode, Exit> {
-    let (kind, status) = find_node(client, namespace, node).await?;
-    let revisions = Api::<ControllerRevision>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&format!("{LABEL_NODE}={node}")))
-        .await
-        .map_err(|e| {
-            Exit::failure(format!(
-                "cannot list ControllerRevisions in namespace {namespace}: {e}"
-            ))
-        })?;
-    let kept = kept_of(&revisions.items, kind, node);
-    let spec_of = |which: &str| -> Result<&KeptSpec, Exit> {
-        let kept = pick(&kept, which).ok_or_else(|| {
-            Exit::usage(format!(
-                "{kind} {node} has no kept revision {which} (see `kubectl express history {node}`)"
-            ))
-        })?;
-        kept.spec
-            .as_ref()
-            .map_err(|why| Exit::failure(format!("revision {which} of {node}: {why}")))
-    };
-    match show {
-        Show::Table => {
-            if kept.is_empty() {
-                println!("{kind} {node} has no kept revisions yet");
-            } else {
-                let now = k8s_openapi::jiff::Timestamp::now().as_millisecond();
-                print!("{}", render(&kept, status.as_ref(), now));
-            }
-        }
-        Show::Revision(which) => {
-            let spec = spec_of(&which)?;
-            let yaml = serde_yaml::to_string(spec)
-                .map_err(|e| Exit::failure(format!("cannot print revision {which}: {e}")))?;
-            print!("{yaml}");
-        }
-        Show::Diff(a, b) => {
-            let (left, right) = (spec_of(&a)?, spec_of(&b)?);
-            print!("{}", diff(left, right));
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use std::pin::Pin;
 
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
-use express_api::objects::shared;
-use express_api::{Backend, ExpressCluster, Frontend, Objects};
+use express_api::objects::{WatchedKind, shared};
+use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
 use express_planner::observe::{Inventory, PodOwnership};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -14,6 +14,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+
+use crate::exit::Exit;
 
 fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
@@ -91,13 +93,7 @@ fn watched<K>(
     config: watcher::Config,
 ) -> (Store<K>, impl Stream<Item = Result<(), String>>)
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: WatchedKind,
 {
     let (store, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher(api, config).default_backoff())
@@ -178,4 +174,30 @@ impl Watched {
             ..Objects::default()
         }
     }
+}
+
+/// A node, its kind and status, looked up by name in a namespace.
+pub async fn find_node(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(NodeKind, Option<NodeStatus>), Exit> {
+    let unreachable = |e: kube::Error| Exit::failure(format!("cannot read node {name}: {e}"));
+    if let Some(b) = Api::<Backend>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(unreachable)?
+    {
+        return Ok((NodeKind::Backend, b.status));
+    }
+    if let Some(f) = Api::<Frontend>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(unreachable)?
+    {
+        return Ok((NodeKind::Frontend, f.status));
+    }
+    Err(Exit::usage(format!(
+        "no Backend or Frontend named {name} in namespace {namespace}"
+    )))
 }

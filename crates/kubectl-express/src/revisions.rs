@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use express_api::effective::REVISION_SCHEME;
 use express_api::history::KeptSpec;
@@ -605,7 +604,7 @@ pub struct Options {
 }
 
 /// Reads what the options name and compares it; the live objects too when asked.
-async fn gather(
+pub async fn gather(
     client: Option<&kube::Client>,
     options: &Options,
 ) -> Result<(Vec<Row>, BTreeMap<(String, String), LiveFacts>), Exit> {
@@ -663,38 +662,6 @@ async fn gather(
         }
     }
     Ok((rows, facts))
-}
-
-pub async fn revisions(client: Option<&kube::Client>, options: &Options) -> Result<ExitCode, Exit> {
-    let (rows, _) = gather(client, options).await?;
-    if options.json {
-        println!("{}", render_json(&rows));
-    } else {
-        print!("{}", render_table(&rows, client.is_some()));
-    }
-    let discrepancy = rows.iter().any(|r| !r.discrepancies.is_empty());
-    let restarts = rows.iter().any(|r| r.verdict == Some(Verdict::WillRestart));
-    if discrepancy || (options.fail_on_restart && restarts) {
-        let why = if discrepancy {
-            "discrepancies found"
-        } else {
-            "nodes would restart (--fail-on-restart)"
-        };
-        eprintln!("kubectl-express revisions: {why}");
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub async fn diff(client: &kube::Client, options: &Options) -> Result<ExitCode, Exit> {
-    let (rows, facts) = gather(Some(client), options).await?;
-    let (text, differs) = render_diff(&rows, &facts);
-    print!("{text}");
-    Ok(if differs {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 #[cfg(test)]

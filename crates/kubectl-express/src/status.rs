@@ -1,17 +1,11 @@
-//! `kubectl express status CLUSTER`: one line each time the cluster's state or message
-//! changes, and an exit code a pipeline can use (DESIGN section 9): 0 the rollout is Complete
-//! and the cluster Healthy, 1 Failed, Aborted, RollingBack or InvalidSpec, 3 timeout (or, with
-//! `--watch=false`, not done yet), 4 paused with `--fail-on-paused`, 2 no such cluster.
-
-use std::process::ExitCode;
-use std::time::Duration;
+//! Where an Express cluster stands, read from its ExpressCluster's status (or, without one, its
+//! nodes' phases): a state, a message and the [`Outcome`] a pipeline acts on. Shared by the
+//! `status`, `get` and `list` verbs.
 
 use express_api::conditions;
 use express_api::{ClusterPhase, ExpressCluster, NodePhase, RolloutState};
 
-use crate::exit::Exit;
-use crate::live::{self, Watched};
-use express_api::{NodeRef, Objects};
+use express_api::NodeRef;
 
 /// Where a cluster stands for a pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,84 +146,5 @@ fn from_nodes(nodes: &[NodeRef<'_>]) -> StatusLine {
             ),
             Outcome::Waiting,
         ),
-    }
-}
-
-pub struct StatusArgs {
-    pub cluster: String,
-    pub namespace: String,
-    pub timeout: Option<Duration>,
-    pub watch: bool,
-    pub fail_on_paused: bool,
-}
-
-fn assess_objects(objects: &Objects, args: &StatusArgs) -> Result<StatusLine, Exit> {
-    let express_cluster = objects.express_cluster(&args.namespace, &args.cluster);
-    let nodes = objects.nodes_of(&args.namespace, &args.cluster);
-    if express_cluster.is_none() && nodes.is_empty() {
-        return Err(Exit::usage(format!(
-            "no Express cluster {} in namespace {} (no ExpressCluster and no node names it)",
-            args.cluster, args.namespace
-        )));
-    }
-    Ok(assess(express_cluster, &nodes))
-}
-
-fn exit_for(line: &StatusLine, args: &StatusArgs) -> Option<ExitCode> {
-    match line.outcome {
-        Outcome::Done => Some(ExitCode::SUCCESS),
-        Outcome::Failed => {
-            eprintln!("kubectl-express status: {line}");
-            Some(ExitCode::from(1))
-        }
-        Outcome::Paused if args.fail_on_paused => {
-            eprintln!("kubectl-express status: {line}");
-            Some(ExitCode::from(4))
-        }
-        Outcome::Paused | Outcome::Waiting => None,
-    }
-}
-
-pub async fn run(client: &kube::Client, args: &StatusArgs) -> Result<ExitCode, Exit> {
-    if !args.watch {
-        let objects = live::load(client, Some(&args.namespace), "")
-            .await
-            .map_err(Exit::failure)?;
-        let line = assess_objects(&objects, args)?;
-        println!("{line}");
-        return Ok(exit_for(&line, args).unwrap_or_else(|| ExitCode::from(3)));
-    }
-    let mut watched = Watched::start(client, &args.namespace);
-    let mut last: Option<StatusLine> = None;
-    let follow = async {
-        watched.ready().await.map_err(Exit::failure)?;
-        loop {
-            let line = assess_objects(&watched.objects(), args)?;
-            if last.as_ref() != Some(&line) {
-                println!("{line}");
-                last = Some(line.clone());
-            }
-            if let Some(code) = exit_for(&line, args) {
-                return Ok(code);
-            }
-            watched.changed().await.map_err(Exit::failure)?;
-        }
-    };
-    match args.timeout {
-        None => follow.await,
-        Some(timeout) => {
-            let result = tokio::time::timeout(timeout, follow).await;
-            match result {
-                Ok(result) => result,
-                Err(_) => Err(Exit::new(
-                    3,
-                    format!(
-                        "timed out after {}; last: {}",
-                        express_api::bounce::format_duration(timeout.as_secs()),
-                        last.map_or_else(|| "nothing read".to_owned(), |l| l.to_string())
-                    ),
-                )),
-            }
-        }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+use express_api::objects::WatchedKind;
 use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, NodeRef, Objects};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -246,13 +247,7 @@ pub(super) fn cache<K, F>(
     tasks: &mut Tasks,
 ) -> Scoped<K>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: WatchedKind + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     F: Fn(&K) -> Vec<ClusterKey> + Clone + Send + Sync + 'static,
 {
     let mut stores = Vec::new();

@@ -13,11 +13,11 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::connect::ConnectArgs;
-use crate::exit::Exit;
+use crate::connect::{ConnectArgs, Connection};
+use crate::exit::{Code, Exit};
 
 #[derive(clap::Args, Debug)]
-pub struct BounceArgs {
+pub struct Args {
     /// The Backend or Frontend to bounce.
     pub node: String,
     /// Bounce even while the application is Rebuilding, or a node not on its desired revision
@@ -36,25 +36,29 @@ pub struct BounceArgs {
     pub connect: ConnectArgs,
 }
 
-pub async fn run(args: BounceArgs) -> ExitCode {
-    crate::exit::finish("bounce", bounce(&args).await)
+pub fn run(args: Args) -> ExitCode {
+    let timeout = match args.timeout.as_deref().map(parse_duration).transpose() {
+        Ok(timeout) => timeout,
+        Err(why) => return Exit::usage(format!("--timeout: {why}")).report("bounce"),
+    };
+    let connect = args.connect.clone();
+    super::live("bounce", &connect, |c| async move {
+        bounce(c, &args, timeout).await
+    })
 }
 
-async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
-    let timeout = args
-        .timeout
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .map_err(|why| Exit::usage(format!("--timeout: {why}")))?;
-    let connection = args.connect.connect().await.map_err(Exit::failure)?;
+async fn bounce(
+    connection: Connection,
+    args: &Args,
+    timeout: Option<u64>,
+) -> Result<ExitCode, Exit> {
     let (client, namespace) = (connection.client, connection.namespace);
     let name = args.node.as_str();
-    let (kind, _) = crate::history::find_node(&client, &namespace, name).await?;
+    let (kind, _) = crate::live::find_node(&client, &namespace, name).await?;
     let nodes: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &namespace, &kind.api_resource());
 
-    let id = crate::request_id();
+    let id = super::request_id();
     // Every request says all of its options: a --force or a timeout left by an earlier request
     // must not apply to this one.
     let patch = serde_json::json!({
@@ -74,7 +78,7 @@ async fn bounce(args: &BounceArgs) -> Result<ExitCode, Exit> {
     println!("{id}");
     eprintln!("bounce {id} requested for {kind} {name} in namespace {namespace}");
     if !args.wait {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Code::Done.into());
     }
     follow(nodes, name, &id).await
 }
@@ -127,7 +131,7 @@ async fn follow(api: Api<DynamicObject>, name: &str, id: &str) -> Result<ExitCod
             last = Some((phase, message.clone()));
         }
         match phase {
-            BouncePhase::Succeeded => return Ok(ExitCode::SUCCESS),
+            BouncePhase::Succeeded => return Ok(Code::Done.into()),
             BouncePhase::Failed | BouncePhase::Refused => {
                 return Err(Exit::failure(format!("bounce {id} {phase}: {message}")));
             }

@@ -1,0 +1,83 @@
+//! One module per verb (argo-rollouts' layout): each has a `#[derive(clap::Args)]` struct and
+//! a `run` that ends in an exit code from [`crate::exit::Code`]. This module holds what they
+//! share: running a verb on a single-threaded runtime, connected or not, and request ids.
+
+pub mod abort;
+pub mod bounce;
+pub mod completion;
+pub mod diff;
+pub mod get;
+pub mod history;
+pub mod list;
+pub mod pause;
+pub mod plan;
+pub mod retry;
+pub mod revisions;
+pub mod status;
+pub mod version;
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use crate::connect::{ConnectArgs, Connection};
+use crate::exit::{self, Exit};
+
+/// The operator's namespace when a verb is not told otherwise (the chart's default).
+pub const DEFAULT_OPERATOR_NAMESPACE: &str = "express-system";
+
+/// Runs a verb's future on a single-threaded runtime and ends it with its exit code.
+fn block_on(
+    verb: &str,
+    cannot_start: fn(String) -> Exit,
+    work: impl Future<Output = Result<ExitCode, Exit>>,
+) -> ExitCode {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => exit::finish(verb, runtime.block_on(work)),
+        Err(err) => cannot_start(format!("cannot start: {err}")).report(verb),
+    }
+}
+
+/// Runs a live verb: connects (a connection failure exits 1), then runs it.
+pub fn live<F, Fut>(verb: &str, connect: &ConnectArgs, run: F) -> ExitCode
+where
+    F: FnOnce(Connection) -> Fut,
+    Fut: Future<Output = Result<ExitCode, Exit>>,
+{
+    block_on(verb, Exit::failure, async {
+        let connection = connect.connect().await.map_err(Exit::failure)?;
+        run(connection).await
+    })
+}
+
+/// Runs a verb that may work offline (`revisions`, `diff`): every error, an unreachable
+/// cluster included, exits 2. Offline, the namespace is the flag's or `default`.
+pub fn checked<F, Fut>(verb: &str, connect: &ConnectArgs, live: bool, run: F) -> ExitCode
+where
+    F: FnOnce(Option<kube::Client>, String) -> Fut,
+    Fut: Future<Output = Result<ExitCode, Exit>>,
+{
+    block_on(verb, Exit::usage, async {
+        if !live {
+            let namespace = connect
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            return run(None, namespace).await;
+        }
+        let connection = connect.connect().await.map_err(Exit::usage)?;
+        run(Some(connection.client), connection.namespace).await
+    })
+}
+
+/// A request id nobody else generates: the instant to the millisecond and this process.
+pub fn request_id() -> String {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    format!(
+        "cli-{}-{:x}",
+        now.strftime("%Y%m%dt%H%M%S%3f"),
+        std::process::id()
+    )
+}
