@@ -87,7 +87,7 @@ pub struct BounceStatus {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient_phase"
+        deserialize_with = "crate::lenient::or_absent"
     )]
     pub phase: Option<BouncePhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,14 +111,6 @@ pub struct BounceStatus {
     /// When the current phase began: the start of its wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_since: Option<MicroTime>,
-}
-
-fn lenient_phase<'de, D>(deserializer: D) -> Result<Option<BouncePhase>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    let value = Option::<serde_json::Value>::deserialize(deserializer)?;
-    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 /// Reads a duration such as `90s`, `10m`, `1h30m` or `45` (seconds) into seconds. Units: `h`,

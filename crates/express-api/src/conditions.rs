@@ -18,6 +18,9 @@ pub const PAUSED: &str = "Paused";
 pub const INVALID_SPEC: &str = "InvalidSpec";
 /// ExpressCluster: the desired state has settled (DESIGN section 3, rule 8).
 pub const DESIRED_STATE_SETTLED: &str = "DesiredStateSettled";
+/// ExpressCluster: every object of the cluster can be read by this operator build (False names
+/// the objects, and the fields, it cannot decode).
+pub const OBJECTS_READABLE: &str = "ObjectsReadable";
 
 /// Reasons, per condition.
 pub mod reason {
@@ -39,6 +42,8 @@ pub mod reason {
     pub const NOT_PAUSED: &str = "NotPaused";
     pub const INVALID_SPEC: &str = "InvalidSpec";
     pub const VALID: &str = "Valid";
+    pub const READABLE: &str = "Readable";
+    pub const UNDECODABLE: &str = "Undecodable";
     pub const SETTLED: &str = "Settled";
     pub const SETTLE_WINDOW: &str = "SettleWindow";
     pub const ROLLOUT_ID_MISMATCH: &str = "RolloutIdMismatch";

@@ -12,6 +12,7 @@ pub mod crd;
 pub mod effective;
 pub mod history;
 pub mod keys;
+pub mod lenient;
 pub mod natural;
 pub mod objects;
 pub mod types;

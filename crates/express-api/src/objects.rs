@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use kube::core::ApiResource;
 
+use crate::lenient::Undecodable;
 use crate::natural::natural_cmp;
 use crate::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus};
 
@@ -182,6 +183,8 @@ pub struct Objects {
     pub config_maps: Vec<Arc<ConfigMap>>,
     /// ControllerRevisions keeping node specs (labelled with node, kind and revision).
     pub revisions: Vec<Arc<ControllerRevision>>,
+    /// Objects of any of these kinds that this build cannot decode ([`crate::lenient`]).
+    pub undecodable: Vec<Arc<Undecodable>>,
 }
 
 /// Wraps owned objects for [`Objects`].
@@ -202,6 +205,7 @@ impl Objects {
         self.pods.extend(more.pods);
         self.config_maps.extend(more.config_maps);
         self.revisions.extend(more.revisions);
+        self.undecodable.extend(more.undecodable);
     }
 
     /// Every Backend, then every Frontend.

@@ -32,6 +32,15 @@ impl NodeKind {
 }
 
 impl NodeKind {
+    /// The node kind of an API kind name, if it is one.
+    pub fn from_kind_name(kind: &str) -> Option<NodeKind> {
+        match kind {
+            "Backend" => Some(NodeKind::Backend),
+            "Frontend" => Some(NodeKind::Frontend),
+            _ => None,
+        }
+    }
+
     /// The kind's name in the API (`Backend`, `Frontend`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -326,7 +335,12 @@ pub struct ObservedDesired {
 pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Lenient on read: a phase this build does not know reads as absent.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::lenient::or_absent"
+    )]
     pub phase: Option<NodePhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired_revision: Option<String>,
@@ -347,7 +361,13 @@ pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The last change made to the node's pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Lenient on read: a record whose kind or state this build does not know reads as absent
+    // (docs/architecture.md, the failure model).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::lenient::or_absent"
+    )]
     pub change: Option<NodeChange>,
     /// Revisions known to fail on this node (newest last, at most ten kept).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -630,14 +650,6 @@ pub enum RolloutState {
     RollingBack,
 }
 
-fn lenient_rollout_state<'de, D>(deserializer: D) -> Result<Option<RolloutState>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    let value = Option::<serde_json::Value>::deserialize(deserializer)?;
-    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
-}
-
 impl RolloutState {
     /// The name status carries.
     pub fn as_str(self) -> &'static str {
@@ -666,7 +678,7 @@ pub struct RolloutStatus {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "lenient_rollout_state"
+        deserialize_with = "crate::lenient::or_absent"
     )]
     pub state: Option<RolloutState>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -688,7 +700,12 @@ pub struct RolloutStatus {
 pub struct ExpressClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Lenient on read: a phase this build does not know reads as absent.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::lenient::or_absent"
+    )]
     pub phase: Option<ClusterPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<NodeCounts>,

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub bounces: Family<ResultLabel, Counter>,
     /// 1 while this instance holds the Lease (or runs without leader election), else 0.
     pub leader: Gauge,
+    /// Objects in the caches that this build cannot decode, by kind (the label is `kind`).
+    pub undecodable: Family<ErrorLabel, Gauge>,
     pub ready: AtomicBool,
     registry: Registry,
 }
@@ -94,6 +96,12 @@ impl Metrics {
             "1 while this instance holds the Lease and acts, else 0",
             leader.clone(),
         );
+        let undecodable = Family::<ErrorLabel, Gauge>::default();
+        registry.register(
+            "undecodable_objects",
+            "Watched objects this build cannot decode, by kind (each is reported on its tenant)",
+            undecodable.clone(),
+        );
         Arc::new(Metrics {
             reconciles,
             errors,
@@ -103,6 +111,7 @@ impl Metrics {
             rollout_failures,
             bounces,
             leader,
+            undecodable,
             ready: AtomicBool::new(false),
             registry,
         })

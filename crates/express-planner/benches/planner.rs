@@ -62,6 +62,7 @@ fn mid_upgrade(nodes: usize, backends: usize) -> ClusterSnapshot {
         nodes: observations,
         pause: None,
         spec_errors: Vec::new(),
+        unreadable: Vec::new(),
         control: Default::default(),
         express_cluster: None,
     }

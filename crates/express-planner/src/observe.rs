@@ -13,6 +13,7 @@ use express_api::keys::{
     ANNOTATION_SHUTDOWN_PROTECTION, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL,
     CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
 };
+use express_api::lenient::Undecodable;
 use express_api::{
     BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
 };
@@ -50,6 +51,8 @@ struct ClusterGroup<'a> {
     /// ExpressClusters governing it: normally one, more is a spec error.
     claimants: Vec<&'a ExpressCluster>,
     nodes: Vec<NodeRef<'a>>,
+    /// Its objects (or objects bearing on it: a control ConfigMap) this build cannot decode.
+    unreadable: Vec<&'a Undecodable>,
 }
 
 /// The inventory grouped into Express clusters, with what building a snapshot needs.
@@ -106,6 +109,38 @@ impl<'a> Grouped<'a> {
             }
         }
 
+        for bad in &inventory.objects.undecodable {
+            let Some(namespace) = bad.namespace.as_deref() else {
+                continue;
+            };
+            let concerned: Vec<&mut ClusterGroup<'_>> = match (bad.kind.as_str(), &bad.cluster) {
+                // A control ConfigMap this build cannot read leaves the pause in force unknown.
+                ("ConfigMap", _) => match bad.name.as_str() {
+                    CONTROL_CONFIGMAP_GLOBAL if namespace == inventory.operator_namespace => {
+                        groups.values_mut().collect()
+                    }
+                    CONTROL_CONFIGMAP_NAMESPACE => groups
+                        .iter_mut()
+                        .filter(|((ns, _), _)| *ns == namespace)
+                        .map(|(_, group)| group)
+                        .collect(),
+                    _ => Vec::new(),
+                },
+                (_, Some(cluster)) => {
+                    vec![groups.entry((namespace, cluster.as_str())).or_default()]
+                }
+                // Whose it is cannot be read: every cluster of the namespace may be concerned.
+                (_, None) => groups
+                    .iter_mut()
+                    .filter(|((ns, _), _)| *ns == namespace)
+                    .map(|(_, group)| group)
+                    .collect(),
+            };
+            for group in concerned {
+                group.unreadable.push(&**bad);
+            }
+        }
+
         let pods: HashMap<(&str, &str), &Pod> = inventory
             .objects
             .pods
@@ -153,6 +188,14 @@ impl<'a> Grouped<'a> {
                 names.join(", ")
             ));
         }
+        let unreadable: Vec<String> = group.unreadable.iter().map(ToString::to_string).collect();
+        spec_errors.extend(
+            group
+                .unreadable
+                .iter()
+                .filter(|bad| NodeKind::from_kind_name(&bad.kind).is_none())
+                .map(|bad| format!("cannot read {bad}")),
+        );
         let settings = governing.map_or_else(ClusterSettings::default, |c| ClusterSettings {
             dependencies_disabled: c.spec.dependencies.disabled,
             backend_upgrade_position: c.spec.dependencies.backend_upgrade_position,
@@ -163,7 +206,7 @@ impl<'a> Grouped<'a> {
             settle_timeout_seconds: c.spec.rollout.settle_timeout_seconds,
             revision_history_limit: c.spec.rollout.revision_history_limit,
         });
-        let observations = nodes
+        let mut observations: Vec<NodeObservation> = nodes
                 .iter()
                 .filter_map(|node| {
                     let name = node.meta().name.as_deref()?;
@@ -179,7 +222,10 @@ impl<'a> Grouped<'a> {
                     };
                     let pod = pods
                         .get(&(namespace, name))
-                        .map(|pod| observe_pod(pod, node, inventory.ownership));
+                        .map(|pod| {
+                            let uid = node.meta().uid.as_deref();
+                            observe_pod(pod, node.kind(), name, uid, inventory.ownership)
+                        });
                     let status = node.status();
                     let change = status.and_then(|s| s.change.as_ref()).map(|c| Change {
                         kind: c.kind,
@@ -225,6 +271,19 @@ impl<'a> Grouped<'a> {
                     })
                 })
                 .collect();
+        observations.extend(group.unreadable.iter().filter_map(|bad| {
+            let kind = NodeKind::from_kind_name(&bad.kind)?;
+            let pod = pods.get(&(namespace, bad.name.as_str())).map(|pod| {
+                observe_pod(
+                    pod,
+                    kind,
+                    &bad.name,
+                    bad.uid.as_deref(),
+                    inventory.ownership,
+                )
+            });
+            Some(unreadable_node(bad, kind, pod))
+        }));
         ClusterSnapshot {
             namespace: namespace.to_owned(),
             cluster_name: cluster_name.to_owned(),
@@ -232,6 +291,7 @@ impl<'a> Grouped<'a> {
             nodes: observations,
             pause: pause_in_force(inventory, namespace, governing),
             spec_errors,
+            unreadable,
             control: governing.map(rollout_control).unwrap_or_default(),
             express_cluster: governing.map(|c| ExpressClusterObservation {
                 rollout_id: rollout_id_of(&c.metadata),
@@ -315,14 +375,45 @@ fn desired_state(
     })
 }
 
-fn observe_pod(pod: &Pod, node: &NodeRef<'_>, ownership: PodOwnership) -> PodObservation {
+/// A node this build cannot decode: up as far as anyone can tell, with a spec that cannot be
+/// computed, so that nothing is done to it and nothing waiting on it proceeds.
+fn unreadable_node(
+    bad: &Undecodable,
+    kind: NodeKind,
+    pod: Option<PodObservation>,
+) -> NodeObservation {
+    NodeObservation {
+        name: bad.name.clone(),
+        kind,
+        up: true,
+        desired: Err(format!("cannot read {bad}")),
+        dependencies: None,
+        pod,
+        replacing: false,
+        change: None,
+        invalid_revisions: Vec::new(),
+        history: Vec::new(),
+        rollout_id: None,
+        recorded_desired: None,
+        bounce_request: None,
+        bounce: None,
+    }
+}
+
+fn observe_pod(
+    pod: &Pod,
+    kind: NodeKind,
+    name: &str,
+    uid: Option<&str>,
+    ownership: PodOwnership,
+) -> PodObservation {
     let owned = match ownership {
         PodOwnership::Name => true,
         PodOwnership::OwnerReference => pod.metadata.owner_references.iter().flatten().any(|r| {
             r.controller == Some(true)
-                && r.kind == node.kind().to_string()
-                && r.name == node.name()
-                && node.meta().uid.as_deref().is_none_or(|uid| uid == r.uid)
+                && r.kind == kind.as_str()
+                && r.name == name
+                && uid.is_none_or(|uid| uid == r.uid)
         }),
     };
     let spec_version = || {

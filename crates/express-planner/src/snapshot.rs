@@ -35,6 +35,11 @@ pub struct ClusterSnapshot {
     /// Problems with the cluster as a whole (e.g. two ExpressClusters claiming it). Any entry
     /// blocks every action, like a cycle.
     pub spec_errors: Vec<String>,
+    /// Objects of the cluster this build cannot decode (`Kind name: field path: error`). An
+    /// unreadable node is also a node whose spec is invalid (nothing is done to it, nothing
+    /// waiting on it proceeds); an unreadable ExpressCluster, pod, ControllerRevision or control
+    /// ConfigMap is also a spec error (the cluster does nothing until it can be read).
+    pub unreadable: Vec<String>,
     /// Abort and retry requests, and the abort in force (DESIGN section 4).
     pub control: RolloutControl,
     /// The ExpressCluster governing the cluster, as far as the settle rules need it.

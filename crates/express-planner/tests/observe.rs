@@ -81,7 +81,7 @@ impl Objects {
             frontends: shared(self.frontends.clone()),
             pods: shared(self.pods.clone()),
             config_maps: shared(self.config_maps.clone()),
-            revisions: Vec::new(),
+            ..express_api::Objects::default()
         };
         snapshots(&Inventory {
             objects: &objects,

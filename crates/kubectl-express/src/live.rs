@@ -2,9 +2,11 @@
 //! watches, and the views the verbs draw from them. Nothing here writes.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
-use express_api::objects::{WatchedKind, shared};
+use express_api::lenient::{Lenient, Undecodable};
+use express_api::objects::WatchedKind;
 use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
 use express_planner::observe::{Inventory, PodOwnership};
 use futures::{Stream, StreamExt};
@@ -13,7 +15,6 @@ use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 
 use crate::exit::Exit;
 
@@ -27,14 +28,23 @@ where
     }
 }
 
-async fn list<K>(api: Api<K>, params: &ListParams, what: &str) -> Result<Vec<K>, String>
+/// Lists one kind, decoding each object on its own: what cannot be decoded goes to
+/// `undecodable` instead of failing the list (the operator reports it on its tenant).
+async fn list<K>(
+    api: Api<Lenient<K>>,
+    params: &ListParams,
+    what: &str,
+    undecodable: &mut Vec<Arc<Undecodable>>,
+) -> Result<Vec<Arc<K>>, String>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    K: WatchedKind,
 {
-    api.list(params)
+    let items = api
+        .list(params)
         .await
-        .map(|list| list.items)
-        .map_err(|e| format!("cannot list {what}: {e}"))
+        .map_err(|e| format!("cannot list {what}: {e}"))?
+        .items;
+    Ok(split(items.iter(), undecodable))
 }
 
 /// Lists the Express objects of `namespace` (None: every namespace), their pods and
@@ -46,26 +56,51 @@ pub async fn load(
 ) -> Result<Objects, String> {
     let all = ListParams::default();
     let ours = ListParams::default().labels(LABEL_CLUSTER);
-    let mut config_maps: Vec<ConfigMap> = list(
-        scoped::<ConfigMap>(client, namespace),
+    let mut bad = Vec::new();
+    let mut config_maps = list(
+        scoped::<Lenient<ConfigMap>>(client, namespace),
         &ListParams::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
         "ConfigMaps",
+        &mut bad,
     )
     .await?;
     if let Ok(Some(global)) = Api::<ConfigMap>::namespaced(client.clone(), operator_namespace)
         .get_opt(CONTROL_CONFIGMAP_GLOBAL)
         .await
     {
-        config_maps.push(global);
+        config_maps.push(Arc::new(global));
     }
     Ok(Objects {
-        clusters: shared(list(scoped(client, namespace), &all, "ExpressClusters").await?),
-        backends: shared(list(scoped(client, namespace), &all, "Backends").await?),
-        frontends: shared(list(scoped(client, namespace), &all, "Frontends").await?),
-        pods: shared(list(scoped(client, namespace), &ours, "pods").await?),
-        config_maps: shared(config_maps),
-        revisions: shared(list(scoped(client, namespace), &ours, "ControllerRevisions").await?),
+        clusters: list(scoped(client, namespace), &all, "ExpressClusters", &mut bad).await?,
+        backends: list(scoped(client, namespace), &all, "Backends", &mut bad).await?,
+        frontends: list(scoped(client, namespace), &all, "Frontends", &mut bad).await?,
+        pods: list(scoped(client, namespace), &ours, "pods", &mut bad).await?,
+        config_maps,
+        revisions: list(
+            scoped(client, namespace),
+            &ours,
+            "ControllerRevisions",
+            &mut bad,
+        )
+        .await?,
+        undecodable: bad,
     })
+}
+
+/// The decoded objects among `entries`; the others go to `undecodable`.
+fn split<'a, K: 'a>(
+    entries: impl Iterator<Item = &'a Lenient<K>>,
+    undecodable: &mut Vec<Arc<Undecodable>>,
+) -> Vec<Arc<K>> {
+    let mut objects = Vec::new();
+    for entry in entries {
+        match (entry.decoded(), entry.undecodable()) {
+            (Some(object), _) => objects.push(object.clone()),
+            (None, Some(bad)) => undecodable.push(bad.clone()),
+            (None, None) => {}
+        }
+    }
+    objects
 }
 
 /// What the planner reads of live objects: pods are matched to nodes by owner reference.
@@ -81,17 +116,17 @@ pub fn inventory<'a>(objects: &'a Objects, operator_namespace: &'a str) -> Inven
 /// [`Watched::changed`] resolves on each change, so that a verb redraws only when something
 /// changed (never by polling).
 pub struct Watched {
-    clusters: Store<ExpressCluster>,
-    backends: Store<Backend>,
-    frontends: Store<Frontend>,
-    pods: Store<Pod>,
+    clusters: Store<Lenient<ExpressCluster>>,
+    backends: Store<Lenient<Backend>>,
+    frontends: Store<Lenient<Frontend>>,
+    pods: Store<Lenient<Pod>>,
     events: Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>,
 }
 
 fn watched<K>(
-    api: Api<K>,
+    api: Api<Lenient<K>>,
     config: watcher::Config,
-) -> (Store<K>, impl Stream<Item = Result<(), String>>)
+) -> (Store<Lenient<K>>, impl Stream<Item = Result<(), String>>)
 where
     K: WatchedKind,
 {
@@ -166,14 +201,24 @@ impl Watched {
 
     /// What the watches hold now (shared with the stores, not copied).
     pub fn objects(&self) -> Objects {
+        let mut bad = Vec::new();
         Objects {
-            clusters: self.clusters.state(),
-            backends: self.backends.state(),
-            frontends: self.frontends.state(),
-            pods: self.pods.state(),
+            clusters: decoded(&self.clusters, &mut bad),
+            backends: decoded(&self.backends, &mut bad),
+            frontends: decoded(&self.frontends, &mut bad),
+            pods: decoded(&self.pods, &mut bad),
+            undecodable: bad,
             ..Objects::default()
         }
     }
+}
+
+/// The decoded objects of a store; the others go to `undecodable`.
+fn decoded<K: WatchedKind>(
+    store: &Store<Lenient<K>>,
+    undecodable: &mut Vec<Arc<Undecodable>>,
+) -> Vec<Arc<K>> {
+    split(store.state().iter().map(|entry| &**entry), undecodable)
 }
 
 /// A node, its kind and status, looked up by name in a namespace.

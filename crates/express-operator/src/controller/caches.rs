@@ -2,9 +2,10 @@
 //! every change mapped to the Express clusters it concerns, and the overlay of statuses this
 //! operator wrote that its caches have not caught up with yet (read your own writes).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use express_api::lenient::{Lenient, Undecodable};
 use express_api::objects::WatchedKind;
 use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, NodeRef, Objects};
 use futures::StreamExt;
@@ -15,34 +16,47 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use prometheus_client::metrics::gauge::Gauge;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tracing::warn;
 
-/// A cache of one kind: one reflector per managed namespace (or one for all of them).
-pub struct Scoped<K: Resource + Clone + 'static>
-where
-    K::DynamicType: std::hash::Hash + Eq + Clone,
-{
-    stores: Vec<(Option<String>, Store<K>)>,
+use crate::metrics::{ErrorLabel, Metrics};
+
+/// A cache of one kind: one reflector per managed namespace (or one for all of them). Objects
+/// are decoded one at a time ([`Lenient`]): one this build cannot read is kept aside, never
+/// failing the watch (which would stop every tenant).
+pub struct Scoped<K: WatchedKind> {
+    stores: Vec<(Option<String>, Store<Lenient<K>>)>,
 }
 
-impl<K> Scoped<K>
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: std::hash::Hash + Eq + Clone,
-{
-    /// Objects of a namespace (None: of every namespace), shared with the reflector: nothing
-    /// is cloned but the `Arc`s.
-    pub fn in_namespace(&self, namespace: Option<&str>) -> Vec<Arc<K>> {
+impl<K: WatchedKind> Scoped<K> {
+    fn entries<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = Arc<Lenient<K>>> + 'a {
         self.stores
             .iter()
-            .filter(|(scope, _)| match (scope, namespace) {
+            .filter(move |(scope, _)| match (scope, namespace) {
                 (Some(scope), Some(namespace)) => scope == namespace,
                 _ => true,
             })
             .flat_map(|(_, store)| store.state())
-            .filter(|o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
+            .filter(move |o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
+    }
+
+    /// Objects of a namespace (None: of every namespace), shared with the reflector: nothing
+    /// is cloned but the `Arc`s.
+    pub fn in_namespace(&self, namespace: Option<&str>) -> Vec<Arc<K>> {
+        self.entries(namespace)
+            .filter_map(|o| o.decoded().cloned())
+            .collect()
+    }
+
+    /// The objects of a namespace (None: of every namespace) this build cannot decode.
+    pub fn undecodable(&self, namespace: Option<&str>) -> Vec<Arc<Undecodable>> {
+        self.entries(namespace)
+            .filter_map(|o| o.undecodable().cloned())
             .collect()
     }
 
@@ -194,6 +208,12 @@ impl Caches {
         if namespace.is_some_and(|ns| ns != operator_namespace) {
             config_maps.extend(self.controls.in_namespace(Some(operator_namespace)));
         }
+        let mut undecodable = self.clusters.undecodable(namespace);
+        undecodable.extend(self.backends.undecodable(namespace));
+        undecodable.extend(self.frontends.undecodable(namespace));
+        undecodable.extend(self.pods.undecodable(namespace));
+        undecodable.extend(self.controls.undecodable(namespace));
+        undecodable.extend(self.revisions.undecodable(namespace));
         Objects {
             clusters: self.clusters.in_namespace(namespace),
             backends: self.backends.in_namespace(namespace),
@@ -201,6 +221,7 @@ impl Caches {
             pods: self.pods.in_namespace(namespace),
             config_maps,
             revisions: self.revisions.in_namespace(namespace),
+            undecodable,
         }
     }
 
@@ -237,6 +258,43 @@ impl Drop for Tasks {
     }
 }
 
+/// The objects of one reflector that cannot be decoded, counted into the
+/// `express_operator_undecodable_objects{kind}` gauge (shared by every scope of the kind).
+struct UndecodableCount {
+    objects: HashSet<(Option<String>, String)>,
+    counted: i64,
+    gauge: Gauge,
+}
+
+impl UndecodableCount {
+    fn note<K: WatchedKind>(&mut self, object: &Lenient<K>, present: bool) {
+        let meta = object.meta();
+        let id = (
+            meta.namespace.clone(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        if present && object.undecodable().is_some() {
+            self.objects.insert(id);
+        } else {
+            self.objects.remove(&id);
+        }
+    }
+
+    fn publish(&mut self) {
+        let now = i64::try_from(self.objects.len()).unwrap_or(i64::MAX);
+        self.gauge.inc_by(now - self.counted);
+        self.counted = now;
+    }
+}
+
+/// The Express cluster an object no build of ours can read belongs to, by what could be read.
+fn undecodable_key(bad: &Undecodable) -> Vec<ClusterKey> {
+    match (&bad.namespace, &bad.cluster) {
+        (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
+        _ => Vec::new(),
+    }
+}
+
 /// Starts one reflector per scope for a kind, mapping every change to cluster keys.
 pub(super) fn cache<K, F>(
     client: &kube::Client,
@@ -244,34 +302,66 @@ pub(super) fn cache<K, F>(
     config: watcher::Config,
     to_keys: F,
     triggers: Trigger,
+    metrics: &Metrics,
     tasks: &mut Tasks,
 ) -> Scoped<K>
 where
     K: WatchedKind + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     F: Fn(&K) -> Vec<ClusterKey> + Clone + Send + Sync + 'static,
 {
+    let gauge = metrics
+        .undecodable
+        .get_or_create(&ErrorLabel {
+            kind: K::kind(&()).into_owned(),
+        })
+        .clone();
     let mut stores = Vec::new();
     for scope in scopes {
-        let api: Api<K> = match scope {
+        let api: Api<Lenient<K>> = match scope {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
         let (reader, writer) = reflector::store();
-        let stream = reflector::reflector(writer, watcher(api, config.clone()).default_backoff())
-            .touched_objects();
+        let stream = reflector::reflector(writer, watcher(api, config.clone()).default_backoff());
         let (triggers, to_keys) = (triggers.clone(), to_keys.clone());
+        let mut count = UndecodableCount {
+            objects: HashSet::new(),
+            counted: 0,
+            gauge: gauge.clone(),
+        };
         tasks.spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
-                match item {
-                    Ok(object) => {
-                        for key in to_keys(&object) {
-                            let _ = triggers.send(key);
-                        }
+                let (object, present) = match item {
+                    Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                        (object, true)
+                    }
+                    Ok(watcher::Event::Delete(object)) => (object, false),
+                    Ok(watcher::Event::Init) => {
+                        count.objects.clear();
+                        continue;
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        count.publish();
+                        continue;
                     }
                     Err(err) => {
-                        warn!(error = %err, kind = %K::kind(&()), "watch error; the watcher retries with backoff")
+                        warn!(error = %err, kind = %K::kind(&()), "watch error; the watcher retries with backoff");
+                        continue;
                     }
+                };
+                count.note(&object, present);
+                count.publish();
+                let keys = match (object.decoded(), object.undecodable()) {
+                    (Some(decoded), _) => to_keys(decoded),
+                    (None, Some(bad)) => {
+                        warn!(object = %bad, namespace = ?bad.namespace, "cannot decode a watched object; reporting it on its tenant");
+                        undecodable_key(bad)
+                    }
+                    (None, None) => Vec::new(),
+                };
+                for key in keys {
+                    let _ = triggers.send(key);
                 }
             }
         });

@@ -265,6 +265,11 @@ pub(super) fn invalid_spec(why: String) -> Notice {
     Notice::warning("InvalidSpec", "Validate", why)
 }
 
+/// Objects of the cluster cannot be decoded by this build (a new set of them each time).
+pub(super) fn undecodable(message: String) -> Notice {
+    Notice::warning("UndecodableObject", "Decode", message)
+}
+
 /// A settle wait started holding a change.
 pub(super) fn settling(message: String) -> Notice {
     Notice::normal("Settling", "Settle", message)

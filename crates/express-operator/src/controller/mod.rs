@@ -108,6 +108,7 @@ pub async fn run(
             _ => Vec::new(),
         },
         triggers.clone(),
+        &metrics,
         &mut tasks,
     );
     let backends = cache::<Backend, _>(
@@ -116,6 +117,7 @@ pub async fn run(
         watcher::Config::default(),
         |b| node_key(b),
         triggers.clone(),
+        &metrics,
         &mut tasks,
     );
     let frontends = cache::<Frontend, _>(
@@ -124,6 +126,7 @@ pub async fn run(
         watcher::Config::default(),
         |f| node_key(f),
         triggers.clone(),
+        &metrics,
         &mut tasks,
     );
     let pods = cache::<Pod, _>(
@@ -138,6 +141,7 @@ pub async fn run(
             _ => Vec::new(),
         },
         triggers.clone(),
+        &metrics,
         &mut tasks,
     );
     // Control ConfigMaps pause whole namespaces (or everything): every cluster there is affected.
@@ -169,6 +173,7 @@ pub async fn run(
             }
         },
         triggers.clone(),
+        &metrics,
         &mut tasks,
     );
 
@@ -178,6 +183,7 @@ pub async fn run(
         watcher::Config::default().labels(LABEL_CLUSTER),
         |_| Vec::new(),
         triggers.clone(),
+        &metrics,
         &mut tasks,
     );
 

@@ -214,6 +214,21 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
             env.publish_on_cluster(events::settling(plan.settle.message().unwrap_or_default()))
                 .await;
         }
+        let unreadable = |status: Option<&ExpressClusterStatus>| {
+            status
+                .and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == conditions::OBJECTS_READABLE)
+                })
+                .filter(|c| c.status == "False")
+                .map(|c| c.message.clone())
+        };
+        if let Some(message) = unreadable(Some(&status))
+            && unreadable(previous.as_ref()).as_ref() != Some(&message)
+        {
+            env.publish_on_cluster(events::undecodable(message)).await;
+        }
         if transitioned(conditions::INVALID_SPEC)
             && let Some(Blocked::InvalidSpec(why)) = &plan.blocked
         {

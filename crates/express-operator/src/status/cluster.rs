@@ -228,6 +228,23 @@ pub fn cluster_status(
             ),
             condition(
                 previous_conditions,
+                conditions::OBJECTS_READABLE,
+                snapshot.unreadable.is_empty(),
+                if snapshot.unreadable.is_empty() {
+                    reason::READABLE
+                } else {
+                    reason::UNDECODABLE
+                },
+                if snapshot.unreadable.is_empty() {
+                    "every object can be read".into()
+                } else {
+                    format!("cannot read {}", snapshot.unreadable.join("; "))
+                },
+                generation,
+                now,
+            ),
+            condition(
+                previous_conditions,
                 conditions::DESIRED_STATE_SETTLED,
                 settled,
                 settle_reason,

@@ -117,6 +117,7 @@ mod fixtures {
             nodes,
             pause: None,
             spec_errors: Vec::new(),
+            unreadable: Vec::new(),
             control: Default::default(),
             express_cluster: None,
         }

@@ -133,6 +133,7 @@ pub fn cluster(rows: &[(&str, Pod)]) -> ClusterSnapshot {
             .collect(),
         pause: None,
         spec_errors: Vec::new(),
+        unreadable: Vec::new(),
         control: Default::default(),
         express_cluster: None,
     }

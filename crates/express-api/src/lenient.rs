@@ -1,0 +1,246 @@
+//! Decoding one object at a time, so that one object no build of ours can read never stops a
+//! watch. The API server never re-validates stored objects: one written under a looser CRD, or
+//! a status written by a newer operator build, can hold what our types refuse. A list or watch
+//! of [`Lenient<K>`] decodes every item it can into `K` and keeps the others aside as
+//! [`Undecodable`], naming the field at fault, instead of failing the whole list (which, in a
+//! reflector, is every tenant of the Kubernetes cluster).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::keys::LABEL_CLUSTER;
+
+/// An object as a list or watch delivered it: decoded, or kept aside with why it was not.
+#[derive(Clone, Debug)]
+pub struct Lenient<K> {
+    metadata: ObjectMeta,
+    decoded: Result<Arc<K>, Arc<Undecodable>>,
+}
+
+/// An object this build cannot decode, and what it could still read of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Undecodable {
+    /// The object's kind (`Frontend`, `Pod`, ...).
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: Option<String>,
+    /// The Express cluster it belongs to, when that can be read: its `express.dev/cluster`
+    /// label, a node's `spec.clusterConfig.clusterName`, an ExpressCluster's `spec.clusterName`
+    /// (or name).
+    pub cluster: Option<String>,
+    /// The path of the field at fault, e.g. `spec.up` (empty when the object itself is wrong).
+    pub field: String,
+    /// What is wrong with it, in serde's words.
+    pub error: String,
+}
+
+impl fmt::Display for Undecodable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)?;
+        if self.field.is_empty() {
+            write!(f, ": {}", self.error)
+        } else {
+            write!(f, ": field {}: {}", self.field, self.error)
+        }
+    }
+}
+
+impl<K> Lenient<K> {
+    /// The object, if it could be decoded.
+    pub fn decoded(&self) -> Option<&Arc<K>> {
+        self.decoded.as_ref().ok()
+    }
+
+    /// Why the object could not be decoded, if it could not.
+    pub fn undecodable(&self) -> Option<&Arc<Undecodable>> {
+        self.decoded.as_ref().err()
+    }
+}
+
+impl<K: Resource> Lenient<K> {
+    /// A decoded object.
+    pub fn new(object: K) -> Lenient<K> {
+        Lenient {
+            metadata: object.meta().clone(),
+            decoded: Ok(Arc::new(object)),
+        }
+    }
+}
+
+impl<K> Resource for Lenient<K>
+where
+    K: Resource<DynamicType = ()>,
+{
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// The Express cluster an object names, read from its raw form.
+fn cluster_of(kind: &str, metadata: &ObjectMeta, raw: &Value) -> Option<String> {
+    let text = |pointer: &str| {
+        raw.pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_owned)
+    };
+    metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(LABEL_CLUSTER).cloned())
+        .or_else(|| text("/spec/clusterConfig/clusterName"))
+        .or_else(|| text("/spec/clusterName"))
+        .or_else(|| {
+            (kind == "ExpressCluster")
+                .then(|| metadata.name.clone())
+                .flatten()
+        })
+}
+
+impl<'de, K> Deserialize<'de> for Lenient<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Value::deserialize(deserializer)?;
+        // The metadata the API server wrote is always readable; without it the object cannot
+        // even be named, and the list fails as it would have.
+        let metadata: ObjectMeta = match raw.get("metadata") {
+            Some(metadata) => {
+                ObjectMeta::deserialize(metadata).map_err(serde::de::Error::custom)?
+            }
+            None => return Err(serde::de::Error::missing_field("metadata")),
+        };
+        let decoded = match serde_path_to_error::deserialize::<_, K>(&raw) {
+            Ok(object) => Ok(Arc::new(object)),
+            Err(err) => {
+                let kind = K::kind(&()).into_owned();
+                Err(Arc::new(Undecodable {
+                    cluster: cluster_of(&kind, &metadata, &raw),
+                    namespace: metadata.namespace.clone(),
+                    name: metadata.name.clone().unwrap_or_default(),
+                    uid: metadata.uid.clone(),
+                    field: match err.path().to_string() {
+                        path if path == "." => String::new(),
+                        path => path,
+                    },
+                    error: err.into_inner().to_string(),
+                    kind,
+                }))
+            }
+        };
+        Ok(Lenient { metadata, decoded })
+    }
+}
+
+/// Reads an optional status value, taking one this build does not know (a phase, state or
+/// change record a newer build wrote) as absent instead of failing the object. Every status
+/// field written by the operator that a newer build may extend is read through it.
+pub fn or_absent<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    let value = Option::<Value>::deserialize(deserializer)?;
+    Ok(value.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::Frontend;
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    fn frontend(spec: Value) -> Value {
+        json!({
+            "apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
+            "metadata": {"name": "acme-fe2", "namespace": "tenant", "uid": "u2"},
+            "spec": spec,
+        })
+    }
+
+    #[test]
+    fn a_list_with_one_bad_item_decodes_every_other_item() {
+        let list = json!([
+            frontend(json!({"clusterConfig": {"clusterName": "acme"}})),
+            frontend(json!({"clusterConfig": {"clusterName": "acme"}, "up": "yes"})),
+        ]);
+        let items: Vec<Lenient<Frontend>> = serde_json::from_value(list).unwrap();
+        assert!(items[0].decoded().is_some());
+        let bad = items[1].undecodable().unwrap();
+        assert_eq!(
+            (
+                bad.kind.as_str(),
+                bad.name.as_str(),
+                bad.namespace.as_deref(),
+                bad.cluster.as_deref(),
+                bad.field.as_str()
+            ),
+            (
+                "Frontend",
+                "acme-fe2",
+                Some("tenant"),
+                Some("acme"),
+                "spec.up"
+            )
+        );
+        assert!(bad.error.contains("expected a boolean"), "{}", bad.error);
+        assert_eq!(items[1].meta().uid.as_deref(), Some("u2"));
+        assert!(
+            bad.to_string()
+                .starts_with("Frontend acme-fe2: field spec.up: ")
+        );
+    }
+
+    #[test]
+    fn a_pod_names_its_cluster_by_label_and_an_object_without_metadata_still_fails() {
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "acme-fe1", "namespace": "tenant",
+                         "labels": {"express.dev/cluster": "acme"}},
+            "spec": {"containers": "not a list"},
+        });
+        let pod: Lenient<Pod> = serde_json::from_value(pod).unwrap();
+        let bad = pod.undecodable().unwrap();
+        assert_eq!(bad.cluster.as_deref(), Some("acme"));
+        assert_eq!(bad.field, "spec.containers");
+        assert!(serde_json::from_value::<Lenient<Pod>>(json!({"kind": "Pod"})).is_err());
+    }
+}
