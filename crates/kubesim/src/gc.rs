@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::{Cluster, DeleteOptions, NAMESPACE_KEY};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::store::EventType;
 
 const FOREGROUND: &str = "foregroundDeletion";

@@ -17,7 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::POD_KEY;
 use crate::clock;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::store::{EventType, Object};
 
 pub const ANNOTATION_BEHAVIOR: &str = "kubesim.dev/behavior";

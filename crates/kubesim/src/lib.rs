@@ -21,6 +21,7 @@ pub mod registry;
 pub mod schema;
 pub mod selector;
 pub mod server;
+pub mod shared;
 pub mod store;
 pub mod table;
 
@@ -78,7 +79,7 @@ pub enum StartError {
 /// A running kubesim. Dropping it stops the server.
 pub struct KubeSim {
     url: String,
-    shared: Arc<server::Shared>,
+    shared: Arc<shared::Shared>,
     kubelet: Arc<kubelet::Kubelet>,
     shutdown: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -102,7 +103,7 @@ impl KubeSim {
             terminate_seconds: config.pod_termination_seconds,
             ..config.kubelet.clone()
         }));
-        let shared = Arc::new(server::Shared {
+        let shared = Arc::new(shared::Shared {
             cluster: Mutex::new(api::Cluster::new(
                 config.pod_termination_seconds,
                 config.history_limit,
@@ -205,7 +206,7 @@ impl KubeSim {
         &self.kubelet
     }
 
-    pub fn shared(&self) -> &Arc<server::Shared> {
+    pub fn shared(&self) -> &Arc<shared::Shared> {
         &self.shared
     }
 

@@ -228,6 +228,7 @@ macro_rules! json_object {
 }
 
 mod pod;
+mod pod_volumes;
 
 fn is_zero(value: &Value) -> bool {
     match value {

@@ -1,0 +1,402 @@
+//! Verb semantics, independent of HTTP: create, get, list, update, patch and delete on the
+//! store, with resourceVersion conflicts, generation only on spec change, status subresource
+//! isolation, finalizers and deletionTimestamp, graceful pod deletion, dryRun, and CRDs that
+//! become served when created.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::clock;
+use crate::error::ApiError;
+use crate::events;
+use crate::registry::{Registry, ResourceType};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{EventType, Object, Store, Stored};
+
+mod create;
+mod delete;
+mod read;
+mod update;
+
+pub const CRD_KEY: &str = "apiextensions.k8s.io/customresourcedefinitions";
+pub const NAMESPACE_KEY: &str = "/namespaces";
+pub const POD_KEY: &str = "/pods";
+
+/// Whether this request only pretends to write.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    pub field_manager: Option<String>,
+    pub force: bool,
+    pub field_validation: FieldValidation,
+}
+
+/// What a write does with fields a custom resource's schema does not declare (`fieldValidation`).
+/// They are pruned in every case; this only decides whether the client hears of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Silently dropped.
+    Ignore,
+    /// Dropped with a `Warning` header each: the API server's default.
+    #[default]
+    Warn,
+    /// The write is refused (400), as kubectl asks by default.
+    Strict,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub dry_run: bool,
+    pub grace_period_seconds: Option<i64>,
+    pub propagation: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    Json,
+    Merge,
+    StrategicMerge,
+    Apply,
+}
+
+/// A list response whose items are shared with the store (no copies until serialized).
+pub struct List {
+    pub kind: String,
+    pub view: View,
+    pub metadata: Value,
+    pub items: Vec<Stored>,
+}
+
+impl List {
+    /// The list as a JSON document, written straight from the stored objects.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(64 + self.items.len() * 2048);
+        out.push_str("{\"kind\":");
+        out.push_str(&Value::String(self.kind.clone()).to_string());
+        out.push_str(",\"apiVersion\":");
+        out.push_str(&Value::String(self.view.api_version.clone()).to_string());
+        out.push_str(",\"metadata\":");
+        out.push_str(&self.metadata.to_string());
+        out.push_str(",\"items\":[");
+        for (i, item) in self.items.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&self.view.text(item));
+        }
+        out.push_str("]}");
+        out
+    }
+
+    /// The items parsed, as served.
+    pub fn values(&self) -> Vec<Value> {
+        self.items
+            .iter()
+            .map(|item| self.view.value(&item.value()))
+            .collect()
+    }
+}
+
+/// How stored objects are served through one resource: all versions of a resource share
+/// storage, so usually only the apiVersion is rewritten (parsing only then, like a CRD with
+/// conversion strategy None); `events.k8s.io` events also rename fields ([`crate::events`]).
+#[derive(Clone, Debug)]
+pub struct View {
+    pub api_version: String,
+    events: bool,
+}
+
+impl View {
+    pub fn of(rt: &ResourceType) -> View {
+        View {
+            api_version: rt.api_version(),
+            events: crate::events::is_events_view(rt),
+        }
+    }
+
+    /// A stored object's JSON text as served.
+    pub fn text<'a>(&self, item: &'a Stored) -> std::borrow::Cow<'a, str> {
+        if !self.events && item.index.api_version == self.api_version {
+            return std::borrow::Cow::Borrowed(&item.json);
+        }
+        std::borrow::Cow::Owned(self.value(&item.value()).to_string())
+    }
+
+    /// A stored object as served.
+    pub fn value(&self, stored: &Value) -> Value {
+        if self.events {
+            return crate::events::to_events_view(stored);
+        }
+        let mut value = stored.clone();
+        if value["apiVersion"].as_str() != Some(self.api_version.as_str()) {
+            value["apiVersion"] = Value::String(self.api_version.clone());
+        }
+        value
+    }
+
+    /// Whether a stored object passes field and label selectors, judged on what is served
+    /// (only the events view renames fields, so only it converts before matching).
+    pub fn selected(&self, labels: &LabelSelector, fields: &FieldSelector, item: &Stored) -> bool {
+        if !labels.matches_stored(item) {
+            return false;
+        }
+        if fields.is_empty() {
+            return true;
+        }
+        let stored = item.value();
+        if self.events {
+            fields.matches(&crate::events::to_events_view(&stored))
+        } else {
+            fields.matches(&stored)
+        }
+    }
+}
+
+/// The API server's state: what is served and what is stored.
+pub struct Cluster {
+    pub registry: Registry,
+    pub store: Store,
+    /// Default pod termination time when a pod does not say otherwise (seconds).
+    pub default_pod_termination_seconds: f64,
+    /// `Warning` headers for the response to the write in progress (the server takes them).
+    pub warnings: Vec<String>,
+}
+
+pub fn name_of(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or("")
+}
+
+fn meta_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    match object.get_mut("metadata") {
+        Some(Value::Object(map)) => map,
+        // Just made sure it is an object.
+        _ => unreachable!("metadata is an object"),
+    }
+}
+
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn random_suffix(len: usize) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..len)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// The uid an incoming object names, when it is not the stored object's.
+fn other_uid<'a>(incoming: &'a Value, current: &Value) -> Option<&'a str> {
+    incoming["metadata"]["uid"]
+        .as_str()
+        .filter(|uid| !uid.is_empty() && Some(*uid) != current["metadata"]["uid"].as_str())
+}
+
+pub fn new_uid() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::rng().random();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Everything that makes up the "spec" for generation purposes: the object without metadata
+/// and (when it has a status subresource) without status.
+fn generation_relevant(rt: &ResourceType, object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(map) = copy.as_object_mut() {
+        map.remove("metadata");
+        map.remove("apiVersion");
+        map.remove("kind");
+        if rt.status_subresource {
+            map.remove("status");
+        }
+    }
+    copy
+}
+
+/// Compares two versions of an object ignoring what every write changes anyway.
+fn same_content(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut copy = v.clone();
+        if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+        copy
+    };
+    strip(a) == strip(b)
+}
+
+impl Cluster {
+    pub fn new(default_pod_termination_seconds: f64, history_limit: usize) -> Self {
+        let mut cluster = Cluster {
+            registry: Registry::default(),
+            store: Store::new(history_limit, 65_536),
+            default_pod_termination_seconds,
+            warnings: Vec::new(),
+        };
+        for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let object = json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace, "uid": new_uid(), "creationTimestamp": clock::now(),
+                             "labels": {"kubernetes.io/metadata.name": namespace}},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+            cluster
+                .store
+                .put(NAMESPACE_KEY, "", namespace, object, EventType::Added);
+        }
+        cluster
+    }
+
+    fn scope<'a>(&self, rt: &ResourceType, namespace: &'a str) -> &'a str {
+        if rt.namespaced { namespace } else { "" }
+    }
+
+    /// The object as served under `rt` (see [`View`]).
+    fn served(&self, rt: &ResourceType, object: &Object) -> Object {
+        let view = View::of(rt);
+        if !view.events && object["apiVersion"].as_str() == Some(view.api_version.as_str()) {
+            return object.clone();
+        }
+        Arc::new(view.value(object))
+    }
+
+    fn check_type(rt: &ResourceType, object: &Value) -> Result<(), ApiError> {
+        if let Some(kind) = object["kind"].as_str()
+            && kind != rt.kind
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind of the object ({kind}) does not match the resource ({})",
+                rt.kind
+            )));
+        }
+        if let Some(api_version) = object["apiVersion"].as_str() {
+            let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            if group != rt.group {
+                return Err(ApiError::bad_request(format!(
+                    "the API version of the object ({api_version}) does not match the resource ({})",
+                    rt.api_version()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn require_namespace(&self, rt: &ResourceType, namespace: &str) -> Result<(), ApiError> {
+        if !rt.namespaced {
+            return Ok(());
+        }
+        match self.store.get(NAMESPACE_KEY, "", namespace) {
+            None => Err(ApiError::not_found("", "namespaces", namespace)),
+            Some(ns) if ns["metadata"]["deletionTimestamp"].is_string() => {
+                Err(ApiError::forbidden_terminating(namespace))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// A custom resource's schema rules ([`crate::schema`]): prunes and defaults `object` in
+    /// place, answers unknown fields as `fieldValidation` asks, and refuses an invalid object
+    /// with 422 and a cause per field.
+    fn admit(
+        &mut self,
+        rt: &ResourceType,
+        object: &mut Value,
+        name: &str,
+        options: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let Some(schema) = rt.schema.as_ref().filter(|_| !rt.builtin) else {
+            return Ok(());
+        };
+        let admission = crate::schema::admit(schema, object);
+        let unknown = admission
+            .unknown_fields
+            .iter()
+            .map(|path| format!("unknown field \"{path}\""));
+        match options.field_validation {
+            FieldValidation::Strict if !admission.unknown_fields.is_empty() => {
+                let unknown: Vec<String> = unknown.collect();
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                    unknown.join(", "),
+                    kind = rt.kind,
+                    version = rt.version,
+                )));
+            }
+            FieldValidation::Warn => self.warnings.extend(unknown),
+            FieldValidation::Strict | FieldValidation::Ignore => {}
+        }
+        if admission.causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid_fields(
+                &rt.group,
+                &rt.kind,
+                name,
+                &admission.causes,
+            ))
+        }
+    }
+
+    /// The core events type, when `rt` is the `events.k8s.io` view of them: writes through the
+    /// view are converted and made to the stored events.
+    fn stored_events(&self, rt: &ResourceType) -> Option<ResourceType> {
+        if !events::is_events_view(rt) {
+            return None;
+        }
+        self.registry.find("", "v1", "events").cloned()
+    }
+
+    /// Finds the resource type serving objects stored under `storage_key` (any version).
+    pub fn type_for_key(&self, storage_key: &str) -> Option<ResourceType> {
+        self.registry
+            .all()
+            .iter()
+            .find(|t| t.storage_key() == storage_key)
+            .cloned()
+    }
+}
+
+fn encode_continue(namespace: &str, name: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!([namespace, name]).to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+    use base64::Engine;
+    let invalid = || ApiError::bad_request("invalid continue token");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| invalid())?;
+    let (namespace, name): (String, String) =
+        serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    Ok((namespace, name))
+}

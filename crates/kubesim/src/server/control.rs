@@ -1,0 +1,81 @@
+//! The `/kubesim/...` control endpoints tests drive: counters, deletes, faults, compaction.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::faults::FaultRule;
+use crate::shared::Shared;
+
+use super::{error_response, json_response};
+
+/// `/kubesim/...`: counters, faults, watch closing and history compaction over HTTP.
+pub(super) fn control(shared: &Shared, method: &Method, rest: &[&str], body: &Bytes) -> Response {
+    match (method.as_str(), rest) {
+        ("GET", ["counters"]) => json_response(StatusCode::OK, &json!(shared.faults.counters())),
+        ("GET", ["deletes"]) => json_response(StatusCode::OK, &json!(shared.faults.deletes())),
+        ("DELETE", ["counters"]) => {
+            shared.faults.reset_counters();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("GET", ["faults"]) => json_response(
+            StatusCode::OK,
+            &json!({"rules": shared.faults.rules(), "latencyMillis": shared.faults.latency().as_millis() as u64}),
+        ),
+        ("POST", ["faults"]) => match serde_json::from_slice::<FaultRule>(body) {
+            Ok(rule) => {
+                shared.faults.add_rule(rule);
+                json_response(StatusCode::OK, &json!({}))
+            }
+            Err(e) => error_response(&ApiError::bad_request(format!("invalid fault rule: {e}"))),
+        },
+        ("POST", ["latency"]) => match serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| v["millis"].as_u64())
+        {
+            Some(millis) => {
+                shared.faults.set_latency(Duration::from_millis(millis));
+                json_response(StatusCode::OK, &json!({}))
+            }
+            None => error_response(&ApiError::bad_request("expected {\"millis\": N}")),
+        },
+        ("DELETE", ["faults"]) => {
+            shared.faults.clear();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("GET", ["kubelet", "rules"]) => {
+            json_response(StatusCode::OK, &json!(shared.kubelet.rules()))
+        }
+        ("POST", ["kubelet", "rules"]) => {
+            match serde_json::from_slice::<crate::kubelet::KubeletRule>(body) {
+                Ok(rule) => {
+                    shared.kubelet.add_rule(rule);
+                    json_response(StatusCode::OK, &json!({}))
+                }
+                Err(e) => {
+                    error_response(&ApiError::bad_request(format!("invalid kubelet rule: {e}")))
+                }
+            }
+        }
+        ("DELETE", ["kubelet", "rules"]) => {
+            shared.kubelet.set_rules(Vec::new());
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("POST", ["close-watches"]) => {
+            shared.faults.close_watches();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        ("POST", ["compact"]) => {
+            shared.lock().store.compact();
+            json_response(StatusCode::OK, &json!({}))
+        }
+        _ => error_response(&ApiError::path_not_found(&format!(
+            "/kubesim/{}",
+            rest.join("/")
+        ))),
+    }
+}

@@ -1,0 +1,273 @@
+//! The HTTP face of kubesim: routes Kubernetes API paths to [`crate::api`] verbs and applies
+//! counters and faults; reading requests, the read verbs, watches, logs, discovery and the
+//! control endpoints each have a module here.
+
+mod control;
+mod discovery;
+mod logs;
+mod request;
+mod verbs;
+mod watch;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::api::Cluster;
+use crate::error::ApiError;
+use crate::shared::Shared;
+
+use control::control;
+use discovery::{
+    group_list, openapi_v2, openapi_v3_group_version, openapi_v3_root, resource_list, version,
+};
+use logs::pod_log;
+use request::{Query, Target, delete_options, patch_type, request_object, resolve, write_options};
+use verbs::{delete_collection, get, list};
+use watch::watch;
+
+pub fn router(shared: Arc<Shared>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(shared)
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error_response(err: &ApiError) -> Response {
+    let status = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = json_response(status, &err.status());
+    if let Some(seconds) = err.retry_after
+        && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+/// The API server's limit on a request body (3 MiB): larger writes are refused with 413.
+const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            let over_limit = std::error::Error::source(&err)
+                .is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
+            return error_response(&if over_limit {
+                ApiError::too_large(MAX_REQUEST_BODY_BYTES)
+            } else {
+                ApiError::bad_request(format!("the request body could not be read: {err}"))
+            });
+        }
+    };
+    let query = Query::parse(parts.uri.query());
+    let path = parts.uri.path().trim_end_matches('/').to_owned();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        ["version"] => return json_response(StatusCode::OK, &version()),
+        ["healthz" | "readyz" | "livez"] => return (StatusCode::OK, "ok").into_response(),
+        ["openapi", "v2"] => return json_response(StatusCode::OK, &openapi_v2()),
+        ["openapi", "v3"] => return json_response(StatusCode::OK, &openapi_v3_root(&shared)),
+        ["openapi", "v3", "api", "v1"] => {
+            return openapi_v3_group_version(&shared, "", "v1", &path);
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return openapi_v3_group_version(&shared, group, version, &path);
+        }
+        ["kubesim", rest @ ..] => return control(&shared, &parts.method, rest, &body),
+        ["api"] => {
+            return json_response(
+                StatusCode::OK,
+                &json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1")}]}),
+            );
+        }
+        ["apis"] => return json_response(StatusCode::OK, &group_list(&shared)),
+        ["apis", group] => {
+            return match group_list(&shared)["groups"]
+                .as_array()
+                .and_then(|g| g.iter().find(|g| g["name"] == *group))
+            {
+                Some(found) => {
+                    let mut g = found.clone();
+                    g["kind"] = json!("APIGroup");
+                    g["apiVersion"] = json!("v1");
+                    json_response(StatusCode::OK, &g)
+                }
+                None => error_response(&ApiError::path_not_found(&path)),
+            };
+        }
+        ["api", "v1"] => return resource_list(&shared, "", "v1", &path),
+        ["apis", group, version] => return resource_list(&shared, group, version, &path),
+        _ => {}
+    }
+    let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (group, version, rest),
+        _ => return error_response(&ApiError::path_not_found(&path)),
+    };
+    let target = match resolve(&shared, group, version, rest) {
+        Ok(target) => target,
+        Err(err) => return error_response(&err),
+    };
+    let verb = verb_of(&parts.method, &target, &query);
+    let agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    shared.faults.count_for(agent, verb, &target.counter_name());
+    let latency = shared.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(rule) = shared.faults.roll(verb, &target.counter_name()) {
+        let err = if rule.status == 429 {
+            ApiError::too_many_requests(rule.retry_after_seconds.unwrap_or(1))
+        } else {
+            let mut err = ApiError::injected(rule.status);
+            err.retry_after = rule.retry_after_seconds;
+            err
+        };
+        return error_response(&err);
+    }
+    if verb == "get"
+        && target.rt.storage_key() == crate::api::POD_KEY
+        && target.subresource.as_deref() == Some("log")
+    {
+        return pod_log(shared, &target, &query);
+    }
+    let as_table = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("as=Table"));
+    let mut warnings = Vec::new();
+    let result = match verb {
+        "watch" => return watch(shared, target, &query, as_table),
+        "list" => {
+            return match list(&shared, &target, &query, as_table) {
+                Ok(response) => response,
+                Err(err) => error_response(&err),
+            };
+        }
+        "get" => get(&shared, &target, as_table),
+        "create" => request_object(&parts.headers, &body).and_then(|object| {
+            let options = write_options(&query)?;
+            let namespace = target.namespace.clone().unwrap_or_default();
+            write(&shared, &mut warnings, |cluster| {
+                cluster.create(&target.rt, &namespace, object, &options)
+            })
+        }),
+        "update" => request_object(&parts.headers, &body).and_then(|object| {
+            let options = write_options(&query)?;
+            write(&shared, &mut warnings, |cluster| {
+                cluster.update(
+                    &target.rt,
+                    target.namespace.as_deref().unwrap_or(""),
+                    target.name.as_deref().unwrap_or(""),
+                    target.subresource.as_deref(),
+                    object,
+                    &options,
+                )
+            })
+        }),
+        "patch" => patch_type(&parts.headers).and_then(|patch_type| {
+            let options = write_options(&query)?;
+            write(&shared, &mut warnings, |cluster| {
+                cluster.patch(
+                    &target.rt,
+                    target.namespace.as_deref().unwrap_or(""),
+                    target.name.as_deref().unwrap_or(""),
+                    target.subresource.as_deref(),
+                    patch_type,
+                    &body,
+                    &options,
+                )
+            })
+        }),
+        "delete" => delete_options(&parts.headers, &body, &query).and_then(|options| {
+            let result = shared.lock().delete(
+                &target.rt,
+                target.namespace.as_deref().unwrap_or(""),
+                target.name.as_deref().unwrap_or(""),
+                &options,
+            );
+            shared.faults.record_delete(crate::faults::DeleteRequest {
+                resource: target.counter_name(),
+                namespace: target.namespace.clone().unwrap_or_default(),
+                name: target.name.clone().unwrap_or_default(),
+                grace_period_seconds: options.grace_period_seconds,
+                precondition_uid: options.precondition_uid.clone(),
+                status: result.as_ref().map_or_else(|e| e.code, |_| 200),
+            });
+            result
+        }),
+        "deletecollection" => delete_collection(&shared, &target, &query, &parts.headers, &body),
+        _ => Err(ApiError::method_not_allowed(format!(
+            "{} is not supported here",
+            parts.method
+        ))),
+    };
+    if matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    ) {
+        shared.changed.notify_waiters();
+    }
+    match result {
+        Ok(value) => {
+            let status = if verb == "create" && query.get("dryRun").is_none_or(|d| d != "All") {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            let mut response = json_response(status, &value);
+            for warning in warnings {
+                // RFC 7234 warn-code 299, with the text quoted, as the API server sends it.
+                let text = format!("299 - {}", Value::String(warning));
+                if let Ok(value) = HeaderValue::from_str(&text) {
+                    response.headers_mut().append(header::WARNING, value);
+                }
+            }
+            response
+        }
+        Err(err) => error_response(&err),
+    }
+}
+
+/// Runs one write under the lock and collects the warnings it leaves for the response.
+fn write(
+    shared: &Shared,
+    warnings: &mut Vec<String>,
+    operation: impl FnOnce(&mut Cluster) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    let mut cluster = shared.lock();
+    cluster.warnings.clear();
+    let result = operation(&mut cluster);
+    *warnings = std::mem::take(&mut cluster.warnings);
+    result
+}
+
+fn verb_of(method: &Method, target: &Target, query: &Query) -> &'static str {
+    match (method.as_str(), target.name.is_some()) {
+        ("GET", false) if query.flag("watch") => "watch",
+        ("GET", false) => "list",
+        ("GET", true) => "get",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unsupported",
+    }
+}

@@ -1,0 +1,30 @@
+//! State shared by the HTTP server, the simulated kubelet, the garbage collector and the
+//! library: the cluster behind one lock, faults, logs and the change notification.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::api::Cluster;
+use crate::faults::Faults;
+
+/// State shared by the server, the simulated kubelet, the garbage collector and the library.
+pub struct Shared {
+    pub cluster: Mutex<Cluster>,
+    pub faults: Faults,
+    pub kubelet: Arc<crate::kubelet::Kubelet>,
+    pub bookmark_interval: Duration,
+    /// Woken after every write, for the background controllers.
+    pub changed: Notify,
+    /// What the simulated kubelet's containers wrote.
+    pub logs: crate::logs::Logs,
+}
+
+impl Shared {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Cluster> {
+        self.cluster
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
