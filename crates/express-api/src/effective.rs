@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::keys::{DEFAULT_IMAGE_REPOSITORY, LABEL_DEPLOYMENT_REVISION};
+use crate::names::{label_key_problem, label_value_problem};
 use crate::{NodeDefaults, NodeKind, NodeSpec};
 
 /// Number of hex digits of the SHA-256 kept in a revision. 40 bits: collisions among the few
@@ -40,6 +41,8 @@ pub enum EffectiveSpecError {
     InvalidImage(String, &'static str),
     #[error("podTemplate is invalid: {0}")]
     InvalidPodTemplate(String),
+    #[error("podTemplate.metadata.labels[{key:?}] would make an invalid pod: {why}")]
+    InvalidPodLabel { key: String, why: String },
 }
 
 /// The pod-relevant spec of one node after defaults are applied.
@@ -151,8 +154,21 @@ pub fn effective_spec(
         merge_into(&mut pod_template, layer);
     }
     strip_nulls(&mut pod_template);
-    serde_json::from_value::<PodTemplateSpec>(pod_template.clone())
+    let template = serde_json::from_value::<PodTemplateSpec>(pod_template.clone())
         .map_err(|err| EffectiveSpecError::InvalidPodTemplate(err.to_string()))?;
+    // The template's labels are the pod's: one the API server would refuse stops the node here.
+    let labels = template.metadata.and_then(|m| m.labels).unwrap_or_default();
+    for (key, value) in &labels {
+        let why = label_key_problem(key)
+            .map(|why| format!("the key {why}"))
+            .or_else(|| label_value_problem(value).map(|why| format!("the value {why}")));
+        if let Some(why) = why {
+            return Err(EffectiveSpecError::InvalidPodLabel {
+                key: key.clone(),
+                why,
+            });
+        }
+    }
 
     Ok(EffectiveNodeSpec {
         express_version,

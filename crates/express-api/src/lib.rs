@@ -13,6 +13,7 @@ pub mod effective;
 pub mod history;
 pub mod keys;
 pub mod lenient;
+pub mod names;
 pub mod natural;
 pub mod objects;
 pub mod types;

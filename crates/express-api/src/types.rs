@@ -60,8 +60,9 @@ impl fmt::Display for NodeKind {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterConfig {
-    /// Nodes with the same clusterName in one namespace form one Express cluster.
-    #[schemars(length(min = 1))]
+    /// Nodes with the same clusterName in one namespace form one Express cluster. It is the
+    /// `express.dev/cluster` label of their pods, so it must be a valid label value.
+    #[schemars(length(min = 1, max = 63), pattern(crate::names::LABEL_VALUE_PATTERN))]
     pub cluster_name: String,
     #[serde(rename = "tenantID", default, skip_serializing_if = "Option::is_none")]
     pub tenant_id: Option<i64>,
@@ -587,6 +588,7 @@ impl Default for RolloutSettings {
 pub struct ExpressClusterSpec {
     /// The clusterName its nodes carry; defaults to the object's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), pattern(crate::names::LABEL_VALUE_PATTERN))]
     pub cluster_name: Option<String>,
     #[serde(rename = "tenantID", default, skip_serializing_if = "Option::is_none")]
     pub tenant_id: Option<i64>,

@@ -506,3 +506,33 @@ async fn status_values_a_newer_build_wrote_read_as_unknown_and_the_tenant_goes_o
     assert_eq!(undecodable_gauge(&metrics, "Frontend"), "0");
     assert_eq!(undecodable_gauge(&metrics, "ExpressCluster"), "0");
 }
+
+#[tokio::test]
+async fn a_node_whose_name_cannot_label_its_pod_is_refused_before_any_pod_is_tried() {
+    let long = "x".repeat(60);
+    let name = format!("acme-{long}");
+    let (env, metrics) = run_with(async |client: &kube::Client| {
+        add_frontend_with(client, &long, json!({})).await;
+    })
+    .await;
+    other_tenant_is_healthy(&env.client).await;
+    eventually("the long-named node to say why it gets no pod", || async {
+        let message = node_message(&env.client, &name).await;
+        message.contains("express.dev/node") && message.contains("63")
+    })
+    .await;
+    eventually("the rest of acme to run", || async {
+        pod_names(&env.client, NS).await == ["acme-be", "acme-fe1", "acme-fe2", "acme-fe3"]
+    })
+    .await;
+    // No pod was ever attempted for it (kubesim would refuse one, as the API server does): the
+    // operator's pod creations are exactly the six pods of both tenants.
+    let text = metrics.encode();
+    let creations = text
+        .lines()
+        .find(|l| l.starts_with("express_operator_actions_total{action=\"create_pod\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(creations, "6", "{text}");
+}

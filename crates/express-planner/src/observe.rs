@@ -11,9 +11,11 @@ use express_api::keys::{
     ANNOTATION_BOUNCE_FORCE, ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_EXPRESS_VERSION,
     ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID,
     ANNOTATION_SHUTDOWN_PROTECTION, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL,
-    CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_DEPLOYMENT_REVISION,
+    CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_CLUSTER,
+    LABEL_DEPLOYMENT_REVISION, LABEL_NODE,
 };
 use express_api::lenient::Undecodable;
+use express_api::names::label_value_problem;
 use express_api::{
     BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
 };
@@ -178,6 +180,11 @@ impl<'a> Grouped<'a> {
 
         let governing = clusters.first().copied();
         let mut spec_errors = Vec::new();
+        if let Some(why) = label_value_problem(cluster_name) {
+            spec_errors.push(format!(
+                "clusterName {cluster_name:?} cannot be its pods' {LABEL_CLUSTER} label: it {why}"
+            ));
+        }
         if clusters.len() > 1 {
             let names: Vec<&str> = clusters
                 .iter()
@@ -365,6 +372,13 @@ fn desired_state(
     node: &NodeRef<'_>,
     cluster: Option<&ExpressCluster>,
 ) -> Result<DesiredState, String> {
+    // The node's name is its pod's name and the pod's `express.dev/node` label value.
+    let name = node.name();
+    if let Some(why) = label_value_problem(name) {
+        return Err(format!(
+            "the node name {name:?} cannot be its pod's {LABEL_NODE} label: it {why}"
+        ));
+    }
     let defaults = cluster.and_then(|c| c.spec.defaults.for_kind(node.kind()));
     let effective =
         effective_spec(node.kind(), node.spec(), defaults).map_err(|e| e.to_string())?;

@@ -359,3 +359,64 @@ fn abort_and_retry_requests_are_read_from_the_express_cluster() {
     assert_eq!(snapshot.control.abort_request, None);
     assert_eq!(snapshot.control.retry_request, None);
 }
+
+/// What becomes a label value or a pod name is checked before any pod is attempted: a node
+/// whose name or pod labels the API server would refuse is invalid (named), a clusterName that
+/// cannot be a label blocks its cluster; valid neighbours are not touched.
+#[test]
+fn names_that_would_make_invalid_pods_are_invalid_specs() {
+    let long = format!("acme-{}", "x".repeat(60));
+    let objects = Objects {
+        frontends: vec![
+            frontend("a", &long, "acme", json!({"expressVersion": "v1"})),
+            frontend(
+                "a",
+                "acme-fe1",
+                "acme",
+                json!({"expressVersion": "v1", "podTemplate": {"metadata": {"labels": {"team": "sre ops"}}}}),
+            ),
+            frontend("a", "acme-fe2", "acme", json!({"expressVersion": "v1"})),
+            frontend(
+                "a",
+                "bad-fe1",
+                "bad cluster",
+                json!({"expressVersion": "v1"}),
+            ),
+        ],
+        ..Objects::default()
+    };
+    let found = objects.snapshots();
+    let acme = found
+        .iter()
+        .find(|s| s.cluster_name == "acme")
+        .expect("acme");
+    let why = |name: &str| {
+        acme.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .and_then(|n| n.desired.clone().err())
+    };
+    assert!(
+        why(&long).is_some_and(|w| w.contains("express.dev/node") && w.contains("63")),
+        "{:?}",
+        why(&long)
+    );
+    assert!(
+        why("acme-fe1").is_some_and(|w| w.contains("podTemplate.metadata.labels[\"team\"]")),
+        "{:?}",
+        why("acme-fe1")
+    );
+    assert_eq!(why("acme-fe2"), None);
+    assert!(acme.spec_errors.is_empty());
+    let bad = found
+        .iter()
+        .find(|s| s.cluster_name == "bad cluster")
+        .expect("bad");
+    assert!(
+        bad.spec_errors
+            .iter()
+            .any(|e| e.contains("clusterName \"bad cluster\"") && e.contains("express.dev/cluster")),
+        "{:?}",
+        bad.spec_errors
+    );
+}

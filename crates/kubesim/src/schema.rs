@@ -29,6 +29,15 @@ pub struct Cause {
 }
 
 impl Cause {
+    /// `field: Invalid value: "value": why`, a `FieldValueInvalid` cause.
+    pub fn invalid(field: &str, value: &str, why: &str) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid",
+            field: field.to_owned(),
+            message: format!("Invalid value: {value:?}: {why}"),
+        }
+    }
+
     /// `spec.up: Invalid value: ...`, the form the API server puts in its message.
     pub fn describe(&self) -> String {
         format!("{}: {}", self.field, self.message)

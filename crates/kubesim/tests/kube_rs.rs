@@ -556,13 +556,17 @@ async fn custom_resources_are_pruned_defaulted_and_validated_against_their_schem
         .into_iter()
         .map(|c| (c.field, c.reason))
         .collect();
+    // An empty clusterName breaks both minLength and the label-value pattern: the API server
+    // lists every rule a field breaks.
+    let cluster_name = (
+        "spec.clusterConfig.clusterName".to_owned(),
+        "FieldValueInvalid".to_owned(),
+    );
     assert_eq!(
         causes,
         [
-            (
-                "spec.clusterConfig.clusterName".to_owned(),
-                "FieldValueInvalid".to_owned()
-            ),
+            cluster_name.clone(),
+            cluster_name,
             ("spec.up".to_owned(), "FieldValueTypeInvalid".to_owned()),
         ]
     );
@@ -617,4 +621,69 @@ async fn custom_resources_are_pruned_defaulted_and_validated_against_their_schem
         .await
         .unwrap();
     assert_eq!(again.metadata.generation, Some(1));
+}
+
+/// Label keys and values are checked as the API server checks them, on every kind and every
+/// write: a pod the operator would label with a 64-character name is refused with 422.
+#[tokio::test]
+async fn labels_the_api_server_refuses_are_refused() {
+    let (_sim, client) = start().await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let with_labels = |name: &str, labels: serde_json::Value| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
+            .expect("configmap")
+    };
+    let refused = |result: Result<ConfigMap, kube::Error>| match result {
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        other => panic!("not refused: {other:?}"),
+    };
+    let (code, message) = refused(
+        maps.create(
+            &PostParams::default(),
+            &with_labels("long", json!({"express.dev/node": "x".repeat(64)})),
+        )
+        .await,
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("must be no more than 63 characters"),
+        "{message}"
+    );
+    let (code, message) = refused(
+        maps.create(
+            &PostParams::default(),
+            &with_labels("spaces", json!({"team": "sre ops"})),
+        )
+        .await,
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("a valid label must be an empty string"),
+        "{message}"
+    );
+    let (code, message) = refused(
+        maps.create(
+            &PostParams::default(),
+            &with_labels("key", json!({"Bad.Prefix/x": "v"})),
+        )
+        .await,
+    );
+    assert_eq!(code, 422);
+    assert!(message.contains("prefix part"), "{message}");
+    // Valid labels (empty values included) pass, and a patch is checked too.
+    maps.create(
+        &PostParams::default(),
+        &with_labels("fine", json!({"express.dev/cluster": "acme", "empty": ""})),
+    )
+    .await
+    .expect("valid labels");
+    let (code, _) = refused(
+        maps.patch(
+            "fine",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"express.dev/cluster": "-acme"}}})),
+        )
+        .await,
+    );
+    assert_eq!(code, 422);
 }

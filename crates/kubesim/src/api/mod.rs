@@ -198,6 +198,74 @@ fn is_valid_name(name: &str) -> bool {
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
+/// The label regex the API server names in its messages.
+const LABEL_VALUE_REGEX: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+const LABEL_NAME_REGEX: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+
+fn label_name_ok(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+}
+
+/// The API server's checks of `metadata.labels` (keys `[prefix/]name`, values at most 63
+/// characters of the label alphabet), as `details.causes` in its words.
+fn label_problems(object: &Value) -> Vec<crate::schema::Cause> {
+    let Some(labels) = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    let mut causes = Vec::new();
+    for (key, value) in labels {
+        let field = "metadata.labels";
+        let (prefix, name) = match key.split_once('/') {
+            Some((prefix, name)) => (Some(prefix), name),
+            None => (None, key.as_str()),
+        };
+        if prefix.is_some_and(|p| !is_valid_name(p)) {
+            causes.push(crate::schema::Cause::invalid(
+                field,
+                key,
+                "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            ));
+        } else if !label_name_ok(name) {
+            causes.push(crate::schema::Cause::invalid(
+                field,
+                key,
+                &format!(
+                    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (regex used for validation is '{LABEL_NAME_REGEX}')"
+                ),
+            ));
+        }
+        let Some(value) = value.as_str() else {
+            continue;
+        };
+        if value.len() > 63 {
+            causes.push(crate::schema::Cause::invalid(
+                field,
+                value,
+                "must be no more than 63 characters",
+            ));
+        } else if !value.is_empty() && !label_name_ok(value) {
+            causes.push(crate::schema::Cause::invalid(
+                field,
+                value,
+                &format!(
+                    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (regex used for validation is '{LABEL_VALUE_REGEX}')"
+                ),
+            ));
+        }
+    }
+    causes
+}
+
 fn random_suffix(len: usize) -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -333,6 +401,15 @@ impl Cluster {
         name: &str,
         options: &WriteOptions,
     ) -> Result<(), ApiError> {
+        let label_causes = label_problems(object);
+        if !label_causes.is_empty() {
+            return Err(ApiError::invalid_fields(
+                &rt.group,
+                &rt.kind,
+                name,
+                &label_causes,
+            ));
+        }
         let Some(schema) = rt.schema.as_ref().filter(|_| !rt.builtin) else {
             return Ok(());
         };
