@@ -78,12 +78,17 @@ fn dynamic(kind: &str, plural: &str, version: &str, group: &str) -> ApiResource 
     }
 }
 
-async fn create_raw(client: &kube::Client, resource: &ApiResource, object: Value) {
-    let object: DynamicObject = serde_json::from_value(object).expect("object");
-    Api::<DynamicObject>::namespaced_with(client.clone(), NS, resource)
-        .create(&PostParams::default(), &object)
-        .await
-        .expect("create");
+/// Stores a built-in object whose fields this build's types refuse. The API server refuses to
+/// write such an object itself, so kubesim plants it as storage written by another version
+/// would hold it.
+fn plant(env: &Env, resource: &ApiResource, object: Value) {
+    env.sim
+        .store_unchecked(
+            (&resource.group, &resource.version, &resource.plural),
+            NS,
+            object,
+        )
+        .expect("planted");
 }
 
 /// Tenant `globex` (namespace `other`): an ExpressCluster, a Backend and one Frontend.
@@ -123,7 +128,7 @@ async fn other_tenant(client: &kube::Client) {
 /// The operator, with its metrics, on a cluster holding the poisoned object (written by
 /// `poison` before the operator starts), the odd tenant `acme` (be, fe1, fe2, fe3 in `tenant`)
 /// and the valid tenant `globex`.
-async fn run_with(poison: impl AsyncFnOnce(&kube::Client)) -> (Env, std::sync::Arc<Metrics>) {
+async fn run_with(poison: impl AsyncFnOnce(&Env)) -> (Env, std::sync::Arc<Metrics>) {
     let env = env_without_operator().await;
     tenant(
         &env,
@@ -131,7 +136,7 @@ async fn run_with(poison: impl AsyncFnOnce(&kube::Client)) -> (Env, std::sync::A
         &[("fe1", json!({})), ("fe2", json!({})), ("fe3", json!({}))],
     )
     .await;
-    poison(&env.client).await;
+    poison(&env).await;
     let metrics = Metrics::new();
     operator_with_metrics(
         &env.client,
@@ -244,7 +249,8 @@ async fn node_message(client: &kube::Client, name: &str) -> String {
 
 #[tokio::test]
 async fn an_unreadable_frontend_stops_only_what_waits_for_it() {
-    let (env, metrics) = run_with(async |client: &kube::Client| {
+    let (env, metrics) = run_with(async |env: &Env| {
+        let client = &env.client;
         under_a_looser_crd(client, "frontends", || async {
             Api::<DynamicObject>::namespaced_with(
                 client.clone(),
@@ -298,7 +304,8 @@ async fn an_unreadable_frontend_stops_only_what_waits_for_it() {
 
 #[tokio::test]
 async fn an_unreadable_backend_holds_its_tenant_and_no_other() {
-    let (env, metrics) = run_with(async |client: &kube::Client| {
+    let (env, metrics) = run_with(async |env: &Env| {
+        let client = &env.client;
         under_a_looser_crd(client, "backends", || async {
             Api::<DynamicObject>::namespaced_with(
                 client.clone(),
@@ -336,7 +343,8 @@ async fn an_unreadable_backend_holds_its_tenant_and_no_other() {
 
 #[tokio::test]
 async fn an_unreadable_express_cluster_blocks_its_tenant_and_says_so_on_the_nodes() {
-    let (env, metrics) = run_with(async |client: &kube::Client| {
+    let (env, metrics) = run_with(async |env: &Env| {
+        let client = &env.client;
         under_a_looser_crd(client, "expressclusters", || async {
             Api::<DynamicObject>::namespaced_with(
                 client.clone(),
@@ -382,16 +390,15 @@ async fn an_unreadable_express_cluster_blocks_its_tenant_and_says_so_on_the_node
 
 #[tokio::test]
 async fn an_unreadable_pod_blocks_its_tenant_and_no_other() {
-    let (env, metrics) = run_with(async |client: &kube::Client| {
-        create_raw(
-            client,
+    let (env, metrics) = run_with(async |env: &Env| {
+        plant(
+            env,
             &ApiResource::erase::<Pod>(&()),
             json!({"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": "acme-stray", "namespace": NS,
                                 "labels": {"express.dev/cluster": "acme"}},
                    "spec": {"containers": [{"name": "x", "image": "i"}], "priority": "high"}}),
-        )
-        .await;
+        );
     })
     .await;
     other_tenant_is_healthy(&env.client).await;
@@ -402,15 +409,14 @@ async fn an_unreadable_pod_blocks_its_tenant_and_no_other() {
 
 #[tokio::test]
 async fn an_unreadable_control_config_map_holds_its_namespace_only() {
-    let (env, metrics) = run_with(async |client: &kube::Client| {
-        create_raw(
-            client,
+    let (env, metrics) = run_with(async |env: &Env| {
+        plant(
+            env,
             &dynamic("ConfigMap", "configmaps", "v1", ""),
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "express-control", "namespace": NS},
                    "data": {"paused": true}}),
-        )
-        .await;
+        );
     })
     .await;
     other_tenant_is_healthy(&env.client).await;
@@ -421,16 +427,15 @@ async fn an_unreadable_control_config_map_holds_its_namespace_only() {
 
 #[tokio::test]
 async fn an_unreadable_controller_revision_blocks_its_tenant_and_no_other() {
-    let (env, metrics) = run_with(async |client: &kube::Client| {
-        create_raw(
-            client,
+    let (env, metrics) = run_with(async |env: &Env| {
+        plant(
+            env,
             &dynamic("ControllerRevision", "controllerrevisions", "v1", "apps"),
             json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
                    "metadata": {"name": "acme-fe1-old", "namespace": NS,
                                 "labels": {"express.dev/cluster": "acme"}},
                    "revision": "one", "data": {}}),
-        )
-        .await;
+        );
     })
     .await;
     other_tenant_is_healthy(&env.client).await;
@@ -449,7 +454,8 @@ async fn status_values_a_newer_build_wrote_read_as_unknown_and_the_tenant_goes_o
     // the same field manager, so this build's next write replaces it whole.
     let newer_build = PatchParams::apply(express_api::keys::FIELD_MANAGER).force();
     let newer_build = &newer_build;
-    let (env, metrics) = run_with(async |client: &kube::Client| {
+    let (env, metrics) = run_with(async |env: &Env| {
+        let client = &env.client;
         under_a_looser_crd(client, "frontends", || async {
             Api::<DynamicObject>::namespaced_with(
                 client.clone(),
@@ -511,7 +517,8 @@ async fn status_values_a_newer_build_wrote_read_as_unknown_and_the_tenant_goes_o
 async fn a_node_whose_name_cannot_label_its_pod_is_refused_before_any_pod_is_tried() {
     let long = "x".repeat(60);
     let name = format!("acme-{long}");
-    let (env, metrics) = run_with(async |client: &kube::Client| {
+    let (env, metrics) = run_with(async |env: &Env| {
+        let client = &env.client;
         add_frontend_with(client, &long, json!({})).await;
     })
     .await;

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod apply;
+pub mod builtin;
 pub mod clock;
 pub mod error;
 pub mod events;
@@ -194,6 +195,32 @@ impl KubeSim {
     /// Forgets watch history: resuming from any earlier resourceVersion gets 410 Gone.
     pub fn compact(&self) {
         self.shared.lock().store.compact();
+    }
+
+    /// Stores `object` (of resource `group`/`version`/`plural`) as it is, skipping the checks an
+    /// API request goes through (field types, labels, schema): what an API server of another
+    /// version, or a CRD since tightened, can leave in storage. For tests of clients that must
+    /// survive such objects; nothing reachable over HTTP does this.
+    pub fn store_unchecked(
+        &self,
+        (group, version, plural): (&str, &str, &str),
+        namespace: &str,
+        object: serde_json::Value,
+    ) -> Result<serde_json::Value, error::ApiError> {
+        let mut cluster = self.shared.lock();
+        let rt = cluster
+            .registry
+            .find(group, version, plural)
+            .cloned()
+            .ok_or_else(|| error::ApiError::not_found(group, plural, ""))?;
+        let options = api::WriteOptions {
+            unchecked: true,
+            ..api::WriteOptions::default()
+        };
+        let stored = cluster.create(&rt, namespace, object, &options);
+        drop(cluster);
+        self.shared.changed.notify_waiters();
+        stored
     }
 
     /// The current (highest) resourceVersion.

@@ -687,3 +687,146 @@ async fn labels_the_api_server_refuses_are_refused() {
     );
     assert_eq!(code, 422);
 }
+
+/// What the API server's decoder refuses is refused here too, and nothing of it is stored.
+#[tokio::test]
+async fn bodies_the_api_server_cannot_decode_are_refused() {
+    let (_sim, client) = start().await;
+    install_crds(&client).await;
+    let raw = |group: &str, version: &str, kind: &str, plural: &str| {
+        let resource = kube::core::ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: if group.is_empty() {
+                version.into()
+            } else {
+                format!("{group}/{version}")
+            },
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), "default", &resource)
+    };
+    let object = |value: serde_json::Value| -> kube::api::DynamicObject {
+        serde_json::from_value(value).expect("object")
+    };
+    let status = |result: Result<kube::api::DynamicObject, kube::Error>| match result {
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        other => panic!("not refused: {other:?}"),
+    };
+    let frontends = raw("express.dev", "v1alpha1", "Frontend", "frontends");
+
+    // An API version the CRD does not serve.
+    let (code, message) = status(
+        frontends
+            .create(
+                &PostParams::default(),
+                &object(json!({"apiVersion": "express.dev/v9", "kind": "Frontend",
+                    "metadata": {"name": "acme-fe1"},
+                    "spec": {"clusterConfig": {"clusterName": "acme"}}})),
+            )
+            .await,
+    );
+    assert_eq!(code, 400);
+    assert!(message.contains("express.dev/v9") && message.contains("express.dev/v1alpha1"));
+
+    // A ConfigMap whose data is not strings.
+    let maps = raw("", "v1", "ConfigMap", "configmaps");
+    let (code, message) = status(
+        maps.create(
+            &PostParams::default(),
+            &object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "flags"}, "data": {"x": true}})),
+        )
+        .await,
+    );
+    assert_eq!(code, 400);
+    assert!(message.contains("data.x"), "{message}");
+
+    // A custom resource is never replaced without a resourceVersion; a ConfigMap may be.
+    let created = frontends
+        .create(
+            &PostParams::default(),
+            &object(
+                json!({"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
+                "metadata": {"name": "acme-fe1"},
+                "spec": {"clusterConfig": {"clusterName": "acme"}}}),
+            ),
+        )
+        .await
+        .expect("valid frontend");
+    let mut unconditional = created.clone();
+    unconditional.metadata.resource_version = None;
+    let (code, message) = status(
+        frontends
+            .replace("acme-fe1", &PostParams::default(), &unconditional)
+            .await,
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("must be specified for an update"),
+        "{message}"
+    );
+    frontends
+        .replace("acme-fe1", &PostParams::default(), &created)
+        .await
+        .expect("with its resourceVersion");
+    maps.create(
+        &PostParams::default(),
+        &object(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flags"}})),
+    )
+    .await
+    .expect("configmap");
+    maps.replace(
+        "flags",
+        &PostParams::default(),
+        &object(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "flags"},
+            "data": {"x": "1"}}),
+        ),
+    )
+    .await
+    .expect("built-in kinds may be replaced unconditionally");
+
+    // The name and namespace in the body must be the URL's; the kind must be the resource's.
+    let mut renamed = created.clone();
+    renamed.metadata.name = Some("acme-fe2".into());
+    let (code, _) = status(
+        frontends
+            .replace("acme-fe1", &PostParams::default(), &renamed)
+            .await,
+    );
+    assert_eq!(code, 400);
+    let mut moved = created.clone();
+    moved.metadata.namespace = Some("kube-system".into());
+    let (code, message) = status(
+        frontends
+            .replace("acme-fe1", &PostParams::default(), &moved)
+            .await,
+    );
+    assert_eq!(code, 400);
+    assert!(message.contains("namespace"), "{message}");
+    let (code, _) = status(
+        frontends
+            .create(
+                &PostParams::default(),
+                &object(
+                    json!({"apiVersion": "express.dev/v1alpha1", "kind": "Backend",
+                    "metadata": {"name": "acme-be"},
+                    "spec": {"clusterConfig": {"clusterName": "acme"}}}),
+                ),
+            )
+            .await,
+    );
+    assert_eq!(code, 400);
+    // Nothing refused was stored.
+    let names: Vec<String> = maps
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|m| m.metadata.name)
+        .collect();
+    assert_eq!(names, ["flags"]);
+}

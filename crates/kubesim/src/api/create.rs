@@ -29,7 +29,7 @@ impl Cluster {
         if !object.is_object() {
             return Err(ApiError::bad_request("the body must be a JSON object"));
         }
-        Self::check_type(rt, &object)?;
+        Self::check_type(rt, &object, options)?;
         let namespace = self.scope(rt, namespace).to_owned();
         let meta = meta_mut(&mut object);
         if rt.namespaced {

@@ -34,7 +34,7 @@ impl Cluster {
         if !object.is_object() {
             return Err(ApiError::bad_request("the body must be a JSON object"));
         }
-        Self::check_type(rt, &object)?;
+        Self::check_type(rt, &object, options)?;
         let namespace = self.scope(rt, namespace).to_owned();
         if let Some(body_name) = object["metadata"]["name"].as_str()
             && !body_name.is_empty()
@@ -43,6 +43,25 @@ impl Cluster {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
+        }
+        if rt.namespaced
+            && let Some(body_namespace) = object["metadata"]["namespace"].as_str()
+            && !body_namespace.is_empty()
+            && body_namespace != namespace
+        {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the object ({body_namespace}) does not match the namespace on the request ({namespace})"
+            )));
+        }
+        // Custom resources are never updated unconditionally (built-in kinds may be).
+        let resource_version = object["metadata"]["resourceVersion"].as_str();
+        if !rt.builtin && !options.unchecked && resource_version.is_none_or(str::is_empty) {
+            return Err(ApiError::invalid(
+                &rt.group,
+                &rt.kind,
+                name,
+                "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+            ));
         }
         let current = self
             .store

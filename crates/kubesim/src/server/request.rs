@@ -194,6 +194,7 @@ pub(super) fn write_options(query: &Query) -> Result<WriteOptions, ApiError> {
         field_manager: query.get("fieldManager").map(str::to_owned),
         force: query.flag("force"),
         field_validation,
+        unchecked: false,
     })
 }
 
