@@ -7,6 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use kubesim::faults::FaultRule;
+use serde_json::json;
 use support::*;
 
 fn pod_deletes(env: &Env) -> Vec<String> {
@@ -73,4 +74,34 @@ async fn a_watch_cut_and_a_compaction_mid_rollout_change_no_node_twice() {
     // Four pods created on v1, four on v2: no creation was repeated after the relist (the
     // test's own watch was cut too, so kubesim's counters are the witness).
     assert_eq!(env.sim.counters().count("create", "pods"), 8);
+}
+
+/// A 429 with Retry-After is honoured: the operator does not ask again before the time is up,
+/// whatever else happens meanwhile, and provisions the tenant once the server takes requests.
+/// (kube's client does this: its retry layer, on by default, waits out Retry-After on 429 and
+/// 503; the operator's own backoff only sees a request the client gave up on.)
+#[tokio::test]
+async fn a_retry_after_is_honoured() {
+    let env = env().await;
+    env.sim.faults().add_rule(FaultRule {
+        verb: Some("create".into()),
+        resource: Some("pods".into()),
+        rate: 1.0,
+        status: 429,
+        retry_after_seconds: Some(3),
+    });
+    tenant(&env, json!({}), &[("fe1", json!({}))]).await;
+    let creates = || env.sim.counters().count("create", "pods");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while creates() == 0 {
+        assert!(Instant::now() < deadline, "no pod creation was tried");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Its status writes and watch events keep coming; the creation is not tried again before
+    // the 3 s the server asked for (the backoff alone would have tried four times by now).
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert_eq!(creates(), 1);
+    env.sim.faults().clear();
+    settle(&env).await;
+    assert_eq!(creates(), 3, "the refused one again, then the two others");
 }

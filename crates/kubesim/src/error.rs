@@ -180,6 +180,10 @@ impl ApiError {
         if let Some(details) = &self.details {
             status["details"] = (**details).clone();
         }
+        // The API server says how long to wait in the body too, where clients read it.
+        if let Some(seconds) = self.retry_after {
+            status["details"]["retryAfterSeconds"] = json!(seconds);
+        }
         status
     }
 }
