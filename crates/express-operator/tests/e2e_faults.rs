@@ -105,3 +105,16 @@ async fn a_retry_after_is_honoured() {
     settle(&env).await;
     assert_eq!(creates(), 3, "the refused one again, then the two others");
 }
+
+/// Every request slowed down (100 ms added to each): the rollout takes longer and still keeps
+/// the DESIGN order, one change at a time.
+#[tokio::test]
+async fn added_latency_slows_the_rollout_and_keeps_its_order() {
+    let env = ready_tenant(&["fe1", "fe2"]).await;
+    env.sim.faults().set_latency(Duration::from_millis(100));
+    change(&env, v("v2")).await;
+    settle(&env).await;
+    env.sim.faults().clear();
+    assert_eq!(pod_deletes(&env), ["acme-fe1", "acme-fe2", "acme-be"]);
+    assert_eq!(env.sim.counters().count("create", "pods"), 6);
+}
