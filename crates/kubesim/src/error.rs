@@ -162,6 +162,15 @@ impl ApiError {
         Self::new(code, reason, format!("injected fault: HTTP {code}"))
     }
 
+    /// A write refused by a stop set on its client ([`crate::faults::Faults::stop_writes_after`]).
+    pub fn writes_stopped() -> Self {
+        Self::new(
+            503,
+            "ServiceUnavailable",
+            "kubesim: this client's writes are stopped",
+        )
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }

@@ -1,7 +1,7 @@
 //! Request counters and fault injection, shared by the server, the library API and the
 //! `/kubesim/*` HTTP endpoints.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -20,6 +20,10 @@ pub struct Counters {
     /// one client (e.g. the operator) used, told apart from the test driving it.
     #[serde(default)]
     pub by_agent: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Per User-Agent and `"<verb> <resource>"`, the namespaces the requests were in (`""` for
+    /// a cluster-wide request) with their counts: where a client reached, for RBAC measurements.
+    #[serde(default)]
+    pub by_agent_namespace: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
 }
 
 impl Counters {
@@ -81,8 +85,20 @@ pub struct FaultRule {
     pub retry_after_seconds: Option<u64>,
 }
 
+/// Where one client's writes stop: after `remaining` more, every write it sends is refused
+/// (503) until the stop is lifted, and each refusal is counted. Tests use this to freeze an
+/// operator right after its Nth write and kill it there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStop {
+    pub remaining: u64,
+    pub refused: u64,
+}
+
 pub struct Faults {
     rules: Mutex<Vec<FaultRule>>,
+    write_stops: Mutex<HashMap<String, WriteStop>>,
+    /// Bumped on every refused write, for tests waiting for a stop to be reached.
+    refusals: watch::Sender<u64>,
     latency: Mutex<Duration>,
     counters: Mutex<Counters>,
     deletes: Mutex<Vec<DeleteRequest>>,
@@ -94,6 +110,8 @@ impl Default for Faults {
     fn default() -> Self {
         Faults {
             rules: Mutex::new(Vec::new()),
+            write_stops: Mutex::new(HashMap::new()),
+            refusals: watch::channel(0).0,
             latency: Mutex::new(Duration::ZERO),
             counters: Mutex::new(Counters::default()),
             deletes: Mutex::new(Vec::new()),
@@ -111,8 +129,52 @@ impl Faults {
         lock(&self.rules).push(rule);
     }
 
+    /// Lets the client with User-Agent `agent` write `writes` more times; every write after
+    /// that is refused until [`Faults::lift_write_stop`]. Replaces an earlier stop for `agent`.
+    pub fn stop_writes_after(&self, agent: &str, writes: u64) {
+        lock(&self.write_stops).insert(
+            agent.to_owned(),
+            WriteStop {
+                remaining: writes,
+                refused: 0,
+            },
+        );
+    }
+
+    pub fn lift_write_stop(&self, agent: &str) {
+        lock(&self.write_stops).remove(agent);
+    }
+
+    /// The stop set for `agent`, with what is left of it and how many writes it refused.
+    pub fn write_stop(&self, agent: &str) -> Option<WriteStop> {
+        lock(&self.write_stops).get(agent).copied()
+    }
+
+    /// Bumped on every write refused by a stop.
+    pub fn refusals(&self) -> watch::Receiver<u64> {
+        self.refusals.subscribe()
+    }
+
+    /// Whether this write from `agent` passes its stop (and takes one from what is left).
+    pub fn admit_write(&self, agent: Option<&str>) -> bool {
+        let Some(agent) = agent else { return true };
+        let mut stops = lock(&self.write_stops);
+        let Some(stop) = stops.get_mut(agent) else {
+            return true;
+        };
+        if stop.remaining > 0 {
+            stop.remaining -= 1;
+            return true;
+        }
+        stop.refused += 1;
+        drop(stops);
+        self.refusals.send_modify(|n| *n += 1);
+        false
+    }
+
     pub fn clear(&self) {
         lock(&self.rules).clear();
+        lock(&self.write_stops).clear();
         *lock(&self.latency) = Duration::ZERO;
     }
 
@@ -144,14 +206,29 @@ impl Faults {
     }
 
     pub fn count(&self, verb: &str, resource: &str) {
-        self.count_for(None, verb, resource);
+        self.count_in(None, verb, resource, None);
     }
 
-    /// Counts a request, and under its client's User-Agent when it sent one.
-    pub fn count_for(&self, agent: Option<&str>, verb: &str, resource: &str) {
+    /// Counts a request, under its client's User-Agent and, when it was namespaced, its
+    /// namespace (`None`: cluster-wide).
+    pub fn count_in(
+        &self,
+        agent: Option<&str>,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) {
         let mut counters = lock(&self.counters);
         let key = format!("{verb} {resource}");
         if let Some(agent) = agent {
+            *counters
+                .by_agent_namespace
+                .entry(agent.to_owned())
+                .or_default()
+                .entry(key.clone())
+                .or_default()
+                .entry(namespace.unwrap_or_default().to_owned())
+                .or_default() += 1;
             *counters
                 .by_agent
                 .entry(agent.to_owned())

@@ -153,11 +153,26 @@ impl KubeSim {
     /// [`KubeSim::client`] sending `User-Agent: agent`, so that its requests are counted apart
     /// (`Counters::by_agent`).
     pub fn client_with_agent(&self, agent: &str) -> Result<kube::Client, kube::Error> {
+        kube::Client::try_from(self.agent_config(agent)?)
+    }
+
+    /// [`KubeSim::client_with_agent`] that never retries: a test sees each refusal as sent
+    /// (a write stop answers 503, which the production client would retry with backoff).
+    pub fn client_with_agent_without_retries(
+        &self,
+        agent: &str,
+    ) -> Result<kube::Client, kube::Error> {
+        let mut config = self.agent_config(agent)?;
+        config.default_retry = false;
+        kube::Client::try_from(config)
+    }
+
+    fn agent_config(&self, agent: &str) -> Result<kube::Config, kube::Error> {
         let mut config = self.client_config()?;
         let value = axum::http::HeaderValue::from_str(agent)
             .map_err(|e| kube::Error::Service(Box::new(e)))?;
         config.headers.push((axum::http::header::USER_AGENT, value));
-        kube::Client::try_from(config)
+        Ok(config)
     }
 
     /// A kube client that never retries, for tests that must see every response as sent.

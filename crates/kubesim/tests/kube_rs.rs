@@ -830,3 +830,76 @@ async fn bodies_the_api_server_cannot_decode_are_refused() {
         .collect();
     assert_eq!(names, ["flags"]);
 }
+
+#[tokio::test]
+async fn a_write_stop_refuses_one_clients_writes_after_n_and_counts_namespaces() {
+    let (sim, other) = start().await;
+    let stopped = sim
+        .client_with_agent_without_retries("stopped-one")
+        .expect("client");
+    for ns in ["a", "b"] {
+        Api::<Namespace>::all(other.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await
+            .expect("namespace");
+    }
+    sim.faults().stop_writes_after("stopped-one", 2);
+    let in_a = Api::<ConfigMap>::namespaced(stopped.clone(), "a");
+    in_a.create(&PostParams::default(), &config_map("one", &[]))
+        .await
+        .expect("first write passes");
+    Api::<ConfigMap>::namespaced(stopped.clone(), "b")
+        .create(&PostParams::default(), &config_map("two", &[]))
+        .await
+        .expect("second write passes");
+    let mut refusals = sim.faults().refusals();
+    let refused = in_a
+        .create(&PostParams::default(), &config_map("three", &[]))
+        .await
+        .expect_err("the third is refused");
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 503),
+        "{refused}"
+    );
+    assert!(refusals.has_changed().unwrap(), "the refusal is signalled");
+    in_a.get("one").await.expect("reads still pass");
+    Api::<ConfigMap>::namespaced(other.clone(), "a")
+        .create(&PostParams::default(), &config_map("others", &[]))
+        .await
+        .expect("another client still writes");
+    let stop = sim.faults().write_stop("stopped-one").expect("stop set");
+    assert_eq!((stop.remaining, stop.refused), (0, 1));
+    assert!(
+        in_a.get_opt("three").await.unwrap().is_none(),
+        "nothing stored"
+    );
+    sim.faults().lift_write_stop("stopped-one");
+    in_a.create(&PostParams::default(), &config_map("three", &[]))
+        .await
+        .expect("writes again once lifted");
+
+    Api::<ConfigMap>::all(stopped.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    let counters = sim.counters();
+    let namespaces = &counters.by_agent_namespace["stopped-one"];
+    let seen = |call: &str| -> Vec<(String, u64)> {
+        namespaces[call]
+            .iter()
+            .map(|(ns, n)| (ns.clone(), *n))
+            .collect()
+    };
+    assert_eq!(
+        seen("create configmaps"),
+        [("a".to_string(), 3), ("b".to_string(), 1)]
+    );
+    assert_eq!(
+        seen("list configmaps"),
+        [(String::new(), 1)],
+        "a cluster-wide call is counted under \"\""
+    );
+}

@@ -43,6 +43,31 @@ pub(super) fn control(shared: &Shared, method: &Method, rest: &[&str], body: &By
             }
             None => error_response(&ApiError::bad_request("expected {\"millis\": N}")),
         },
+        ("POST", ["write-stops"]) => match serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| Some((v["agent"].as_str()?.to_owned(), v["after"].as_u64()?)))
+        {
+            Some((agent, after)) => {
+                shared.faults.stop_writes_after(&agent, after);
+                json_response(StatusCode::OK, &json!({}))
+            }
+            None => error_response(&ApiError::bad_request(
+                "expected {\"agent\": USER-AGENT, \"after\": N}",
+            )),
+        },
+        ("GET", ["write-stops", agent]) => match shared.faults.write_stop(agent) {
+            Some(stop) => json_response(
+                StatusCode::OK,
+                &json!({"remaining": stop.remaining, "refused": stop.refused}),
+            ),
+            None => error_response(&ApiError::path_not_found(&format!(
+                "/kubesim/write-stops/{agent}"
+            ))),
+        },
+        ("DELETE", ["write-stops", agent]) => {
+            shared.faults.lift_write_stop(agent);
+            json_response(StatusCode::OK, &json!({}))
+        }
         ("DELETE", ["faults"]) => {
             shared.faults.clear();
             json_response(StatusCode::OK, &json!({}))

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::api::Cluster;
 use crate::error::ApiError;
+use crate::faults::is_write;
 use crate::shared::Shared;
 
 use control::control;
@@ -125,7 +126,15 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok());
-    shared.faults.count_for(agent, verb, &target.counter_name());
+    shared.faults.count_in(
+        agent,
+        verb,
+        &target.counter_name(),
+        target.namespace.as_deref(),
+    );
+    if is_write(verb) && !shared.faults.admit_write(agent) {
+        return error_response(&ApiError::writes_stopped());
+    }
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
