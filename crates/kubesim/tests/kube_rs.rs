@@ -855,7 +855,7 @@ async fn a_write_stop_refuses_one_clients_writes_after_n_and_counts_namespaces()
         .create(&PostParams::default(), &config_map("two", &[]))
         .await
         .expect("second write passes");
-    let mut refusals = sim.faults().refusals();
+    let refusals = sim.faults().refusals();
     let refused = in_a
         .create(&PostParams::default(), &config_map("three", &[]))
         .await
