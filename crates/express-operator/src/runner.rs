@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
+use tokio::task::{self, JoinSet};
 
 /// What a reconcile asks for next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +31,10 @@ enum Message<K> {
 }
 
 /// Feeds keys to `reconcile`, at most `concurrency` at once and never two for the same key.
+///
+/// Every reconcile and every delayed trigger runs in a task owned by this future: dropping or
+/// aborting it stops them all, so an operator that is killed (or loses its lease) leaves no
+/// reconcile behind that could still write.
 pub async fn run<K, F, Fut>(
     mut triggers: mpsc::UnboundedReceiver<K>,
     concurrency: usize,
@@ -41,7 +46,10 @@ pub async fn run<K, F, Fut>(
 {
     let reconcile = Arc::new(reconcile);
     let permits = Arc::new(Semaphore::new(concurrency.max(1)));
-    let (internal, mut messages) = mpsc::unbounded_channel::<Message<K>>();
+    let mut tasks: JoinSet<Message<K>> = JoinSet::new();
+    // Which key each reconcile task works on, so that a panicking reconcile still frees its
+    // key (and is retried with backoff like any failure).
+    let mut reconciling: HashMap<task::Id, K> = HashMap::new();
     let mut running: HashSet<K> = HashSet::new();
     let mut dirty: HashSet<K> = HashSet::new();
     let mut failures: HashMap<K, u32> = HashMap::new();
@@ -51,7 +59,16 @@ pub async fn run<K, F, Fut>(
                 Some(key) => Message::Trigger(key),
                 None => return,
             },
-            Some(message) = messages.recv() => message,
+            Some(joined) = tasks.join_next_with_id(), if !tasks.is_empty() => match joined {
+                Ok((id, message)) => {
+                    reconciling.remove(&id);
+                    message
+                }
+                Err(error) => match reconciling.remove(&error.id()) {
+                    Some(key) => Message::Done(key, Err(())),
+                    None => continue,
+                },
+            },
         };
         let key = match message {
             Message::Trigger(key) => key,
@@ -74,11 +91,10 @@ pub async fn run<K, F, Fut>(
                     }
                 };
                 if let Some(delay) = delay.filter(|_| !again_now) {
-                    let internal = internal.clone();
                     let key = key.clone();
-                    tokio::spawn(async move {
+                    tasks.spawn(async move {
                         tokio::time::sleep(delay).await;
-                        let _ = internal.send(Message::Trigger(key));
+                        Message::Trigger(key)
                     });
                 }
                 if !again_now {
@@ -92,13 +108,15 @@ pub async fn run<K, F, Fut>(
             continue;
         }
         running.insert(key.clone());
-        let (reconcile, permits, internal) = (reconcile.clone(), permits.clone(), internal.clone());
-        tokio::spawn(async move {
+        let (reconcile, permits) = (reconcile.clone(), permits.clone());
+        let task_key = key.clone();
+        let handle = tasks.spawn(async move {
             let permit = permits.acquire_owned().await;
-            let result = reconcile(key.clone()).await;
+            let result = reconcile(task_key.clone()).await;
             drop(permit);
-            let _ = internal.send(Message::Done(key, result));
+            Message::Done(task_key, result)
         });
+        reconciling.insert(handle.id(), key);
     }
 }
 
@@ -115,7 +133,7 @@ mod tests {
         assert_eq!(backoff(40), Duration::from_secs(300));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn never_runs_one_key_twice_at_once_and_coalesces() {
         let (tx, rx) = mpsc::unbounded_channel();
         let active = Arc::new(AtomicUsize::new(0));
@@ -143,7 +161,7 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn failures_are_retried_with_backoff() {
         let (tx, rx) = mpsc::unbounded_channel();
         let runs = Arc::new(AtomicUsize::new(0));
@@ -167,6 +185,67 @@ mod tests {
             runs.load(Ordering::SeqCst),
             3,
             "200 ms then 400 ms later it succeeded"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_reconcile_frees_its_key_and_is_retried() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        tokio::spawn(run(rx, 1, move |_key: u32| {
+            let r = r.clone();
+            async move {
+                if r.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("a bug in one reconcile");
+                }
+                Ok(Next::AwaitChange)
+            }
+        }));
+        tx.send(1).expect("send");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "retried after 200 ms");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_the_queue_stops_its_reconciles_and_requeues() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (s, f) = (started.clone(), finished.clone());
+        let queue = tokio::spawn(run(rx, 2, move |key: u32| {
+            let (s, f) = (s.clone(), f.clone());
+            async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                if key == 1 {
+                    // Still working when the queue is stopped.
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                }
+                f.fetch_add(1, Ordering::SeqCst);
+                Ok(Next::RequeueAfter(Duration::from_secs(1)))
+            }
+        }));
+        tx.send(1).expect("send");
+        tx.send(2).expect("send");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            (
+                started.load(Ordering::SeqCst),
+                finished.load(Ordering::SeqCst)
+            ),
+            (2, 1)
+        );
+        queue.abort();
+        let _ = queue.await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert_eq!(
+            (
+                started.load(Ordering::SeqCst),
+                finished.load(Ordering::SeqCst)
+            ),
+            (2, 1),
+            "neither the running reconcile nor the requeue outlives the queue"
         );
     }
 }
