@@ -368,38 +368,3 @@ pub async fn control(env: &Env, namespace: &str, name: &str, paused: &str) {
         .await
         .expect("control configmap");
 }
-
-/// Kills the operator right after each write it makes and starts a fresh one, until `done`
-/// holds (checked between writes and after each kill); returns how many restarts it took.
-/// `state` describes what the operator is stuck on when it makes no progress in `timeout`.
-pub async fn restart_after_each_write(
-    env: &Env,
-    mut running: tokio::task::JoinHandle<()>,
-    timeout: Duration,
-    mut done: impl AsyncFnMut() -> bool,
-    mut state: impl AsyncFnMut() -> String,
-) -> usize {
-    let deadline = Instant::now() + timeout;
-    let mut restarts = 0;
-    loop {
-        let before = operator_writes(&env.sim);
-        while operator_writes(&env.sim) == before && !done().await {
-            assert!(
-                Instant::now() < deadline,
-                "stuck after {restarts} restarts: {}",
-                state().await
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        running.abort();
-        if done().await {
-            return restarts;
-        }
-        restarts += 1;
-        running = operator(
-            &env.client,
-            &format!("restart-{restarts}"),
-            tokio::sync::watch::channel(true).1,
-        );
-    }
-}
