@@ -1,37 +1,97 @@
-//! Least privilege, measured: the operator runs the end-to-end scenarios on kubesim (leader
-//! election, provision, upgrade with history pruning, a failed rollout rolled back, abort and
-//! retry, pauses in every scope, a bounce), every request it sends is recorded under its own
-//! User-Agent, and the chart's RBAC rules (`charts/express-operator/rbac/*.yaml`, which the
-//! chart's templates include as they are) must grant exactly that: nothing used missing, nothing
-//! granted unused unless a `# unused: <verb> <resource>: why` comment says why, no wildcards.
+//! Least privilege, measured per namespace: the operator runs the end-to-end scenarios on
+//! kubesim (leader election, provision, upgrade with history pruning, pauses in every scope, a
+//! bounce, a failed rollout rolled back, abort and retry), once cluster-wide and once with
+//! `watchNamespaces`. kubesim records every request it sends under its own User-Agent with the
+//! namespace it reached (`""`: cluster-wide). Each chart mode's rules
+//! (`charts/express-operator/rbac/*.yaml`, which the chart's templates include as they are, as a
+//! ClusterRole or as a Role per watched namespace, plus a Role in the operator's namespace) must
+//! grant exactly that, where it was used: nothing used missing, nothing granted unused unless a
+//! `# unused when <mode>: <verb> <resource>: why` comment says why, no wildcards.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use express_api::Frontend;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use express_api::{ExpressCluster, Frontend, conditions};
+use express_operator::controller::Settings;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use support::*;
 
 const AGENT: &str = "express-operator-rbac-test";
+const OPERATOR_NS: &str = "express-system";
+/// A second watched namespace with no tenant in it, in `watchNamespaces` mode.
+const QUIET_NS: &str = "quiet";
 
 /// `(verb, "resource.group/subresource")` as kubesim counts them.
 type Access = (String, String);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `watchNamespaces: []`: the watched-namespace rules as a ClusterRole.
+    ClusterWide,
+    /// `watchNamespaces: [tenant, quiet]`: the same rules as a Role in each.
+    Namespaced,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::ClusterWide => "cluster-wide",
+            Mode::Namespaced => "namespaced",
+        }
+    }
+
+    fn watched(self) -> Vec<String> {
+        match self {
+            Mode::ClusterWide => Vec::new(),
+            Mode::Namespaced => vec![NS.into(), QUIET_NS.into()],
+        }
+    }
+
+    /// Whether the watched-namespace rules apply to a request in `namespace`.
+    fn watched_rules_apply(self, namespace: &str) -> bool {
+        match self {
+            Mode::ClusterWide => true,
+            Mode::Namespaced => self.watched().iter().any(|w| w == namespace),
+        }
+    }
+}
+
+/// The grants of one rules file, and those its comments say go unused in a mode.
+struct Rules {
+    grants: BTreeSet<Access>,
+    unused: BTreeSet<Access>,
+}
 
 fn rules_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../charts/express-operator/rbac")
 }
 
-/// Every (verb, resource) a rules file grants, and the grants its comments say are unused.
-fn granted(file: &str) -> (BTreeSet<Access>, BTreeSet<Access>) {
+fn resource_name(group: &str, resource: &str) -> String {
+    let (plural, sub) = match resource.split_once('/') {
+        Some((plural, sub)) => (plural, Some(sub)),
+        None => (resource, None),
+    };
+    let mut name = if group.is_empty() {
+        plural.to_owned()
+    } else {
+        format!("{plural}.{group}")
+    };
+    if let Some(sub) = sub {
+        name = format!("{name}/{sub}");
+    }
+    name
+}
+
+fn rules(file: &str, mode: Mode) -> Rules {
     let text = std::fs::read_to_string(rules_dir().join(file)).unwrap();
-    let rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule> = serde_yaml::from_str(&text).unwrap();
+    let parsed: Vec<k8s_openapi::api::rbac::v1::PolicyRule> = serde_yaml::from_str(&text).unwrap();
     let mut grants = BTreeSet::new();
-    for rule in rules {
+    for rule in parsed {
         assert!(
             rule.resource_names.is_none() || file.contains("operator-namespace"),
             "{rule:?}"
@@ -43,58 +103,92 @@ fn granted(file: &str) -> (BTreeSet<Access>, BTreeSet<Access>) {
                         group != "*" && resource != "*" && verb != "*",
                         "no wildcards: {file}"
                     );
-                    let (plural, sub) = match resource.split_once('/') {
-                        Some((plural, sub)) => (plural, Some(sub)),
-                        None => (resource.as_str(), None),
-                    };
-                    let mut name = if group.is_empty() {
-                        plural.to_owned()
-                    } else {
-                        format!("{plural}.{group}")
-                    };
-                    if let Some(sub) = sub {
-                        name = format!("{name}/{sub}");
-                    }
-                    grants.insert((verb.clone(), name));
+                    grants.insert((verb.clone(), resource_name(&group, &resource)));
                 }
             }
         }
     }
-    let unused = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("# unused: "))
-        .filter_map(|l| {
-            let (access, why) = l.split_once(": ")?;
+    let mut unused = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("# unused when ") else {
             assert!(
-                !why.trim().is_empty(),
-                "an unused grant needs a reason: {l}"
+                !line.trim().starts_with("# unused"),
+                "write `# unused when <mode>: <verb> <resource>: why`: {line}"
             );
-            let (verb, resource) = access.split_once(' ')?;
-            Some((verb.to_owned(), resource.to_owned()))
-        })
-        .collect();
-    (grants, unused)
+            continue;
+        };
+        let parts = rest.split_once(": ").and_then(|(modes, rest)| {
+            let (access, why) = rest.split_once(": ")?;
+            Some((modes, access.split_once(' ')?, why))
+        });
+        let Some((modes, (verb, resource), why)) = parts else {
+            panic!("write `# unused when <mode>: <verb> <resource>: why`: {line}");
+        };
+        assert!(
+            !why.trim().is_empty(),
+            "an unused grant needs a reason: {line}"
+        );
+        for named in modes.split(',').map(str::trim) {
+            assert!(
+                ["cluster-wide", "namespaced"].contains(&named),
+                "unknown mode {named:?}: {line}"
+            );
+        }
+        if modes.split(',').map(str::trim).any(|m| m == mode.name()) {
+            unused.insert((verb.to_owned(), resource.to_owned()));
+        }
+    }
+    let stale: Vec<&Access> = unused.difference(&grants).collect();
+    assert!(
+        stale.is_empty(),
+        "{file}: `# unused` comments for grants that do not exist: {stale:?}"
+    );
+    Rules { grants, unused }
 }
 
 async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !done().await {
         assert!(Instant::now() < deadline, "never {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-#[tokio::test]
-async fn the_chart_grants_exactly_what_the_operator_uses() {
+async fn cluster(env: &Env) -> ExpressCluster {
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .get("acme")
+        .await
+        .unwrap()
+}
+
+/// Waits until the ExpressCluster's `Paused` condition says `status`.
+async fn paused(env: &Env, status: &str) {
+    wait_until(&format!("Paused={status}"), async || {
+        cluster(env).await.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == conditions::PAUSED && c.status == status)
+        })
+    })
+    .await;
+}
+
+/// Runs the operator in `mode` through every scenario; returns what it called, per namespace.
+async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
     let env = env_without_operator().await;
+    express_operator::install::create_namespace(&env.client, QUIET_NS)
+        .await
+        .unwrap();
     let client = env.sim.client_with_agent(AGENT).unwrap();
-    let (leader, _lease) =
-        express_operator::leader::elect(client.clone(), "express-system", "rbac")
-            .await
-            .unwrap();
+    let (leader, _lease) = express_operator::leader::elect(client.clone(), OPERATOR_NS, "rbac")
+        .await
+        .unwrap();
     tokio::spawn(express_operator::controller::run(
         client,
-        express_operator::controller::Settings::cluster_wide("rbac", 2),
+        Settings {
+            namespaces: mode.watched(),
+            ..Settings::cluster_wide("rbac", 2)
+        },
         express_operator::metrics::Metrics::new(),
         leader,
     ));
@@ -111,15 +205,17 @@ async fn the_chart_grants_exactly_what_the_operator_uses() {
 
     // Pauses in every scope.
     control(&env, NS, "express-control", "true").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    paused(&env, "True").await;
     control(&env, NS, "express-control", "false").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    control(&env, "express-system", "express-operator-control", "true").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    control(&env, "express-system", "express-operator-control", "false").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    paused(&env, "False").await;
+    control(&env, OPERATOR_NS, "express-operator-control", "true").await;
+    paused(&env, "True").await;
+    control(&env, OPERATOR_NS, "express-operator-control", "false").await;
+    paused(&env, "False").await;
     change(&env, json!({"spec": {"paused": true}})).await;
+    paused(&env, "True").await;
     change(&env, json!({"spec": {"paused": false}})).await;
+    paused(&env, "False").await;
     settle(&env).await;
 
     // A bounce.
@@ -141,58 +237,137 @@ async fn the_chart_grants_exactly_what_the_operator_uses() {
     })
     .await;
 
-    // A failed rollout, rolled back; then an abort and a retry.
+    // A failed rollout, rolled back; then an abort and a retry, each acted on.
     let template = json!({"metadata": {"annotations": {"kubesim.dev/behavior": "crash-loop"}}});
     change(&env, json!({"spec": {"defaults": {"frontend": {"expressVersion": "v3", "podTemplate": template}, "backend": {"expressVersion": "v3", "podTemplate": template}}}})).await;
     wait_until("failed", async || {
-        let c = Api::<express_api::ExpressCluster>::namespaced(env.client.clone(), NS)
-            .get("acme")
+        cluster(&env)
             .await
-            .unwrap();
-        c.status
+            .status
             .and_then(|s| s.rollout)
             .and_then(|r| r.failed_node)
             .is_some()
     })
     .await;
-    let cluster = Api::<express_api::ExpressCluster>::namespaced(env.client.clone(), NS);
-    cluster
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
         .patch("acme", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"express.dev/abort": "a1", "express.dev/retry": "r1"}}})))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let _ = PostParams::default();
+    wait_until("abort and retry acted on", async || {
+        cluster(&env)
+            .await
+            .status
+            .and_then(|s| s.requests)
+            .is_some_and(|r| r.abort.as_deref() == Some("a1") && r.retry.as_deref() == Some("r1"))
+    })
+    .await;
 
     let counters = env.sim.counters();
-    let used: BTreeSet<Access> = counters
-        .by_agent
+    counters
+        .by_agent_namespace
         .get(AGENT)
         .expect("the operator's requests")
-        .keys()
-        .filter_map(|k| k.split_once(' '))
-        .map(|(verb, resource)| (verb.to_owned(), resource.to_owned()))
-        .collect();
-    let (mut grants, mut unused) = granted("watched-namespaces.yaml");
-    let (own, own_unused) = granted("operator-namespace.yaml");
-    grants.extend(own);
-    unused.extend(own_unused);
+        .iter()
+        .filter_map(|(call, namespaces)| {
+            let (verb, resource) = call.split_once(' ')?;
+            Some((
+                (verb.to_owned(), resource.to_owned()),
+                namespaces.keys().cloned().collect(),
+            ))
+        })
+        .collect()
+}
 
-    let missing: Vec<&Access> = used.difference(&grants).collect();
+/// The chart's rules in `mode` grant exactly what the operator used, where it used it.
+fn assert_exactly_granted(mode: Mode, used: &BTreeMap<Access, BTreeSet<String>>) {
+    let watched = rules("watched-namespaces.yaml", mode);
+    let own = rules("operator-namespace.yaml", mode);
+    let calls = format!("{mode:?}: used (call: namespaces, \"\" = cluster-wide): {used:#?}");
+
+    let missing: Vec<(&Access, &String)> = used
+        .iter()
+        .flat_map(|(access, namespaces)| namespaces.iter().map(move |ns| (access, ns)))
+        .filter(|(access, ns)| {
+            let by_watched = mode.watched_rules_apply(ns) && watched.grants.contains(*access);
+            let by_own = *ns == OPERATOR_NS && own.grants.contains(*access);
+            !by_watched && !by_own
+        })
+        .collect();
     assert!(
         missing.is_empty(),
-        "used but not granted: {missing:?}\nused: {used:#?}"
+        "used but not granted there: {missing:?}\n{calls}"
     );
-    let idle: Vec<&Access> = grants
-        .difference(&used)
-        .filter(|g| !unused.contains(*g))
+
+    let idle_watched: Vec<&Access> = watched
+        .grants
+        .iter()
+        .filter(|access| !watched.unused.contains(*access))
+        .filter(|access| {
+            !used
+                .get(*access)
+                .is_some_and(|nss| nss.iter().any(|ns| mode.watched_rules_apply(ns)))
+        })
+        .collect();
+    let idle_own: Vec<&Access> = own
+        .grants
+        .iter()
+        .filter(|access| !own.unused.contains(*access))
+        .filter(|access| {
+            !used
+                .get(*access)
+                .is_some_and(|nss| nss.contains(OPERATOR_NS))
+        })
         .collect();
     assert!(
-        idle.is_empty(),
-        "granted but unused (and no `# unused:` reason): {idle:?}\nused: {used:#?}"
+        idle_watched.is_empty() && idle_own.is_empty(),
+        "granted but unused (and no `# unused when {}:` reason): watched-namespaces.yaml \
+         {idle_watched:?}, operator-namespace.yaml {idle_own:?}\n{calls}",
+        mode.name()
     );
-    let stale: Vec<&Access> = unused.difference(&grants).collect();
+
+    let lease = ("get".to_string(), "leases.coordination.k8s.io".to_string());
+    assert_eq!(
+        used.get(&lease).cloned().unwrap_or_default(),
+        BTreeSet::from([OPERATOR_NS.to_string()]),
+        "the Lease is read in the operator's namespace only\n{calls}"
+    );
+    for (access, namespaces) in used {
+        if access.1.starts_with("leases.") {
+            assert!(
+                namespaces.iter().all(|ns| ns == OPERATOR_NS),
+                "{access:?} outside the operator's namespace\n{calls}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn cluster_wide_the_chart_grants_exactly_what_the_operator_uses() {
+    let used = measure(Mode::ClusterWide).await;
+    assert_exactly_granted(Mode::ClusterWide, &used);
+}
+
+#[tokio::test]
+async fn with_watch_namespaces_the_chart_grants_exactly_what_the_operator_uses_and_nothing_cluster_wide()
+ {
+    let used = measure(Mode::Namespaced).await;
+    let cluster_wide: Vec<&Access> = used
+        .iter()
+        .filter(|(_, namespaces)| namespaces.contains(""))
+        .map(|(access, _)| access)
+        .collect();
     assert!(
-        stale.is_empty(),
-        "`# unused:` comments for grants that do not exist: {stale:?}"
+        cluster_wide.is_empty(),
+        "cluster-wide calls in watchNamespaces mode: {cluster_wide:?}"
     );
+    let outside: Vec<(&Access, &String)> = used
+        .iter()
+        .flat_map(|(access, namespaces)| namespaces.iter().map(move |ns| (access, ns)))
+        .filter(|(_, ns)| !Mode::Namespaced.watched_rules_apply(ns) && *ns != OPERATOR_NS)
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "calls outside the watched namespaces: {outside:?}"
+    );
+    assert_exactly_granted(Mode::Namespaced, &used);
 }
