@@ -1,0 +1,1093 @@
+//! The six checks and the verdict (the decision table of `docs/doctor.md`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::{
+    Check, Fleet, LeaseSeen, Report, Status, Symptom, Tenant, TenantReport, Thresholds, Verdict,
+};
+
+/// Check names, as `-o json` carries them.
+pub const OPERATOR: &str = "operator";
+pub const KEEPING_UP: &str = "keeping-up";
+pub const SPREAD: &str = "spread";
+pub const DEPLOYMENT: &str = "deployment";
+pub const SWITCHES: &str = "switches";
+pub const OPERATOR_ERRORS: &str = "operator-errors";
+pub const ACCESS: &str = "access";
+
+/// Evidence lists stop here (the count says how many more).
+const EVIDENCE_LINES: usize = 10;
+
+fn seconds_between(later: Timestamp, earlier: Timestamp) -> i64 {
+    later.as_second() - earlier.as_second()
+}
+
+/// "95s", "3m10s", "2h5m".
+pub fn age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn name(tenant: &Tenant) -> String {
+    format!("{}/{}", tenant.namespace, tenant.cluster)
+}
+
+fn check(name: &'static str, status: Status, summary: String, evidence: Vec<String>) -> Check {
+    let mut evidence = evidence;
+    if evidence.len() > EVIDENCE_LINES {
+        let more = evidence.len() - EVIDENCE_LINES;
+        evidence.truncate(EVIDENCE_LINES);
+        evidence.push(format!("... and {more} more"));
+    }
+    Check {
+        name,
+        status,
+        summary,
+        evidence,
+    }
+}
+
+/// One tenant assessed: whether a rollout explains its trouble, and how far behind the operator
+/// is on it (with why).
+struct Assessed<'a> {
+    tenant: &'a Tenant,
+    explained: bool,
+    behind: Option<(i64, String)>,
+}
+
+fn assess<'a>(now: Timestamp, tenant: &'a Tenant, limits: &Thresholds) -> Assessed<'a> {
+    let explained = !tenant.symptoms.is_empty()
+        && tenant.rollout.as_ref().is_some_and(|r| {
+            r.active()
+                || r.halted()
+                || r.finished
+                    .is_some_and(|f| seconds_between(now, f) <= limits.recent_rollout_seconds)
+        });
+    let mut behind: Option<(i64, String)> = None;
+    if tenant.observed_generation < Some(tenant.generation) {
+        let since = tenant.spec_changed.map_or(0, |t| seconds_between(now, t));
+        if since > limits.stale_after_seconds {
+            behind = Some((
+                since,
+                format!(
+                    "generation {} not observed (observed {}) for {}",
+                    tenant.generation,
+                    tenant
+                        .observed_generation
+                        .map_or_else(|| "none".into(), |g| g.to_string()),
+                    age(since)
+                ),
+            ));
+        }
+    }
+    if let Some(pods) = tenant.pods_changed
+        && tenant.status_changed.is_none_or(|s| s < pods)
+    {
+        let since = seconds_between(now, pods);
+        if since > limits.stale_after_seconds && behind.as_ref().is_none_or(|(b, _)| *b < since) {
+            behind = Some((
+                since,
+                format!(
+                    "pods changed {} ago, status last written {}",
+                    age(since),
+                    tenant.status_changed.map_or_else(
+                        || "never".into(),
+                        |s| format!("{} ago", age(seconds_between(now, s)))
+                    )
+                ),
+            ));
+        }
+    }
+    Assessed {
+        tenant,
+        explained,
+        behind,
+    }
+}
+
+fn worst(statuses: impl IntoIterator<Item = Status>) -> Status {
+    statuses.into_iter().max().unwrap_or(Status::Ok)
+}
+
+fn operator_check(fleet: &Fleet) -> Check {
+    if fleet.rings.is_empty() {
+        return check(
+            OPERATOR,
+            Status::Warn,
+            "no operator ring observed".into(),
+            Vec::new(),
+        );
+    }
+    let mut findings: Vec<(Status, String)> = Vec::new();
+    for ring in &fleet.rings {
+        let r = &ring.name;
+        match &ring.lease {
+            LeaseSeen::Seen(lease) => {
+                let at = format!("Lease {}/{}", lease.namespace, lease.name);
+                let duration = lease.duration_seconds.unwrap_or(15);
+                match (
+                    lease.holder.as_deref().filter(|h| !h.is_empty()),
+                    lease.renewed,
+                ) {
+                    (None, _) => findings.push((
+                        Status::Fail,
+                        format!("ring {r}: {at} has no holder: no operator is leading"),
+                    )),
+                    (Some(holder), None) => findings.push((
+                        Status::Fail,
+                        format!("ring {r}: {at} held by {holder} was never renewed"),
+                    )),
+                    (Some(holder), Some(renewed)) => {
+                        let since = seconds_between(fleet.now, renewed);
+                        if since > duration {
+                            findings.push((
+                                Status::Fail,
+                                format!(
+                                    "ring {r}: {at} expired: held by {holder}, last renewed {} ago (duration {duration}s); no operator is leading",
+                                    age(since)
+                                ),
+                            ));
+                        } else {
+                            findings.push((
+                                Status::Ok,
+                                format!(
+                                    "ring {r}: leading: {holder} ({at} renewed {} ago, duration {duration}s)",
+                                    age(since)
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            LeaseSeen::Missing { namespace, name } => findings.push((
+                Status::Fail,
+                format!("ring {r}: no Lease {namespace}/{name}: no operator has led this ring"),
+            )),
+            LeaseSeen::Unreadable { namespace, name } => findings.push((
+                Status::Warn,
+                format!("ring {r}: cannot read Lease {namespace}/{name}: leadership unknown"),
+            )),
+        }
+        if let Some(d) = &ring.deployment {
+            let at = format!("Deployment {}/{}", d.namespace, d.name);
+            if d.available < 1 {
+                findings.push((
+                    Status::Fail,
+                    format!(
+                        "ring {r}: {at}: {}/{} replicas available",
+                        d.available, d.replicas
+                    ),
+                ));
+            } else {
+                findings.push((
+                    Status::Ok,
+                    format!(
+                        "ring {r}: {at}: {}/{} replicas available",
+                        d.available, d.replicas
+                    ),
+                ));
+            }
+        }
+        for pod in &ring.pods {
+            match pod.waiting.as_deref() {
+                Some("CrashLoopBackOff") => findings.push((
+                    Status::Fail,
+                    format!(
+                        "ring {r}: operator pod {} is crash-looping ({} restarts)",
+                        pod.name, pod.restarts
+                    ),
+                )),
+                _ if pod.restarts > 0 => findings.push((
+                    Status::Warn,
+                    format!(
+                        "ring {r}: operator pod {} restarted {} times",
+                        pod.name, pod.restarts
+                    ),
+                )),
+                _ => {}
+            }
+        }
+    }
+    let status = worst(findings.iter().map(|(s, _)| *s));
+    let summary = findings
+        .iter()
+        .find(|(s, _)| *s == status)
+        .map(|(_, line)| line.clone())
+        .unwrap_or_default();
+    check(
+        OPERATOR,
+        status,
+        summary,
+        findings.into_iter().map(|(_, line)| line).collect(),
+    )
+}
+
+fn keeping_up_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
+    let behind: Vec<&Assessed<'_>> = assessed.iter().filter(|a| a.behind.is_some()).collect();
+    if behind.is_empty() {
+        return check(
+            KEEPING_UP,
+            Status::Ok,
+            format!(
+                "every tenant observed within {}",
+                age(limits.stale_after_seconds)
+            ),
+            Vec::new(),
+        );
+    }
+    let namespaces: BTreeSet<&str> = behind.iter().map(|a| a.tenant.namespace.as_str()).collect();
+    let longest = behind
+        .iter()
+        .filter_map(|a| a.behind.as_ref().map(|(s, _)| *s))
+        .max()
+        .unwrap_or(0);
+    check(
+        KEEPING_UP,
+        Status::Fail,
+        format!(
+            "the operator is behind on {} tenant(s) in {} namespace(s), by up to {} (threshold {})",
+            behind.len(),
+            namespaces.len(),
+            age(longest),
+            age(limits.stale_after_seconds)
+        ),
+        behind
+            .iter()
+            .filter_map(|a| {
+                let (_, why) = a.behind.as_ref()?;
+                Some(format!("{}: {why}", name(a.tenant)))
+            })
+            .collect(),
+    )
+}
+
+/// Per symptom, the tenants no rollout explains.
+fn unexplained_by_symptom<'a>(
+    assessed: &'a [Assessed<'a>],
+) -> BTreeMap<Symptom, Vec<&'a Assessed<'a>>> {
+    let mut by_symptom: BTreeMap<Symptom, Vec<&Assessed<'_>>> = BTreeMap::new();
+    for a in assessed.iter().filter(|a| !a.explained) {
+        for symptom in &a.tenant.symptoms {
+            by_symptom.entry(*symptom).or_default().push(a);
+        }
+    }
+    by_symptom
+}
+
+fn spread_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
+    let seen = assessed.len();
+    let unhealthy = assessed
+        .iter()
+        .filter(|a| !a.tenant.symptoms.is_empty())
+        .count();
+    if unhealthy == 0 {
+        return check(
+            SPREAD,
+            Status::Ok,
+            format!("no unhealthy tenant among {seen}"),
+            Vec::new(),
+        );
+    }
+    let mut evidence = Vec::new();
+    let mut spread = Vec::new();
+    for (symptom, tenants) in unexplained_by_symptom(assessed) {
+        let namespaces: BTreeSet<&str> = tenants
+            .iter()
+            .map(|a| a.tenant.namespace.as_str())
+            .collect();
+        let is_spread = namespaces.len() >= limits.spread_namespaces
+            && tenants.len() as f64 >= limits.spread_fraction * seen as f64;
+        let line = format!(
+            "{}: {} tenant(s) in {} namespace(s) with no rollout explaining it ({})",
+            symptom.as_str(),
+            tenants.len(),
+            namespaces.len(),
+            namespaces.iter().copied().collect::<Vec<_>>().join(", ")
+        );
+        if is_spread {
+            spread.push(format!(
+                "{} in {} namespaces ({} of {seen} tenants) with no rollout explaining it",
+                symptom.as_str(),
+                namespaces.len(),
+                tenants.len()
+            ));
+        }
+        evidence.push(line);
+    }
+    let explained = assessed
+        .iter()
+        .filter(|a| a.explained && !a.tenant.symptoms.is_empty())
+        .count();
+    if explained > 0 {
+        evidence.push(format!(
+            "{explained} unhealthy tenant(s) follow a rollout (see {DEPLOYMENT})"
+        ));
+    }
+    if spread.is_empty() {
+        check(
+            SPREAD,
+            Status::Warn,
+            format!(
+                "{unhealthy} unhealthy tenant(s) of {seen}, no symptom spread (threshold: {} namespaces and {:.0}% of tenants)",
+                limits.spread_namespaces,
+                limits.spread_fraction * 100.0
+            ),
+            evidence,
+        )
+    } else {
+        check(SPREAD, Status::Fail, spread.join("; "), evidence)
+    }
+}
+
+fn deployment_check(fleet: &Fleet, limits: &Thresholds) -> Check {
+    let mut in_progress = Vec::new();
+    let mut halted = Vec::new();
+    let mut finished = Vec::new();
+    for tenant in &fleet.tenants {
+        let Some(rollout) = &tenant.rollout else {
+            continue;
+        };
+        let version = rollout
+            .version
+            .as_deref()
+            .map_or_else(String::new, |v| format!(", version {v}"));
+        let started = rollout.started.map_or_else(String::new, |s| {
+            format!(" since {s} ({} ago)", age(seconds_between(fleet.now, s)))
+        });
+        let state = rollout.state.as_deref().unwrap_or("unknown");
+        if rollout.halted() {
+            let node = rollout
+                .failed_node
+                .as_deref()
+                .map_or_else(String::new, |n| format!(" at node {n}"));
+            halted.push(format!("{}: {state}{node}{started}{version}", name(tenant)));
+        } else if rollout.active() {
+            in_progress.push(format!("{}: {state}{started}{version}", name(tenant)));
+        } else if let Some(f) = rollout.finished
+            && seconds_between(fleet.now, f) <= limits.recent_rollout_seconds
+        {
+            finished.push(format!(
+                "{}: {state}, finished {} ago{version}",
+                name(tenant),
+                age(seconds_between(fleet.now, f))
+            ));
+        }
+    }
+    let summary = format!(
+        "{} rollout(s) in progress, {} failed or aborted, {} finished in the last {}",
+        in_progress.len(),
+        halted.len(),
+        finished.len(),
+        age(limits.recent_rollout_seconds)
+    );
+    let status = if halted.is_empty() {
+        Status::Ok
+    } else {
+        Status::Warn
+    };
+    let mut evidence = halted;
+    evidence.extend(in_progress);
+    evidence.extend(finished);
+    check(DEPLOYMENT, status, summary, evidence)
+}
+
+fn switches_check(fleet: &Fleet) -> Check {
+    let mut fleet_pause: Option<Option<String>> = None;
+    let mut namespace_pauses: BTreeMap<&str, Option<String>> = BTreeMap::new();
+    let mut evidence = Vec::new();
+    let mut cluster_pauses = 0;
+    for tenant in &fleet.tenants {
+        match &tenant.pause {
+            Some((scope, reason)) if scope == "operator" => fleet_pause = Some(reason.clone()),
+            Some((scope, reason)) if scope == "namespace" => {
+                namespace_pauses.insert(&tenant.namespace, reason.clone());
+            }
+            Some((_, reason)) => {
+                cluster_pauses += 1;
+                evidence.push(format!(
+                    "{}: paused{}",
+                    name(tenant),
+                    reason
+                        .as_deref()
+                        .map_or_else(String::new, |r| format!(" ({r})"))
+                ));
+            }
+            None => {}
+        }
+        if tenant.aborted {
+            evidence.push(format!("{}: an abort is in force", name(tenant)));
+        }
+        if tenant.symptoms.contains(&Symptom::SettleStalled) {
+            evidence.push(format!(
+                "{}: settle stalled on a rollout-id disagreement",
+                name(tenant)
+            ));
+        }
+    }
+    let mut head = Vec::new();
+    if let Some(reason) = &fleet_pause {
+        head.push(format!(
+            "operator-wide pause in force{}",
+            reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(" ({r})"))
+        ));
+    }
+    for (namespace, reason) in &namespace_pauses {
+        head.push(format!(
+            "namespace {namespace} paused{}",
+            reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(" ({r})"))
+        ));
+    }
+    head.extend(evidence);
+    if head.is_empty() {
+        return check(
+            SWITCHES,
+            Status::Ok,
+            "no pause, abort or stalled settle in force".into(),
+            Vec::new(),
+        );
+    }
+    let summary = format!(
+        "{}{} namespace pause(s), {cluster_pauses} cluster pause(s), {} abort(s)",
+        if fleet_pause.is_some() {
+            "operator-wide pause in force; "
+        } else {
+            ""
+        },
+        namespace_pauses.len(),
+        fleet.tenants.iter().filter(|t| t.aborted).count()
+    );
+    check(SWITCHES, Status::Warn, summary, head)
+}
+
+fn errors_check(fleet: &Fleet, limits: &Thresholds) -> Check {
+    let recent = fleet.warnings.iter().filter(|w| {
+        w.last
+            .is_none_or(|t| seconds_between(fleet.now, t) <= limits.since_seconds)
+    });
+    let mut by_reason: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
+    for warning in recent {
+        *by_reason
+            .entry(&warning.reason)
+            .or_default()
+            .entry(&warning.namespace)
+            .or_default() += warning.count.max(1);
+    }
+    if by_reason.is_empty() {
+        return check(
+            OPERATOR_ERRORS,
+            Status::Ok,
+            format!(
+                "no Warning event from the operator in the last {}",
+                age(limits.since_seconds)
+            ),
+            Vec::new(),
+        );
+    }
+    let total: u32 = by_reason.values().flat_map(|n| n.values()).sum();
+    let evidence = by_reason
+        .iter()
+        .map(|(reason, namespaces)| {
+            let count: u32 = namespaces.values().sum();
+            let per = namespaces
+                .iter()
+                .map(|(ns, n)| format!("{ns} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!(
+                "{reason}: {count} in {} namespace(s) ({per})",
+                namespaces.len()
+            )
+        })
+        .collect();
+    check(
+        OPERATOR_ERRORS,
+        Status::Warn,
+        format!(
+            "{total} Warning event(s) from the operator in the last {}, {} reason(s)",
+            age(limits.since_seconds),
+            by_reason.len()
+        ),
+        evidence,
+    )
+}
+
+fn access_check(fleet: &Fleet) -> Check {
+    if fleet.unreadable.is_empty() {
+        check(
+            ACCESS,
+            Status::Ok,
+            "everything doctor reads was readable".into(),
+            Vec::new(),
+        )
+    } else {
+        check(
+            ACCESS,
+            Status::Warn,
+            format!(
+                "could not read {}: the verdict is drawn without it",
+                fleet.unreadable.join("; ")
+            ),
+            fleet.unreadable.clone(),
+        )
+    }
+}
+
+/// The report: every check, then the verdict by the decision table.
+pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
+    let assessed: Vec<Assessed<'_>> = fleet
+        .tenants
+        .iter()
+        .map(|t| assess(fleet.now, t, limits))
+        .collect();
+    let checks = vec![
+        operator_check(fleet),
+        keeping_up_check(&assessed, limits),
+        spread_check(&assessed, limits),
+        deployment_check(fleet, limits),
+        switches_check(fleet),
+        errors_check(fleet, limits),
+        access_check(fleet),
+    ];
+    let infrastructure: Vec<&Check> = checks
+        .iter()
+        .filter(|c| [OPERATOR, KEEPING_UP, SPREAD].contains(&c.name) && c.status == Status::Fail)
+        .collect();
+    let unhealthy = |explained: bool| -> Vec<&Assessed<'_>> {
+        assessed
+            .iter()
+            .filter(|a| !a.tenant.symptoms.is_empty() && a.explained == explained)
+            .collect()
+    };
+    let (by_rollout, alone) = (unhealthy(true), unhealthy(false));
+    let list = |tenants: &[&Assessed<'_>]| {
+        let mut names: Vec<String> = tenants.iter().map(|a| name(a.tenant)).collect();
+        if names.len() > 5 {
+            let more = names.len() - 5;
+            names.truncate(5);
+            names.push(format!("and {more} more"));
+        }
+        names.join(", ")
+    };
+    let (verdict, reason) = if !infrastructure.is_empty() {
+        (
+            Verdict::Infrastructure,
+            format!(
+                "the operator layer: {}. Engage the operator's owners before the tenant teams.",
+                infrastructure
+                    .iter()
+                    .map(|c| c.summary.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )
+    } else if !by_rollout.is_empty() {
+        let first = by_rollout[0].tenant;
+        (
+            Verdict::Deployment,
+            format!(
+                "{} tenant(s) in trouble follow a rollout: {}. Next: `kubectl express status -n {} {}` to see where it stands, `kubectl express abort -n {} {}` (--rollback to return the changed nodes) or, once fixed, `kubectl express retry`.",
+                by_rollout.len(),
+                list(&by_rollout),
+                first.namespace,
+                first.cluster,
+                first.namespace,
+                first.cluster,
+            ),
+        )
+    } else if !alone.is_empty() {
+        (
+            Verdict::Tenant,
+            format!(
+                "problems confined to {} tenant(s) with no rollout explaining them: {}",
+                alone.len(),
+                list(&alone)
+            ),
+        )
+    } else {
+        (Verdict::Healthy, "nothing to report".into())
+    };
+    let notable = |a: &Assessed<'_>| {
+        !a.tenant.symptoms.is_empty()
+            || a.behind.is_some()
+            || a.tenant.rollout.as_ref().is_some_and(|r| r.active())
+    };
+    let tenants = assessed
+        .iter()
+        .filter(|a| notable(a))
+        .map(|a| TenantReport {
+            namespace: a.tenant.namespace.clone(),
+            cluster: a.tenant.cluster.clone(),
+            symptoms: a.tenant.symptoms.clone(),
+            rollout: a.tenant.rollout.clone(),
+            explained_by_rollout: a.explained,
+            behind_seconds: a.behind.as_ref().map(|(s, _)| *s),
+        })
+        .collect();
+    Report {
+        verdict,
+        reason,
+        checks,
+        tenants,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Deployment, Lease, OperatorPod, Ring, Rollout, Warning};
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn at(seconds_ago: i64) -> Timestamp {
+        Timestamp::from_second(NOW - seconds_ago).unwrap()
+    }
+
+    fn leading() -> Ring {
+        Ring {
+            name: "default".into(),
+            lease: LeaseSeen::Seen(Lease {
+                namespace: "express-system".into(),
+                name: "express-operator".into(),
+                holder: Some("op-1".into()),
+                renewed: Some(at(3)),
+                duration_seconds: Some(15),
+            }),
+            deployment: None,
+            pods: Vec::new(),
+        }
+    }
+
+    /// A healthy tenant `ns/c`: observed, status written after its pods last moved.
+    fn tenant(ns: &str) -> Tenant {
+        Tenant {
+            namespace: ns.into(),
+            cluster: "c".into(),
+            generation: 2,
+            observed_generation: Some(2),
+            spec_changed: Some(at(3600)),
+            status_changed: Some(at(3000)),
+            pods_changed: Some(at(3100)),
+            symptoms: Vec::new(),
+            rollout: Some(Rollout {
+                state: Some("Complete".into()),
+                started: Some(at(3700)),
+                finished: Some(at(3000)),
+                version: Some("v1".into()),
+                failed_node: None,
+            }),
+            pause: None,
+            aborted: false,
+        }
+    }
+
+    fn sick(ns: &str, symptom: Symptom) -> Tenant {
+        Tenant {
+            symptoms: vec![symptom],
+            ..tenant(ns)
+        }
+    }
+
+    fn rolling(mut t: Tenant, state: &str) -> Tenant {
+        t.rollout = Some(Rollout {
+            state: Some(state.into()),
+            started: Some(at(60)),
+            finished: None,
+            version: Some("v2".into()),
+            failed_node: (state == "Failed").then(|| "acme-fe1".into()),
+        });
+        t
+    }
+
+    fn fleet(tenants: Vec<Tenant>) -> Fleet {
+        Fleet {
+            now: at(0),
+            rings: vec![leading()],
+            tenants,
+            warnings: Vec::new(),
+            unreadable: Vec::new(),
+        }
+    }
+
+    fn status_of(report: &Report, name: &str) -> Status {
+        report
+            .checks
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.status)
+            .unwrap()
+    }
+
+    fn run(fleet: &Fleet) -> Report {
+        triage(fleet, &Thresholds::default())
+    }
+
+    #[test]
+    fn a_quiet_fleet_is_healthy_and_every_check_is_ok() {
+        let report = run(&fleet(vec![tenant("a"), tenant("b"), tenant("c")]));
+        assert_eq!(report.verdict, Verdict::Healthy);
+        for c in &report.checks {
+            assert_eq!(c.status, Status::Ok, "{c:?}");
+        }
+        assert!(report.tenants.is_empty());
+        let names: Vec<&str> = report.checks.iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                OPERATOR,
+                KEEPING_UP,
+                SPREAD,
+                DEPLOYMENT,
+                SWITCHES,
+                OPERATOR_ERRORS,
+                ACCESS
+            ]
+        );
+    }
+
+    #[test]
+    fn verdicts_by_the_decision_table() {
+        let t = tenant;
+        let cases: Vec<(&str, Fleet, Verdict)> = vec![
+            ("quiet", fleet(vec![t("a"), t("b")]), Verdict::Healthy),
+            (
+                "one tenant's nodes down, no rollout",
+                fleet(vec![sick("a", Symptom::NodesNotReady), t("b"), t("c")]),
+                Verdict::Tenant,
+            ),
+            (
+                "a failed rollout",
+                fleet(vec![rolling(sick("a", Symptom::Failed), "Failed"), t("b")]),
+                Verdict::Deployment,
+            ),
+            (
+                "trouble during a rollout in progress",
+                fleet(vec![
+                    rolling(sick("a", Symptom::NodesNotReady), "Progressing"),
+                    t("b"),
+                ]),
+                Verdict::Deployment,
+            ),
+            (
+                "deployment outranks tenant",
+                fleet(vec![
+                    rolling(sick("a", Symptom::Failed), "Failed"),
+                    sick("b", Symptom::NodesNotReady),
+                ]),
+                Verdict::Deployment,
+            ),
+            (
+                "one symptom in three namespaces, no rollout",
+                fleet(vec![
+                    sick("a", Symptom::NodesNotReady),
+                    sick("b", Symptom::NodesNotReady),
+                    sick("c", Symptom::NodesNotReady),
+                    t("d"),
+                ]),
+                Verdict::Infrastructure,
+            ),
+            (
+                "infrastructure outranks deployment",
+                {
+                    let mut f = fleet(vec![rolling(sick("a", Symptom::Failed), "Failed")]);
+                    f.rings[0].lease = LeaseSeen::Missing {
+                        namespace: "express-system".into(),
+                        name: "express-operator".into(),
+                    };
+                    f
+                },
+                Verdict::Infrastructure,
+            ),
+        ];
+        for (case, fleet, verdict) in cases {
+            assert_eq!(run(&fleet).verdict, verdict, "{case}");
+        }
+    }
+
+    #[test]
+    fn the_lease_decides_whether_an_operator_leads() {
+        let lease = |holder: Option<&str>, renewed_ago: Option<i64>| {
+            let mut f = fleet(vec![tenant("a")]);
+            f.rings[0].lease = LeaseSeen::Seen(Lease {
+                namespace: "express-system".into(),
+                name: "express-operator".into(),
+                holder: holder.map(Into::into),
+                renewed: renewed_ago.map(at),
+                duration_seconds: Some(15),
+            });
+            f
+        };
+        let cases = [
+            (lease(Some("op"), Some(15)), Status::Ok, Verdict::Healthy),
+            (
+                lease(Some("op"), Some(16)),
+                Status::Fail,
+                Verdict::Infrastructure,
+            ),
+            (lease(None, Some(1)), Status::Fail, Verdict::Infrastructure),
+            (
+                lease(Some("op"), None),
+                Status::Fail,
+                Verdict::Infrastructure,
+            ),
+        ];
+        for (i, (fleet, status, verdict)) in cases.into_iter().enumerate() {
+            let report = run(&fleet);
+            assert_eq!(status_of(&report, OPERATOR), status, "case {i}");
+            assert_eq!(report.verdict, verdict, "case {i}");
+        }
+        let expired = run(&lease(Some("op-1"), Some(95)));
+        assert!(
+            expired.reason.contains("express-system/express-operator")
+                && expired.reason.contains("1m35s ago"),
+            "names the Lease and its age: {}",
+            expired.reason
+        );
+    }
+
+    #[test]
+    fn an_unreadable_lease_warns_and_a_verdict_is_still_given() {
+        let mut f = fleet(vec![sick("a", Symptom::NodesNotReady), tenant("b")]);
+        f.rings[0].lease = LeaseSeen::Unreadable {
+            namespace: "express-system".into(),
+            name: "express-operator".into(),
+        };
+        f.unreadable
+            .push("leases in express-system: forbidden".into());
+        let report = run(&f);
+        assert_eq!(status_of(&report, OPERATOR), Status::Warn);
+        assert_eq!(status_of(&report, ACCESS), Status::Warn);
+        assert_eq!(report.verdict, Verdict::Tenant);
+    }
+
+    #[test]
+    fn the_operator_deployment_and_its_pods() {
+        let with = |available: i32, pod: Option<OperatorPod>| {
+            let mut f = fleet(vec![tenant("a")]);
+            f.rings[0].deployment = Some(Deployment {
+                namespace: "express-system".into(),
+                name: "express-operator".into(),
+                replicas: 2,
+                available,
+            });
+            f.rings[0].pods.extend(pod);
+            run(&f)
+        };
+        assert_eq!(status_of(&with(1, None), OPERATOR), Status::Ok);
+        assert_eq!(with(0, None).verdict, Verdict::Infrastructure);
+        let restarted = OperatorPod {
+            name: "op-1".into(),
+            restarts: 2,
+            waiting: None,
+        };
+        assert_eq!(status_of(&with(2, Some(restarted)), OPERATOR), Status::Warn);
+        let looping = OperatorPod {
+            name: "op-1".into(),
+            restarts: 7,
+            waiting: Some("CrashLoopBackOff".into()),
+        };
+        assert_eq!(with(2, Some(looping)).verdict, Verdict::Infrastructure);
+    }
+
+    #[test]
+    fn an_unobserved_generation_is_a_backlog_past_stale_after() {
+        let behind = |seconds: i64| {
+            let mut t = tenant("a");
+            t.generation = 3;
+            t.spec_changed = Some(at(seconds));
+            run(&fleet(vec![t, tenant("b")]))
+        };
+        let at_edge = behind(120);
+        assert_eq!(status_of(&at_edge, KEEPING_UP), Status::Ok);
+        assert_eq!(at_edge.verdict, Verdict::Healthy);
+        let past = behind(121);
+        assert_eq!(status_of(&past, KEEPING_UP), Status::Fail);
+        assert_eq!(past.verdict, Verdict::Infrastructure);
+        assert_eq!(past.tenants[0].behind_seconds, Some(121));
+    }
+
+    #[test]
+    fn a_status_that_did_not_move_while_pods_did_is_a_backlog() {
+        let stale = |pods_ago: i64, status_ago: i64| {
+            let mut t = tenant("a");
+            t.pods_changed = Some(at(pods_ago));
+            t.status_changed = Some(at(status_ago));
+            status_of(&run(&fleet(vec![t])), KEEPING_UP)
+        };
+        assert_eq!(stale(121, 200), Status::Fail);
+        assert_eq!(stale(120, 200), Status::Ok, "not yet past the threshold");
+        assert_eq!(
+            stale(300, 250),
+            Status::Ok,
+            "status written after the pods moved"
+        );
+        assert_eq!(stale(300, 300), Status::Ok, "in the same second");
+    }
+
+    #[test]
+    fn spread_needs_both_enough_namespaces_and_enough_tenants() {
+        let nr = |ns: &str| sick(ns, Symptom::NodesNotReady);
+        let limits = Thresholds::default();
+        // Three namespaces of twelve tenants: exactly 25 %.
+        let mut at_edge = vec![nr("a"), nr("b"), nr("c")];
+        at_edge.extend((0..9).map(|i| tenant(&format!("ok{i}"))));
+        assert_eq!(
+            triage(&fleet(at_edge.clone()), &limits).verdict,
+            Verdict::Infrastructure
+        );
+        // One more healthy tenant: below 25 %.
+        at_edge.push(tenant("ok9"));
+        let below = triage(&fleet(at_edge), &limits);
+        assert_eq!(status_of(&below, SPREAD), Status::Warn);
+        assert_eq!(below.verdict, Verdict::Tenant);
+        // Many tenants but two namespaces.
+        let mut two = vec![nr("a"), nr("b"), nr("b")];
+        two.push(tenant("c"));
+        assert_eq!(triage(&fleet(two), &limits).verdict, Verdict::Tenant);
+        // Different symptoms are not one spread symptom.
+        let mixed = vec![
+            nr("a"),
+            sick("b", Symptom::InvalidSpec),
+            sick("c", Symptom::SettleStalled),
+        ];
+        assert_eq!(triage(&fleet(mixed), &limits).verdict, Verdict::Tenant);
+        // The same symptom everywhere, each explained by its rollout: a deployment.
+        let explained = vec![
+            rolling(nr("a"), "Progressing"),
+            rolling(nr("b"), "Progressing"),
+            rolling(nr("c"), "Progressing"),
+        ];
+        assert_eq!(
+            triage(&fleet(explained), &limits).verdict,
+            Verdict::Deployment
+        );
+    }
+
+    #[test]
+    fn a_just_finished_rollout_explains_trouble_until_recent_rollout_passes() {
+        let finished = |ago: i64| {
+            let mut t = sick("a", Symptom::NodesNotReady);
+            if let Some(r) = t.rollout.as_mut() {
+                r.finished = Some(at(ago));
+            }
+            run(&fleet(vec![t, tenant("b")])).verdict
+        };
+        assert_eq!(finished(600), Verdict::Deployment);
+        assert_eq!(finished(601), Verdict::Tenant);
+    }
+
+    #[test]
+    fn operator_warnings_count_within_since() {
+        let warned = |ago: i64| {
+            let mut f = fleet(vec![tenant("a")]);
+            f.warnings = vec![
+                Warning {
+                    namespace: "a".into(),
+                    reason: "ReconcileError".into(),
+                    count: 3,
+                    last: Some(at(ago)),
+                },
+                Warning {
+                    namespace: "b".into(),
+                    reason: "ReconcileError".into(),
+                    count: 1,
+                    last: Some(at(ago)),
+                },
+            ];
+            run(&f)
+        };
+        let inside = warned(900);
+        assert_eq!(status_of(&inside, OPERATOR_ERRORS), Status::Warn);
+        let check = inside
+            .checks
+            .iter()
+            .find(|c| c.name == OPERATOR_ERRORS)
+            .unwrap();
+        assert_eq!(
+            check.evidence,
+            ["ReconcileError: 4 in 2 namespace(s) (a 3, b 1)"]
+        );
+        assert_eq!(
+            inside.verdict,
+            Verdict::Healthy,
+            "warnings alone decide nothing"
+        );
+        assert_eq!(status_of(&warned(901), OPERATOR_ERRORS), Status::Ok);
+    }
+
+    #[test]
+    fn switches_name_every_pause_and_abort() {
+        let mut paused_ns = tenant("a");
+        paused_ns.pause = Some(("namespace".into(), Some("freeze".into())));
+        let mut fleet_wide = tenant("b");
+        fleet_wide.pause = Some(("operator".into(), None));
+        let mut aborted = tenant("c");
+        aborted.aborted = true;
+        let report = run(&fleet(vec![paused_ns, fleet_wide, aborted]));
+        let switches = report.checks.iter().find(|c| c.name == SWITCHES).unwrap();
+        assert_eq!(switches.status, Status::Warn);
+        assert_eq!(
+            switches.evidence,
+            [
+                "operator-wide pause in force",
+                "namespace a paused (freeze)",
+                "c/c: an abort is in force"
+            ]
+        );
+        assert_eq!(report.verdict, Verdict::Healthy);
+    }
+
+    #[test]
+    fn the_deployment_check_lists_rollouts_in_progress_and_failed() {
+        let report = run(&fleet(vec![
+            rolling(tenant("a"), "Progressing"),
+            rolling(sick("b", Symptom::Failed), "Failed"),
+            tenant("c"),
+        ]));
+        let check = report.checks.iter().find(|c| c.name == DEPLOYMENT).unwrap();
+        assert_eq!(check.status, Status::Warn);
+        assert_eq!(
+            check.summary,
+            "1 rollout(s) in progress, 1 failed or aborted, 0 finished in the last 10m0s"
+        );
+        assert!(check.evidence[0].starts_with("b/c: Failed at node acme-fe1 since"));
+        assert!(check.evidence[1].starts_with("a/c: Progressing since"));
+        assert!(
+            report.reason.contains("kubectl express abort -n b c"),
+            "{}",
+            report.reason
+        );
+    }
+
+    #[test]
+    fn the_json_shape_is_stable() {
+        let report = run(&fleet(vec![sick("a", Symptom::NodesNotReady)]));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["verdict"], "tenant");
+        assert_eq!(json["checks"][0]["name"], "operator");
+        assert_eq!(json["checks"][0]["status"], "ok");
+        assert!(json["checks"][0]["summary"].is_string());
+        assert!(json["checks"][0]["evidence"].is_array());
+        assert_eq!(json["tenants"][0]["namespace"], "a");
+        assert_eq!(json["tenants"][0]["symptoms"][0], "NodesNotReady");
+        assert_eq!(json["tenants"][0]["explainedByRollout"], false);
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(age(0), "0s");
+        assert_eq!(age(59), "59s");
+        assert_eq!(age(95), "1m35s");
+        assert_eq!(age(7500), "2h5m");
+        assert_eq!(age(-3), "0s");
+    }
+}

@@ -1,0 +1,261 @@
+//! Fleet triage for the L2 on call: is a tenant's trouble its own, a rollout's, or the operator
+//! layer's underneath every tenant? [`triage`] is a pure function from a [`Fleet`] snapshot (what
+//! the API showed, read at one instant `now`) and [`Thresholds`] to a [`Report`]: six checks, each
+//! `ok`, `warn` or `fail` with its evidence, and one [`Verdict`]. `kubectl express doctor` reads
+//! the fleet and prints the report; the operator publishes the same fleet view as metrics.
+//!
+//! [`observe`] turns API objects into the snapshot; nothing here talks to a server.
+
+pub mod observe;
+
+mod checks;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+pub use checks::triage;
+
+/// The thresholds of the decision table (`docs/doctor.md`), each a flag of `doctor`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Thresholds {
+    /// A tenant whose spec the operator has not observed (or whose status has not moved while
+    /// its pods did) for longer than this is behind.
+    pub stale_after_seconds: i64,
+    /// One symptom is spread when it is in at least this many namespaces...
+    pub spread_namespaces: usize,
+    /// ...and in at least this fraction of the tenants seen.
+    pub spread_fraction: f64,
+    /// Operator Warning events this recent are counted.
+    pub since_seconds: i64,
+    /// A rollout that finished this recently still explains a tenant's trouble.
+    pub recent_rollout_seconds: i64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            stale_after_seconds: 120,
+            spread_namespaces: 3,
+            spread_fraction: 0.25,
+            since_seconds: 900,
+            recent_rollout_seconds: 600,
+        }
+    }
+}
+
+/// What the API showed of the fleet.
+#[derive(Clone, Debug, Default)]
+pub struct Fleet {
+    pub now: Timestamp,
+    /// One entry per operator ring (today: the one ring `default`).
+    pub rings: Vec<Ring>,
+    pub tenants: Vec<Tenant>,
+    /// Operator Warning events, one entry per event object.
+    pub warnings: Vec<Warning>,
+    /// What could not be read (for example "leases in express-system: forbidden").
+    pub unreadable: Vec<String>,
+}
+
+/// One operator ring: its Lease, its Deployment and that Deployment's pods.
+#[derive(Clone, Debug)]
+pub struct Ring {
+    pub name: String,
+    pub lease: LeaseSeen,
+    /// None: no operator Deployment found (the operator may run elsewhere).
+    pub deployment: Option<Deployment>,
+    pub pods: Vec<OperatorPod>,
+}
+
+#[derive(Clone, Debug)]
+pub enum LeaseSeen {
+    Seen(Lease),
+    /// The Lease does not exist.
+    Missing {
+        namespace: String,
+        name: String,
+    },
+    /// Leases could not be read (RBAC).
+    Unreadable {
+        namespace: String,
+        name: String,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Lease {
+    pub namespace: String,
+    pub name: String,
+    pub holder: Option<String>,
+    pub renewed: Option<Timestamp>,
+    pub duration_seconds: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Deployment {
+    pub namespace: String,
+    pub name: String,
+    pub replicas: i32,
+    pub available: i32,
+}
+
+#[derive(Clone, Debug)]
+pub struct OperatorPod {
+    pub name: String,
+    pub restarts: i32,
+    /// A container's waiting reason (`CrashLoopBackOff`...).
+    pub waiting: Option<String>,
+}
+
+/// One Express cluster, as triage sees it.
+#[derive(Clone, Debug, Default)]
+pub struct Tenant {
+    pub namespace: String,
+    pub cluster: String,
+    pub generation: i64,
+    pub observed_generation: Option<i64>,
+    /// The last write to the ExpressCluster other than its status (when its spec could have
+    /// changed).
+    pub spec_changed: Option<Timestamp>,
+    /// The last status write to the ExpressCluster or its nodes.
+    pub status_changed: Option<Timestamp>,
+    /// The last transition of one of its pods (created, a condition changed, deleted).
+    pub pods_changed: Option<Timestamp>,
+    pub symptoms: Vec<Symptom>,
+    pub rollout: Option<Rollout>,
+    /// The pause in force: its scope (`operator`, `namespace`, `cluster`) and reason.
+    pub pause: Option<(String, Option<String>)>,
+    /// An abort request is in force.
+    pub aborted: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// The state as status names it (`Progressing`, `Failed`...), when known.
+    pub state: Option<String>,
+    pub started: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    /// The Express version(s) the cluster's defaults ask for.
+    pub version: Option<String>,
+    pub failed_node: Option<String>,
+}
+
+impl Rollout {
+    /// Under way: nodes changing or returning.
+    pub fn active(&self) -> bool {
+        matches!(self.state.as_deref(), Some("Progressing" | "RollingBack"))
+    }
+
+    /// Halted by its own failure or by an abort.
+    pub fn halted(&self) -> bool {
+        matches!(
+            self.state.as_deref(),
+            Some("Failed" | "Aborted" | "RollingBack")
+        )
+    }
+}
+
+/// What is wrong with a tenant, as the runbook groups it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Symptom {
+    Failed,
+    RollingBack,
+    Aborted,
+    InvalidSpec,
+    SettleStalled,
+    NodesNotReady,
+    Unreadable,
+}
+
+impl Symptom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Symptom::Failed => "Failed",
+            Symptom::RollingBack => "RollingBack",
+            Symptom::Aborted => "Aborted",
+            Symptom::InvalidSpec => "InvalidSpec",
+            Symptom::SettleStalled => "SettleStalled",
+            Symptom::NodesNotReady => "NodesNotReady",
+            Symptom::Unreadable => "Unreadable",
+        }
+    }
+}
+
+/// A Warning event the operator published.
+#[derive(Clone, Debug)]
+pub struct Warning {
+    pub namespace: String,
+    pub reason: String,
+    pub count: u32,
+    pub last: Option<Timestamp>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        }
+    }
+}
+
+/// Exactly one per report; a higher one outranks a lower one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Healthy,
+    Tenant,
+    Deployment,
+    Infrastructure,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Healthy => "healthy",
+            Verdict::Tenant => "tenant",
+            Verdict::Deployment => "deployment",
+            Verdict::Infrastructure => "infrastructure",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub summary: String,
+    pub evidence: Vec<String>,
+}
+
+/// One tenant in the report: what is wrong, and whether a rollout explains it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantReport {
+    pub namespace: String,
+    pub cluster: String,
+    pub symptoms: Vec<Symptom>,
+    pub rollout: Option<Rollout>,
+    /// The trouble follows an ongoing or just-finished rollout.
+    pub explained_by_rollout: bool,
+    /// Seconds the operator is behind on this tenant, past the threshold.
+    pub behind_seconds: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub verdict: Verdict,
+    /// Why the verdict, in one line (and, for `infrastructure`, who to engage).
+    pub reason: String,
+    pub checks: Vec<Check>,
+    pub tenants: Vec<TenantReport>,
+}

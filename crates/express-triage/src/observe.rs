@@ -1,0 +1,235 @@
+//! From API objects to the [`crate::Fleet`] snapshot: a tenant's symptoms, rollout and the
+//! instants its spec, status and pods last moved (from `managedFields` and pod conditions, so
+//! that a stale operator shows without any history of our own); the operator's Lease,
+//! Deployment, pods and Warning events.
+
+use express_api::conditions::{self, reason};
+use express_api::keys::LABEL_CLUSTER;
+use express_api::{ClusterKey, ClusterPhase, ExpressCluster, NodeKind, NodeRef, Objects};
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::coordination::v1 as coordination;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1 as events;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::{Deployment, Lease, OperatorPod, Rollout, Symptom, Tenant, Warning};
+
+/// The latest write to `meta`'s object: to its status subresource (`status: true`) or to
+/// anything else.
+fn last_write(meta: &ObjectMeta, status: bool) -> Option<Timestamp> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| (entry.subresource.as_deref() == Some("status")) == status)
+        .filter_map(|entry| entry.time.as_ref().map(|t| t.0))
+        .max()
+}
+
+fn pod_moved(pod: &Pod) -> Option<Timestamp> {
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == "Ready")
+        .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0));
+    [
+        pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        pod.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(ready)
+    .max()
+}
+
+fn condition_is(cluster: &ExpressCluster, type_: &str, status: &str, reasons: &[&str]) -> bool {
+    cluster.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == type_
+                && c.status == status
+                && (reasons.is_empty() || reasons.contains(&c.reason.as_str()))
+        })
+    })
+}
+
+fn version(cluster: &ExpressCluster) -> Option<String> {
+    let of = |kind| {
+        cluster
+            .spec
+            .defaults
+            .for_kind(kind)
+            .and_then(|d| d.express_version.clone())
+    };
+    match (of(NodeKind::Backend), of(NodeKind::Frontend)) {
+        (Some(b), Some(f)) if b == f => Some(b),
+        (Some(b), Some(f)) => Some(format!("backend {b}, frontend {f}")),
+        (b, f) => b.or(f),
+    }
+}
+
+/// One Express cluster of `objects` as triage sees it; `pause` is the widest pause in force
+/// (its scope name and reason), as the planner's observation finds it.
+pub fn tenant(
+    objects: &Objects,
+    key: &ClusterKey,
+    pause: Option<(String, Option<String>)>,
+) -> Tenant {
+    let cluster = objects.express_cluster(&key.namespace, &key.cluster);
+    let nodes = objects.nodes_of(&key.namespace, &key.cluster);
+    let pods: Vec<&Pod> = objects
+        .pods
+        .iter()
+        .map(|p| &**p)
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+                && p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_CLUSTER))
+                    .map(String::as_str)
+                    == Some(key.cluster.as_str())
+        })
+        .collect();
+    let status = cluster.and_then(|c| c.status.as_ref());
+    let rollout = status.and_then(|s| s.rollout.as_ref()).map(|r| Rollout {
+        state: r.state.map(|s| s.as_str().to_owned()),
+        started: r.started_at.as_ref().map(|t| t.0),
+        finished: r.finished_at.as_ref().map(|t| t.0),
+        version: cluster.and_then(version),
+        failed_node: r.failed_node.clone(),
+    });
+    let mut symptoms = Vec::new();
+    if let Some(cluster) = cluster {
+        let state = rollout.as_ref().and_then(|r| r.state.as_deref());
+        if state == Some("Failed") || status.and_then(|s| s.phase) == Some(ClusterPhase::Failed) {
+            symptoms.push(Symptom::Failed);
+        }
+        if state == Some("RollingBack") {
+            symptoms.push(Symptom::RollingBack);
+        }
+        if state == Some("Aborted") {
+            symptoms.push(Symptom::Aborted);
+        }
+        if condition_is(cluster, conditions::INVALID_SPEC, "True", &[]) {
+            symptoms.push(Symptom::InvalidSpec);
+        }
+        if condition_is(
+            cluster,
+            conditions::DESIRED_STATE_SETTLED,
+            "False",
+            &[reason::STALLED],
+        ) {
+            symptoms.push(Symptom::SettleStalled);
+        }
+        if condition_is(cluster, conditions::OBJECTS_READABLE, "False", &[]) {
+            symptoms.push(Symptom::Unreadable);
+        }
+    }
+    // A node being replaced is briefly not Ready: only a rollout at rest makes it a symptom.
+    let changing = rollout.as_ref().is_some_and(|r| r.active());
+    let not_ready = nodes
+        .iter()
+        .any(|n| n.spec().up && n.status().and_then(|s| s.ready) == Some(false));
+    if (!changing && not_ready) || status.and_then(|s| s.phase) == Some(ClusterPhase::Degraded) {
+        symptoms.push(Symptom::NodesNotReady);
+    }
+    let node_meta = |n: &NodeRef<'_>| n.meta().clone();
+    let status_changed = cluster
+        .map(|c| c.metadata.clone())
+        .into_iter()
+        .chain(nodes.iter().map(node_meta))
+        .filter_map(|meta| last_write(&meta, true))
+        .max();
+    Tenant {
+        namespace: key.namespace.clone(),
+        cluster: key.cluster.clone(),
+        generation: cluster.and_then(|c| c.metadata.generation).unwrap_or(0),
+        observed_generation: match cluster {
+            Some(c) => c.status.as_ref().and_then(|s| s.observed_generation),
+            // Without an ExpressCluster there is no generation to observe.
+            None => Some(0),
+        },
+        spec_changed: cluster.and_then(|c| {
+            last_write(&c.metadata, false).or(c.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        }),
+        status_changed,
+        pods_changed: pods.iter().filter_map(|p| pod_moved(p)).max(),
+        symptoms,
+        rollout,
+        pause,
+        aborted: status.is_some_and(|s| s.abort.is_some()),
+    }
+}
+
+pub fn lease(lease: &coordination::Lease) -> Lease {
+    let spec = lease.spec.as_ref();
+    Lease {
+        namespace: lease.metadata.namespace.clone().unwrap_or_default(),
+        name: lease.metadata.name.clone().unwrap_or_default(),
+        holder: spec.and_then(|s| s.holder_identity.clone()),
+        renewed: spec
+            .and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref()))
+            .map(|t| t.0),
+        duration_seconds: spec.and_then(|s| s.lease_duration_seconds).map(i64::from),
+    }
+}
+
+pub fn deployment(deployment: &apps::Deployment) -> Deployment {
+    Deployment {
+        namespace: deployment.metadata.namespace.clone().unwrap_or_default(),
+        name: deployment.metadata.name.clone().unwrap_or_default(),
+        replicas: deployment.spec.replicas.unwrap_or(1),
+        available: deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0),
+    }
+}
+
+pub fn operator_pod(pod: &Pod) -> OperatorPod {
+    let containers = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten();
+    let mut restarts = 0;
+    let mut waiting = None;
+    for container in containers {
+        restarts += container.restart_count;
+        if let Some(reason) = container
+            .state
+            .as_ref()
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone())
+        {
+            waiting = Some(reason);
+        }
+    }
+    OperatorPod {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        restarts,
+        waiting,
+    }
+}
+
+/// A Warning event, when `event` is one.
+pub fn warning(event: &events::Event) -> Option<Warning> {
+    if event.type_.as_deref() != Some("Warning") {
+        return None;
+    }
+    let series = event.series.as_ref();
+    Some(Warning {
+        namespace: event.metadata.namespace.clone().unwrap_or_default(),
+        reason: event.reason.clone().unwrap_or_default(),
+        count: series.map_or(1, |s| u32::try_from(s.count).unwrap_or(1)),
+        last: series
+            .map(|s| s.last_observed_time.0)
+            .or(event.event_time.as_ref().map(|t| t.0))
+            .or(event.metadata.creation_timestamp.as_ref().map(|t| t.0)),
+    })
+}
