@@ -15,13 +15,6 @@ use support::*;
 
 const ORDER: [&str; 6] = ["fe1", "fe2", "be", "fe3", "fe4", "fe5"];
 
-/// An operator whose client sends User-Agent `agent`, so that kubesim counts and stops its
-/// writes apart from the test's own.
-fn operator_as(env: &Env, agent: &str) -> tokio::task::JoinHandle<()> {
-    let client = env.sim.client_with_agent(agent).expect("client");
-    operator(&client, agent, tokio::sync::watch::channel(true).1)
-}
-
 /// A settled 6-node tenant (five Frontends and the Backend) driven by an operator running as
 /// `agent`.
 async fn six_node_tenant(agent: &str) -> (Env, tokio::task::JoinHandle<()>) {
@@ -43,31 +36,6 @@ async fn healthy(env: &Env) -> bool {
         .expect("cluster")
         .status
         .is_some_and(|s| s.phase == Some(ClusterPhase::Healthy))
-}
-
-/// Waits until `agent` has a write refused (true) or `done` holds (false).
-async fn refused_or_done(
-    env: &Env,
-    agent: &str,
-    deadline: Instant,
-    mut done: impl AsyncFnMut() -> bool,
-) -> bool {
-    let mut refusals = env.sim.faults().refusals();
-    loop {
-        if env
-            .sim
-            .faults()
-            .write_stop(agent)
-            .is_some_and(|stop| stop.refused > 0)
-        {
-            return true;
-        }
-        if done().await {
-            return false;
-        }
-        assert!(Instant::now() < deadline, "{agent}: no progress");
-        let _ = tokio::time::timeout(Duration::from_millis(20), refusals.changed()).await;
-    }
 }
 
 /// The upgrade to v2 finished from `from` on: six creations and six deletions.
@@ -104,9 +72,13 @@ async fn crash_after(writes: u64) -> bool {
     change(&env, v("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let case = format!("killed after write {writes}");
-    let reached = refused_or_done(&env, "operator-before-crash", deadline, async || {
-        upgrade_done(&env, from) && healthy(&env).await
-    })
+    let reached = refused_or_done(
+        &env,
+        "operator-before-crash",
+        deadline,
+        async || upgrade_done(&env, from) && healthy(&env).await,
+        async || format!("{:?}", since(&env.created, from.0)),
+    )
     .await;
     running.abort();
     let _ = running.await;
@@ -153,23 +125,13 @@ async fn an_operator_allowed_one_write_per_life_finishes_the_upgrade_once_in_ord
     let _ = running.await;
     let from = marks(&env);
     change(&env, v("v2")).await;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut lives = 0;
-    loop {
-        lives += 1;
-        let agent = format!("operator-life-{lives}");
-        env.sim.faults().stop_writes_after(&agent, 1);
-        let running = operator_as(&env, &agent);
-        let reached = refused_or_done(&env, &agent, deadline, async || {
-            upgrade_done(&env, from) && healthy(&env).await
-        })
-        .await;
-        running.abort();
-        let _ = running.await;
-        if !reached {
-            break;
-        }
-    }
+    let lives = one_write_per_life(
+        &env,
+        Duration::from_secs(120),
+        async || upgrade_done(&env, from) && healthy(&env).await,
+        async || format!("{:?}", since(&env.created, from.0)),
+    )
+    .await;
     let _last = operator_as(&env, "operator-last");
     settle(&env).await;
     assert_replaced_once_in_order(&env, from, "one write per life");

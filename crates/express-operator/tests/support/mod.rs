@@ -368,3 +368,67 @@ pub async fn control(env: &Env, namespace: &str, name: &str, paused: &str) {
         .await
         .expect("control configmap");
 }
+
+/// An operator whose client sends User-Agent `agent`, so that kubesim counts and stops its
+/// writes apart from the test's own.
+pub fn operator_as(env: &Env, agent: &str) -> tokio::task::JoinHandle<()> {
+    let client = env.sim.client_with_agent(agent).expect("client");
+    operator(&client, agent, tokio::sync::watch::channel(true).1)
+}
+
+/// Waits until `agent` has a write refused by its write stop (true) or `done` holds (false);
+/// past `deadline`, fails with what `state` describes.
+pub async fn refused_or_done(
+    env: &Env,
+    agent: &str,
+    deadline: Instant,
+    mut done: impl AsyncFnMut() -> bool,
+    mut state: impl AsyncFnMut() -> String,
+) -> bool {
+    let mut refusals = env.sim.faults().refusals();
+    loop {
+        if env
+            .sim
+            .faults()
+            .write_stop(agent)
+            .is_some_and(|stop| stop.refused > 0)
+        {
+            return true;
+        }
+        if done().await {
+            return false;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{agent}: no progress: {}",
+            state().await
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(20), refusals.changed()).await;
+    }
+}
+
+/// Runs the operator one write per life: each life may make one write, is killed at its
+/// first refused one (kubesim's write stop), and a fresh operator takes over, until `done`
+/// holds. Returns the number of lives; fails with what `state` describes when the lives make
+/// no progress within `timeout`.
+pub async fn one_write_per_life(
+    env: &Env,
+    timeout: Duration,
+    mut done: impl AsyncFnMut() -> bool,
+    mut state: impl AsyncFnMut() -> String,
+) -> usize {
+    let deadline = Instant::now() + timeout;
+    let mut lives = 0;
+    loop {
+        lives += 1;
+        let agent = format!("operator-life-{lives}");
+        env.sim.faults().stop_writes_after(&agent, 1);
+        let running = operator_as(env, &agent);
+        let refused = refused_or_done(env, &agent, deadline, &mut done, &mut state).await;
+        running.abort();
+        let _ = running.await;
+        if !refused {
+            return lives;
+        }
+    }
+}
