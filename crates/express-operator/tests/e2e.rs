@@ -77,13 +77,18 @@ async fn cluster(env: &Env) -> ExpressCluster {
         .expect("cluster")
 }
 
-/// Waits until the ExpressCluster reports every up node Ready on its desired revision.
+/// Waits until the ExpressCluster reports, for its latest spec, every up node Ready on its
+/// desired revision.
 async fn healthy(env: &Env, nodes: u32) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let status = cluster(env).await.status;
+        let cluster = cluster(env).await;
+        let status = cluster.status;
+        // A status written before the operator saw the latest spec may say Healthy about the
+        // old one.
         let done = status.as_ref().is_some_and(|s| {
-            s.phase == Some(express_api::ClusterPhase::Healthy)
+            s.observed_generation == cluster.metadata.generation
+                && s.phase == Some(express_api::ClusterPhase::Healthy)
                 && s.nodes
                     .as_ref()
                     .is_some_and(|n| n.up_to_date == nodes && n.ready == nodes)
@@ -106,7 +111,8 @@ fn order(env: &Env, since: usize) -> Vec<String> {
         .collect()
 }
 
-async fn set_version(env: &Env, backend: Option<&str>, frontend: Option<&str>) {
+/// Returns the ExpressCluster's new generation.
+async fn set_version(env: &Env, backend: Option<&str>, frontend: Option<&str>) -> i64 {
     let mut defaults_patch = json!({});
     if let Some(v) = backend {
         defaults_patch["backend"] = json!({"expressVersion": v});
@@ -121,7 +127,10 @@ async fn set_version(env: &Env, backend: Option<&str>, frontend: Option<&str>) {
             &Patch::Merge(json!({"spec": {"defaults": defaults_patch}})),
         )
         .await
-        .expect("patch");
+        .expect("patch")
+        .metadata
+        .generation
+        .expect("generation")
 }
 
 #[tokio::test]
@@ -133,7 +142,6 @@ async fn provisions_from_nothing_then_upgrades_in_order() {
 
     let before = env.created.lock().unwrap().len();
     set_version(&env, Some("v2"), Some("v2")).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     healthy(&env, 5).await;
     assert_eq!(
         order(&env, before),
@@ -143,7 +151,6 @@ async fn provisions_from_nothing_then_upgrades_in_order() {
 
     let before = env.created.lock().unwrap().len();
     set_version(&env, None, Some("v3")).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     healthy(&env, 5).await;
     assert_eq!(
         order(&env, before),
@@ -153,7 +160,6 @@ async fn provisions_from_nothing_then_upgrades_in_order() {
 
     let before = env.created.lock().unwrap().len();
     set_version(&env, Some("v3"), None).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     healthy(&env, 5).await;
     assert_eq!(order(&env, before), ["be"], "backend-only change");
 
@@ -179,6 +185,8 @@ async fn pause_changes_nothing_and_resume_goes_on() {
     let env = env().await;
     tenant(&env, 2).await;
     healthy(&env, 3).await;
+    // Counted from here: an operator ignoring the pause acts before it reports.
+    let pod_writes = env.sim.counters().writes_to("pods");
     Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
         .patch(
             "acme",
@@ -187,10 +195,16 @@ async fn pause_changes_nothing_and_resume_goes_on() {
         )
         .await
         .expect("pause");
-    set_version(&env, Some("v2"), Some("v2")).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let pod_writes = env.sim.counters().writes_to("pods");
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let generation = set_version(&env, Some("v2"), Some("v2")).await;
+    support::wait_until("Paused reported for the new versions", async || {
+        cluster(&env).await.status.is_some_and(|s| {
+            s.observed_generation == Some(generation)
+                && s.phase == Some(express_api::ClusterPhase::Paused)
+        })
+    })
+    .await;
+    // A window, not a wait: a pod write now would come from a later reconcile.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         env.sim.counters().writes_to("pods"),
         pod_writes,
@@ -216,7 +230,6 @@ async fn pause_changes_nothing_and_resume_goes_on() {
         )
         .await
         .expect("resume");
-    tokio::time::sleep(Duration::from_millis(200)).await;
     healthy(&env, 3).await;
     assert_eq!(order(&env, before), ["fe1", "fe2", "be"]);
 }
@@ -226,6 +239,8 @@ async fn a_cycle_is_reported_and_changes_nothing() {
     let env = env().await;
     tenant(&env, 2).await;
     healthy(&env, 3).await;
+    // Counted from here: an operator acting despite the cycle acts before it reports.
+    let pod_writes = env.sim.counters().writes_to("pods");
     let cycle = |on: &str| json!({"spec": {"deploymentDependencies": {"upgradePrerequisites": [{"expressNode": on, "kind": "Frontend"}]}}});
     let frontends = Api::<Frontend>::namespaced(env.client.clone(), NS);
     frontends
@@ -244,7 +259,7 @@ async fn a_cycle_is_reported_and_changes_nothing() {
         )
         .await
         .expect("patch");
-    set_version(&env, Some("v2"), Some("v2")).await;
+    let generation = set_version(&env, Some("v2"), Some("v2")).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let status = cluster(&env).await.status.expect("status");
@@ -253,7 +268,8 @@ async fn a_cycle_is_reported_and_changes_nothing() {
             .iter()
             .find(|c| c.type_ == "InvalidSpec")
             .expect("condition");
-        if invalid.status == "True" {
+        // The cycle may be reported before the new versions are seen: wait for both.
+        if invalid.status == "True" && status.observed_generation == Some(generation) {
             assert!(
                 invalid
                     .message
@@ -269,8 +285,8 @@ async fn a_cycle_is_reported_and_changes_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let pod_writes = env.sim.counters().writes_to("pods");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // A window, not a wait: a pod write now would come from a later reconcile.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         env.sim.counters().writes_to("pods"),
         pod_writes,

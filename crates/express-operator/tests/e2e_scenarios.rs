@@ -5,11 +5,18 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use express_api::{ExpressCluster, Frontend};
+use express_api::{ExpressCluster, Frontend, conditions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::*;
+
+async fn cluster(env: &Env) -> ExpressCluster {
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .get("acme")
+        .await
+        .expect("cluster")
+}
 
 #[tokio::test]
 async fn deleted_pods_are_recreated_in_order() {
@@ -26,7 +33,13 @@ async fn deleted_pods_are_recreated_in_order() {
     pods.delete("acme-be", &DeleteParams::default())
         .await
         .expect("delete");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A pod deletion changes no generation: until the operator acts, status still says
+    // settled. Once the new pod is seen, settle cannot pass early: the operator records the
+    // node Provisioning before it creates the pod.
+    wait_until("acme-be recreated", async || {
+        !since(&env.created, from).is_empty()
+    })
+    .await;
     settle(&env).await;
     assert_eq!(
         since(&env.created, from),
@@ -41,7 +54,10 @@ async fn deleted_pods_are_recreated_in_order() {
     pods.delete("acme-fe3", &DeleteParams::default())
         .await
         .expect("delete");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until("acme-fe2 and acme-fe3 recreated", async || {
+        since(&env.created, from).len() >= 2
+    })
+    .await;
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe2", "fe3"]);
 }
@@ -66,7 +82,11 @@ async fn node_set_down_and_brought_back() {
         )
         .await
         .expect("down");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // fe2 reads Down while its pod still terminates: wait for the deletion itself.
+    wait_until("acme-fe2's pod deleted", async || {
+        !since(&env.deleted, deleted_from).is_empty()
+    })
+    .await;
     settle(&env).await;
     assert_eq!(since(&env.deleted, deleted_from), ["fe2"]);
     assert_eq!(
@@ -76,7 +96,7 @@ async fn node_set_down_and_brought_back() {
 
     // While fe2 is down, an upgrade skips it: fe1, be, fe3.
     let from = env.created.lock().unwrap().len();
-    change(&env, v("v2")).await;
+    change_observed(&env, v("v2")).await;
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe1", "be", "fe3"]);
 
@@ -89,7 +109,7 @@ async fn node_set_down_and_brought_back() {
         )
         .await
         .expect("up");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // settle waits for fe2's status on its new generation, which cannot say Down.
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe2"]);
 }
@@ -110,14 +130,18 @@ async fn nodes_added_and_removed_mid_rollout() {
     .await;
     settle(&env).await;
     let from = env.created.lock().unwrap().len();
-    change(&env, v("v2")).await;
+    change_observed(&env, v("v2")).await;
+    wait_until("the rollout's first pod created", async || {
+        !since(&env.created, from).is_empty()
+    })
+    .await;
     // Mid-rollout: fe5 joins, fe3 leaves.
     add_frontend(&env, "fe5", json!({})).await;
     Api::<Frontend>::namespaced(env.client.clone(), NS)
         .delete("acme-fe3", &DeleteParams::default())
         .await
         .expect("delete node");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // settle waits for fe5's first status, so it cannot pass before the operator saw fe5.
     settle(&env).await;
     let order = since(&env.created, from);
     let without_fe3: Vec<&String> = order.iter().filter(|n| *n != "fe3").collect();
@@ -155,7 +179,7 @@ async fn per_node_override_and_explicit_prerequisites() {
     assert_eq!(since(&env.created, 0), ["be", "fe1", "fe2", "fe3"]);
 
     let from = env.created.lock().unwrap().len();
-    change(&env, v("v2")).await;
+    change_observed(&env, v("v2")).await;
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe3", "fe1", "fe2", "be"]);
 
@@ -169,7 +193,8 @@ async fn per_node_override_and_explicit_prerequisites() {
         )
         .await
         .expect("override");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // settle waits for fe2's status on its new generation, which cannot say Ready before
+    // the new pod is.
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe2"]);
     assert_eq!(
@@ -244,28 +269,32 @@ async fn pause_by_namespace_and_operator_configmaps() {
         ),
     ] {
         control(&env, namespace, name, "true").await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        change(&env, v(&format!("v-{scope}"))).await;
+        wait_until(&format!("Paused ({scope}) reported"), async || {
+            cluster(&env).await.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == conditions::PAUSED && c.status == "True")
+            })
+        })
+        .await;
+        // Counted from here: an operator ignoring the pause acts before it reports.
         let writes = env.sim.counters().writes_to("pods");
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        change_observed(&env, v(&format!("v-{scope}"))).await;
+        // A window, not a wait: a pod write now would come from a later reconcile.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(
             env.sim.counters().writes_to("pods"),
             writes,
             "paused ({scope}): no pod writes"
         );
-        let status = Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-            .get("acme")
-            .await
-            .unwrap()
-            .status
-            .unwrap();
+        let status = cluster(&env).await.status.unwrap();
         let message = status.message.unwrap_or_default();
         assert!(
             message.contains(scope) && message.contains("change freeze"),
             "{message}"
         );
         control(&env, namespace, name, "false").await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Status says Paused until the operator sees the resume, so settle cannot pass early.
         settle(&env).await;
     }
 }
@@ -335,7 +364,7 @@ async fn only_the_leader_acts_and_the_other_takes_over() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let from = env.created.lock().unwrap().len();
-    change(&env, v("v2")).await;
+    change_observed(&env, v("v2")).await;
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe1", "fe2", "be"]);
 }
@@ -373,7 +402,11 @@ async fn an_ended_pod_is_recreated() {
     )
     .await
     .expect("the pod ends");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A pod status changes no generation: until the operator acts, status still says settled.
+    wait_until("acme-fe1 recreated", async || {
+        !since(&env.created, from).is_empty()
+    })
+    .await;
     settle(&env).await;
     assert_eq!(since(&env.created, from), ["fe1"]);
     assert_ne!(

@@ -432,3 +432,40 @@ pub async fn one_write_per_life(
         }
     }
 }
+
+/// Polls `done` every 20 ms until it holds; after 30 s, fails saying that `what` never
+/// happened.
+pub async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(
+            Instant::now() < deadline,
+            "never happened within 30 s: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Applies `patch` to the ExpressCluster and waits until the operator has reported a status
+/// for the generation it made, so that what status says next is about the new spec. [`change`]
+/// cannot wait so: some of its callers have no operator able to write at that point.
+pub async fn change_observed(env: &Env, patch: Value) {
+    let api = Api::<ExpressCluster>::namespaced(env.client.clone(), NS);
+    let generation = api
+        .patch("acme", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patch")
+        .metadata
+        .generation
+        .expect("generation");
+    wait_until(
+        &format!("the operator reported on ExpressCluster generation {generation}"),
+        async || {
+            let status = api.get("acme").await.expect("cluster").status;
+            status
+                .and_then(|s| s.observed_generation)
+                .is_some_and(|observed| observed >= generation)
+        },
+    )
+    .await;
+}
