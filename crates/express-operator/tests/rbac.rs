@@ -13,7 +13,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 
 use express_api::{ExpressCluster, Frontend, conditions};
 use express_operator::controller::Settings;
@@ -144,14 +143,6 @@ fn rules(file: &str, mode: Mode) -> Rules {
         "{file}: `# unused` comments for grants that do not exist: {stale:?}"
     );
     Rules { grants, unused }
-}
-
-async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done().await {
-        assert!(Instant::now() < deadline, "never {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn cluster(env: &Env) -> ExpressCluster {

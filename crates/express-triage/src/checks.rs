@@ -24,14 +24,9 @@ fn seconds_between(later: Timestamp, earlier: Timestamp) -> i64 {
     later.as_second() - earlier.as_second()
 }
 
-/// "95s", "3m10s", "2h5m".
+/// "95s", "3m10s", "2h5m" (as durations are written to and read from every flag).
 pub fn age(seconds: i64) -> String {
-    let s = seconds.max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
-    }
+    express_api::bounce::format_duration(u64::try_from(seconds).unwrap_or(0))
 }
 
 fn name(tenant: &Tenant) -> String {
@@ -62,12 +57,34 @@ struct Assessed<'a> {
 }
 
 fn assess<'a>(now: Timestamp, tenant: &'a Tenant, limits: &Thresholds) -> Assessed<'a> {
+    // A rollout explains trouble when its latest node change followed a change of the desired
+    // state, and a failure came while that change could still fail (within its progress
+    // deadline). The operator also replaces a lost pod long after any change, and fails the
+    // node's last change record when that pod fails: that is no deployment.
+    let carries_a_change = |r: &crate::Rollout| {
+        let change_started = tenant.last_node_change.or(r.started);
+        let follows_desired = match (change_started, tenant.desired_changed) {
+            (Some(started), Some(changed)) => {
+                seconds_between(started, changed) <= limits.recent_rollout_seconds
+            }
+            _ => true,
+        };
+        let failed_during_change = match (tenant.failed_at, change_started) {
+            (Some(failed), Some(started)) if r.halted() => {
+                seconds_between(failed, started)
+                    <= tenant.progress_deadline_seconds + limits.recent_rollout_seconds
+            }
+            _ => true,
+        };
+        follows_desired && failed_during_change
+    };
     let explained = !tenant.symptoms.is_empty()
         && tenant.rollout.as_ref().is_some_and(|r| {
-            r.active()
-                || r.halted()
-                || r.finished
-                    .is_some_and(|f| seconds_between(now, f) <= limits.recent_rollout_seconds)
+            carries_a_change(r)
+                && (r.active()
+                    || r.halted()
+                    || r.finished
+                        .is_some_and(|f| seconds_between(now, f) <= limits.recent_rollout_seconds))
         });
     let mut behind: Option<(i64, String)> = None;
     if tenant.observed_generation < Some(tenant.generation) {
@@ -135,9 +152,15 @@ fn operator_check(fleet: &Fleet) -> Check {
                     lease.holder.as_deref().filter(|h| !h.is_empty()),
                     lease.renewed,
                 ) {
-                    (None, _) => findings.push((
+                    (None, renewed) => findings.push((
                         Status::Fail,
-                        format!("ring {r}: {at} has no holder: no operator is leading"),
+                        format!(
+                            "ring {r}: {at} has no holder{}: no operator is leading",
+                            renewed.map_or_else(String::new, |t| format!(
+                                " (released or last renewed {} ago)",
+                                age(seconds_between(fleet.now, t))
+                            ))
+                        ),
                     )),
                     (Some(holder), None) => findings.push((
                         Status::Fail,
@@ -404,7 +427,7 @@ fn switches_check(fleet: &Fleet) -> Check {
     let mut cluster_pauses = 0;
     for tenant in &fleet.tenants {
         match &tenant.pause {
-            Some((scope, reason)) if scope == "operator" => fleet_pause = Some(reason.clone()),
+            Some((scope, reason)) if scope == "operator-wide" => fleet_pause = Some(reason.clone()),
             Some((scope, reason)) if scope == "namespace" => {
                 namespace_pauses.insert(&tenant.namespace, reason.clone());
             }
@@ -675,6 +698,10 @@ mod tests {
             generation: 2,
             observed_generation: Some(2),
             spec_changed: Some(at(3600)),
+            desired_changed: Some(at(3600)),
+            last_node_change: None,
+            failed_at: None,
+            progress_deadline_seconds: 600,
             status_changed: Some(at(3000)),
             pods_changed: Some(at(3100)),
             symptoms: Vec::new(),
@@ -698,6 +725,7 @@ mod tests {
     }
 
     fn rolling(mut t: Tenant, state: &str) -> Tenant {
+        t.desired_changed = Some(at(61));
         t.rollout = Some(Rollout {
             state: Some(state.into()),
             started: Some(at(60)),
@@ -986,6 +1014,52 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_without_a_change_of_the_desired_state_explains_nothing() {
+        // The operator recreated a lost pod long after the last change, and it failed.
+        let recreated = |started_after_change: i64| {
+            let mut t = rolling(sick("a", Symptom::Failed), "Failed");
+            t.desired_changed = Some(at(5000));
+            if let Some(r) = t.rollout.as_mut() {
+                r.started = Some(at(5000 - started_after_change));
+            }
+            run(&fleet(vec![t, tenant("b")])).verdict
+        };
+        assert_eq!(recreated(600), Verdict::Deployment);
+        assert_eq!(recreated(601), Verdict::Tenant);
+    }
+
+    #[test]
+    fn a_lost_pod_replaced_long_after_the_last_change_is_no_deployment() {
+        // The rollout record is the provisioning's; the node change that failed is recent.
+        let replaced = |change_after: i64| {
+            let mut t = rolling(sick("a", Symptom::Failed), "Failed");
+            t.desired_changed = Some(at(5000));
+            if let Some(r) = t.rollout.as_mut() {
+                r.started = Some(at(5000));
+            }
+            t.last_node_change = Some(at(5000 - change_after));
+            run(&fleet(vec![t, tenant("b")])).verdict
+        };
+        assert_eq!(replaced(600), Verdict::Deployment);
+        assert_eq!(replaced(601), Verdict::Tenant);
+    }
+
+    #[test]
+    fn a_failure_long_after_the_change_could_fail_is_no_deployment() {
+        // A replaced pod failing an old change record: the failure comes long after the
+        // change started (600 s deadline, 600 s recent-rollout).
+        let failed = |after_change: i64| {
+            let mut t = rolling(sick("a", Symptom::Failed), "Failed");
+            t.last_node_change = Some(at(5000));
+            t.desired_changed = Some(at(5000));
+            t.failed_at = Some(at(5000 - after_change));
+            run(&fleet(vec![t, tenant("b")])).verdict
+        };
+        assert_eq!(failed(1200), Verdict::Deployment);
+        assert_eq!(failed(1201), Verdict::Tenant);
+    }
+
+    #[test]
     fn operator_warnings_count_within_since() {
         let warned = |ago: i64| {
             let mut f = fleet(vec![tenant("a")]);
@@ -1029,7 +1103,7 @@ mod tests {
         let mut paused_ns = tenant("a");
         paused_ns.pause = Some(("namespace".into(), Some("freeze".into())));
         let mut fleet_wide = tenant("b");
-        fleet_wide.pause = Some(("operator".into(), None));
+        fleet_wide.pause = Some(("operator-wide".into(), None));
         let mut aborted = tenant("c");
         aborted.aborted = true;
         let report = run(&fleet(vec![paused_ns, fleet_wide, aborted]));
@@ -1057,7 +1131,7 @@ mod tests {
         assert_eq!(check.status, Status::Warn);
         assert_eq!(
             check.summary,
-            "1 rollout(s) in progress, 1 failed or aborted, 0 finished in the last 10m0s"
+            "1 rollout(s) in progress, 1 failed or aborted, 0 finished in the last 10m"
         );
         assert!(check.evidence[0].starts_with("b/c: Failed at node acme-fe1 since"));
         assert!(check.evidence[1].starts_with("a/c: Progressing since"));

@@ -13,7 +13,7 @@ mod checks;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-pub use checks::triage;
+pub use checks::{age, triage};
 
 /// The thresholds of the decision table (`docs/doctor.md`), each a flag of `doctor`.
 #[derive(Clone, Debug, PartialEq)]
@@ -116,13 +116,23 @@ pub struct Tenant {
     /// The last write to the ExpressCluster other than its status (when its spec could have
     /// changed).
     pub spec_changed: Option<Timestamp>,
+    /// The last write to the ExpressCluster or any of its nodes other than their status: when
+    /// the desired state last changed (a version, a node's spec, a bounce request...).
+    pub desired_changed: Option<Timestamp>,
+    /// When the latest change of one of its nodes (a pod provisioned, replaced or rolled back)
+    /// started.
+    pub last_node_change: Option<Timestamp>,
+    /// When the rollout halted on a failure (the `Halted` condition's transition).
+    pub failed_at: Option<Timestamp>,
+    /// `spec.rollout.progressDeadlineSeconds`: how long a node change may take to fail.
+    pub progress_deadline_seconds: i64,
     /// The last status write to the ExpressCluster or its nodes.
     pub status_changed: Option<Timestamp>,
     /// The last transition of one of its pods (created, a condition changed, deleted).
     pub pods_changed: Option<Timestamp>,
     pub symptoms: Vec<Symptom>,
     pub rollout: Option<Rollout>,
-    /// The pause in force: its scope (`operator`, `namespace`, `cluster`) and reason.
+    /// The pause in force: its scope (`operator-wide`, `namespace`, `cluster`) and reason.
     pub pause: Option<(String, Option<String>)>,
     /// An abort request is in force.
     pub aborted: bool,

@@ -155,6 +155,32 @@ pub fn tenant(
         spec_changed: cluster.and_then(|c| {
             last_write(&c.metadata, false).or(c.metadata.creation_timestamp.as_ref().map(|t| t.0))
         }),
+        desired_changed: cluster
+            .map(|c| c.metadata.clone())
+            .into_iter()
+            .chain(nodes.iter().map(node_meta))
+            .filter_map(|meta| {
+                last_write(&meta, false).or(meta.creation_timestamp.as_ref().map(|t| t.0))
+            })
+            .max(),
+        last_node_change: nodes
+            .iter()
+            .filter_map(|n| {
+                n.status()?
+                    .change
+                    .as_ref()?
+                    .started_at
+                    .as_ref()
+                    .map(|t| t.0)
+            })
+            .max(),
+        failed_at: status
+            .into_iter()
+            .flat_map(|s| s.conditions.iter())
+            .find(|c| c.type_ == conditions::HALTED && c.status == "True")
+            .map(|c| c.last_transition_time.0),
+        progress_deadline_seconds: cluster
+            .map_or(600, |c| i64::from(c.spec.rollout.progress_deadline_seconds)),
         status_changed,
         pods_changed: pods.iter().filter_map(|p| pod_moved(p)).max(),
         symptoms,

@@ -66,6 +66,12 @@ enum Command {
     ///
     /// Exit 0 no difference, 1 differences, 2 errors (like kubectl diff).
     Diff(verbs::diff::Args),
+    /// Is it the infrastructure? Fleet triage for the on-call, with one verdict
+    ///
+    /// Checks the operator (Lease, Deployment), whether it keeps up, how trouble spreads across
+    /// namespaces, rollouts in progress, pauses and aborts, and the operator's Warning events.
+    /// Exit 0 healthy, 1 tenant or deployment, 3 infrastructure, 2 cannot run.
+    Doctor(verbs::doctor::Args),
     /// Print shell completions (bash, zsh, fish, ...)
     Completion(verbs::completion::Args),
     /// Print the plugin's version and the operator's
@@ -92,6 +98,7 @@ fn main() -> ExitCode {
         Command::History(args) => verbs::history::run(args),
         Command::Revisions(args) => verbs::revisions::run(args),
         Command::Diff(args) => verbs::diff::run(args),
+        Command::Doctor(args) => verbs::doctor::run(args),
         Command::Completion(args) => verbs::completion::run::<Cli>(args),
         Command::Version(args) => verbs::version::run(args),
         Command::Pause(args) => verbs::pause::run(args, true),

@@ -6,6 +6,7 @@ pub mod abort;
 pub mod bounce;
 pub mod completion;
 pub mod diff;
+pub mod doctor;
 pub mod get;
 pub mod history;
 pub mod list;

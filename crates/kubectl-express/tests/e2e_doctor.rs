@@ -1,0 +1,333 @@
+//! `kubectl express doctor` end to end: the real plugin binary against kubesim over HTTP, the
+//! real controller with leader election (the Lease `express-operator`), tenants in three
+//! namespaces. Every case checks the exit code and the JSON verdict; the text of each verdict
+//! is printed (run with `--no-capture` to read it).
+#![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
+
+#[path = "../../express-operator/tests/support/mod.rs"]
+mod support;
+
+mod cli;
+
+use std::time::{Duration, Instant};
+
+use cli::kubectl_express;
+use express_api::{
+    Backend, BackendSpec, ClusterPhase, ExpressCluster, Frontend, FrontendSpec, NodeSpec,
+};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kubesim::faults::FaultRule;
+use kubesim::kubelet::{Behavior, KubeletRule};
+use serde_json::{Value, json};
+use support::*;
+
+const TEAMS: [&str; 3] = ["team-a", "team-b", "team-c"];
+
+struct Operator {
+    controller: tokio::task::JoinHandle<()>,
+    lease: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+}
+
+impl Operator {
+    /// The operator dies: its controller and its Lease renewals stop.
+    async fn kill(self) {
+        self.controller.abort();
+        self.lease.abort();
+        let _ = self.controller.await;
+        let _ = self.lease.await;
+    }
+}
+
+async fn start_operator(env: &Env) -> Operator {
+    let client = env.sim.client_with_agent("express-operator").unwrap();
+    let (leader, lease) =
+        express_operator::leader::elect(client.clone(), "express-system", "doctor-e2e")
+            .await
+            .unwrap();
+    let controller = tokio::spawn(express_operator::controller::run(
+        client,
+        express_operator::controller::Settings::cluster_wide("doctor-e2e", 4),
+        express_operator::metrics::Metrics::new(),
+        leader,
+    ));
+    Operator { controller, lease }
+}
+
+/// Tenant `shop` (a Backend and one Frontend, at `version`) in namespace `ns`.
+async fn shop(env: &Env, ns: &str, version: &str) {
+    express_operator::install::create_namespace(&env.client, ns)
+        .await
+        .unwrap();
+    let mut cluster: ExpressCluster = serde_json::from_value(json!({
+        "apiVersion": "express.dev/v1", "kind": "ExpressCluster",
+        "metadata": {"name": "shop"},
+        "spec": {"rollout": {"settleSeconds": 0, "progressDeadlineSeconds": 3},
+                 "defaults": {"backend": {"expressVersion": version}, "frontend": {"expressVersion": version}}}
+    }))
+    .unwrap();
+    cluster.metadata.namespace = Some(ns.into());
+    Api::<ExpressCluster>::namespaced(env.client.clone(), ns)
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    Api::<Backend>::namespaced(env.client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &Backend::new("shop-be", BackendSpec(NodeSpec::for_cluster("shop"))),
+        )
+        .await
+        .unwrap();
+    Api::<Frontend>::namespaced(env.client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &Frontend::new("shop-fe1", FrontendSpec(NodeSpec::for_cluster("shop"))),
+        )
+        .await
+        .unwrap();
+}
+
+async fn all_healthy(env: &Env) -> bool {
+    for ns in TEAMS {
+        let Ok(cluster) = Api::<ExpressCluster>::namespaced(env.client.clone(), ns)
+            .get("shop")
+            .await
+        else {
+            return false;
+        };
+        let healthy = cluster.status.as_ref().is_some_and(|s| {
+            s.phase == Some(ClusterPhase::Healthy)
+                && s.observed_generation == cluster.metadata.generation
+        });
+        if !healthy {
+            return false;
+        }
+    }
+    true
+}
+
+/// Three healthy tenants driven by a leading operator.
+async fn fleet(versions: [&str; 3]) -> (Env, Operator) {
+    let env = env_without_operator().await;
+    let operator = start_operator(&env).await;
+    for (ns, version) in TEAMS.iter().zip(versions) {
+        shop(&env, ns, version).await;
+    }
+    wait_until("healthy", async || all_healthy(&env).await).await;
+    (env, operator)
+}
+
+/// Runs `doctor -o json` (with `flags`) until it gives `verdict`; returns its JSON, after
+/// printing the text output of the same verdict.
+async fn doctor_until(env: &Env, verdict: &str, flags: &[&str]) -> Value {
+    let expected_code = match verdict {
+        "healthy" => 0,
+        "tenant" | "deployment" => 1,
+        _ => 3,
+    };
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let mut args = vec!["doctor", "-o", "json"];
+        args.extend(flags);
+        let last = kubectl_express(env, &args).await;
+        let json: Value = serde_json::from_str(&last.1).unwrap_or(Value::Null);
+        if json["verdict"] == verdict {
+            assert_eq!(last.0, expected_code, "exit code of {verdict}: {}", last.2);
+            let mut text_args = vec!["doctor"];
+            text_args.extend(flags);
+            let (code, text, _) = kubectl_express(env, &text_args).await;
+            eprintln!("---- doctor {} (exit {code})\n{text}", flags.join(" "));
+            return json;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "doctor never said {verdict}: exit {}\n{}\n{}",
+            last.0,
+            last.1,
+            last.2
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+fn crash_loop(template_version: &str) -> Value {
+    let template = json!({"metadata": {"annotations": {"kubesim.dev/behavior": "crash-loop"}}});
+    json!({"spec": {"defaults": {
+        "backend": {"expressVersion": template_version, "podTemplate": template},
+        "frontend": {"expressVersion": template_version, "podTemplate": template}}}})
+}
+
+/// Waits until the tenants' last change is `seconds` old (timestamps have whole seconds), so
+/// that a failure now cannot pass for part of that change (progress deadline 3 s,
+/// `--recent-rollout 1s`).
+async fn last_change_older_than(env: &Env, seconds: i64) {
+    wait_until("the last change aged", async || {
+        let cluster = Api::<ExpressCluster>::namespaced(env.client.clone(), "team-a")
+            .get("shop")
+            .await
+            .unwrap();
+        let changed = cluster
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|e| e.subresource.is_none())
+            .filter_map(|e| e.time.as_ref().map(|t| t.0.as_second()))
+            .chain(
+                cluster
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0.as_second()),
+            )
+            .max()
+            .unwrap_or(i64::MAX);
+        k8s_openapi::jiff::Timestamp::now().as_second() - changed > seconds
+    })
+    .await;
+}
+
+async fn delete_pods(env: &Env, ns: &str) {
+    Api::<Pod>::namespaced(env.client.clone(), ns)
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_then_a_crash_looping_upgrade_is_a_deployment() {
+    let (env, _operator) = fleet(["v1", "v1", "v1"]).await;
+    let healthy = doctor_until(&env, "healthy", &[]).await;
+    assert_eq!(check(&healthy, "operator")["status"], "ok");
+    assert!(
+        check(&healthy, "operator")["summary"]
+            .as_str()
+            .unwrap()
+            .contains("doctor-e2e")
+    );
+
+    Api::<ExpressCluster>::namespaced(env.client.clone(), "team-a")
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(crash_loop("v2")),
+        )
+        .await
+        .unwrap();
+    let report = doctor_until(&env, "deployment", &[]).await;
+    let tenant = &report["tenants"][0];
+    assert_eq!(tenant["namespace"], "team-a");
+    assert_eq!(tenant["explainedByRollout"], true);
+    assert!(report["verdict"] == "deployment");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_tenant_failing_with_no_upgrade_is_the_tenants() {
+    let (env, _operator) = fleet(["v1-odd", "v1", "v1"]).await;
+    env.sim.kubelet().add_rule(KubeletRule {
+        image: Some("v1-odd".into()),
+        behavior: Some(Behavior::CrashLoop),
+        ..Default::default()
+    });
+    last_change_older_than(&env, 6).await;
+    delete_pods(&env, "team-a").await;
+    // The provisioning rollout is over: with --recent-rollout 1s it explains nothing.
+    let report = doctor_until(&env, "tenant", &["--recent-rollout", "1s"]).await;
+    let tenants = report["tenants"].as_array().unwrap();
+    assert_eq!(tenants.len(), 1, "{tenants:?}");
+    assert_eq!(tenants[0]["namespace"], "team-a");
+    assert_eq!(tenants[0]["explainedByRollout"], false);
+    assert_eq!(check(&report, "spread")["status"], "warn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_failing_in_every_namespace_with_no_rollout_is_the_infrastructure() {
+    let (env, _operator) = fleet(["v1", "v1", "v1"]).await;
+    env.sim.kubelet().add_rule(KubeletRule {
+        image: Some("v1".into()),
+        behavior: Some(Behavior::CrashLoop),
+        ..Default::default()
+    });
+    last_change_older_than(&env, 6).await;
+    for ns in TEAMS {
+        delete_pods(&env, ns).await;
+    }
+    let report = doctor_until(&env, "infrastructure", &["--recent-rollout", "1s"]).await;
+    assert_eq!(check(&report, "spread")["status"], "fail");
+    assert_eq!(check(&report, "operator")["status"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_killed_is_the_infrastructure_once_its_lease_expires() {
+    let (env, operator) = fleet(["v1", "v1", "v1"]).await;
+    operator.kill().await;
+    // The Lease lasts 15 s after its last renewal.
+    let report = doctor_until(&env, "infrastructure", &[]).await;
+    let operator_check = check(&report, "operator");
+    assert_eq!(operator_check["status"], "fail");
+    let summary = operator_check["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("express-system/express-operator") && summary.contains("ago"),
+        "names the Lease and its age: {summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_stopped_while_generations_move_is_a_backlog() {
+    let (env, operator) = fleet(["v1", "v1", "v1"]).await;
+    operator.kill().await;
+    for ns in TEAMS {
+        Api::<ExpressCluster>::namespaced(env.client.clone(), ns)
+            .patch(
+                "shop",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"defaults": {"frontend": {"expressVersion": "v2"}}}}),
+                ),
+            )
+            .await
+            .unwrap();
+    }
+    let report = doctor_until(&env, "infrastructure", &["--stale-after", "2s"]).await;
+    let keeping_up = check(&report, "keeping-up");
+    assert_eq!(keeping_up["status"], "fail", "{keeping_up}");
+    assert!(
+        keeping_up["summary"]
+            .as_str()
+            .unwrap()
+            .contains("behind on 3 tenant(s) in 3 namespace(s)")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_cannot_read_leases_gets_a_warning_and_still_a_verdict() {
+    let (env, _operator) = fleet(["v1", "v1", "v1"]).await;
+    env.sim.faults().add_rule(FaultRule {
+        verb: Some("get".into()),
+        resource: Some("leases.coordination.k8s.io".into()),
+        rate: 1.0,
+        status: 403,
+        retry_after_seconds: None,
+    });
+    let report = doctor_until(&env, "healthy", &[]).await;
+    env.sim.faults().clear();
+    assert_eq!(check(&report, "operator")["status"], "warn");
+    let access = check(&report, "access");
+    assert_eq!(access["status"], "warn");
+    assert!(
+        access["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Lease express-system/express-operator: forbidden"),
+        "{access}"
+    );
+}
