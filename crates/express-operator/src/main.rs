@@ -200,6 +200,7 @@ async fn run(
         operator_namespace,
         concurrency,
         identity,
+        fleet_metrics_every: std::time::Duration::from_secs(15),
     };
     tokio::select! {
         () = controller::run(client, settings, metrics, leader) => Ok(()),

@@ -16,6 +16,11 @@ pub struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SymptomLabel {
+    pub symptom: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabel {
     pub kind: String,
 }
@@ -45,8 +50,19 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Objects in the caches that this build cannot decode, by kind (the label is `kind`).
     pub undecodable: Family<ErrorLabel, Gauge>,
+    /// The fleet as `kubectl express doctor` sees it (`express_triage::fleet_figures`).
+    pub fleet: FleetGauges,
     pub ready: AtomicBool,
     registry: Registry,
+}
+
+#[derive(Default)]
+pub struct FleetGauges {
+    pub tenants: Gauge,
+    pub unhealthy_tenants: Family<SymptomLabel, Gauge>,
+    pub unhealthy_namespaces: Family<SymptomLabel, Gauge>,
+    pub rollouts_in_progress: Gauge,
+    pub oldest_unobserved_seconds: Gauge,
 }
 
 impl Metrics {
@@ -102,6 +118,32 @@ impl Metrics {
             "Watched objects this build cannot decode, by kind (each is reported on its tenant)",
             undecodable.clone(),
         );
+        let fleet = FleetGauges::default();
+        registry.register(
+            "tenants",
+            "Express clusters in the caches",
+            fleet.tenants.clone(),
+        );
+        registry.register(
+            "unhealthy_tenants",
+            "Express clusters with a symptom (Failed, NodesNotReady...), by symptom",
+            fleet.unhealthy_tenants.clone(),
+        );
+        registry.register(
+            "unhealthy_namespaces",
+            "Namespaces with an Express cluster showing the symptom, by symptom (spread)",
+            fleet.unhealthy_namespaces.clone(),
+        );
+        registry.register(
+            "rollouts_in_progress",
+            "Express clusters with a rollout under way",
+            fleet.rollouts_in_progress.clone(),
+        );
+        registry.register(
+            "oldest_unobserved_generation_seconds",
+            "Age of the oldest ExpressCluster spec change the operator has not observed (backlog)",
+            fleet.oldest_unobserved_seconds.clone(),
+        );
         Arc::new(Metrics {
             reconciles,
             errors,
@@ -112,9 +154,36 @@ impl Metrics {
             bounces,
             leader,
             undecodable,
+            fleet,
             ready: AtomicBool::new(false),
             registry,
         })
+    }
+
+    /// Publishes the fleet figures (every symptom, zeros included, so a recovered symptom
+    /// reads 0 and not its last value).
+    pub fn set_fleet(&self, figures: &express_triage::FleetFigures) {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.fleet.tenants.set(gauge(figures.tenants));
+        for (symptom, (tenants, namespaces)) in &figures.unhealthy {
+            let label = SymptomLabel {
+                symptom: symptom.as_str().into(),
+            };
+            self.fleet
+                .unhealthy_tenants
+                .get_or_create(&label)
+                .set(gauge(*tenants));
+            self.fleet
+                .unhealthy_namespaces
+                .get_or_create(&label)
+                .set(gauge(*namespaces));
+        }
+        self.fleet
+            .rollouts_in_progress
+            .set(gauge(figures.rollouts_in_progress));
+        self.fleet
+            .oldest_unobserved_seconds
+            .set(figures.oldest_unobserved_seconds);
     }
 
     pub fn encode(&self) -> String {

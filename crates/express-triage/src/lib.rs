@@ -6,6 +6,7 @@
 //!
 //! [`observe`] turns API objects into the snapshot; nothing here talks to a server.
 
+pub mod figures;
 pub mod observe;
 
 mod checks;
@@ -14,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 pub use checks::{age, triage};
+pub use figures::{FleetFigures, fleet_figures};
 
 /// The thresholds of the decision table (`docs/doctor.md`), each a flag of `doctor`.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,6 +180,16 @@ pub enum Symptom {
 }
 
 impl Symptom {
+    pub const ALL: [Symptom; 7] = [
+        Symptom::Failed,
+        Symptom::RollingBack,
+        Symptom::Aborted,
+        Symptom::InvalidSpec,
+        Symptom::SettleStalled,
+        Symptom::NodesNotReady,
+        Symptom::Unreadable,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Symptom::Failed => "Failed",

@@ -54,6 +54,8 @@ pub struct Settings {
     pub concurrency: usize,
     /// Name of this instance in events and the Lease.
     pub identity: String,
+    /// How often the fleet metrics are recomputed from the caches.
+    pub fleet_metrics_every: std::time::Duration,
 }
 
 /// The operator's own namespace when nothing says otherwise.
@@ -68,6 +70,7 @@ impl Settings {
             operator_namespace: DEFAULT_OPERATOR_NAMESPACE.into(),
             concurrency,
             identity: identity.into(),
+            fleet_metrics_every: std::time::Duration::from_secs(15),
         }
     }
 }
@@ -237,6 +240,30 @@ pub async fn run(
                 if leader.changed().await.is_err() {
                     return;
                 }
+            }
+        });
+    }
+
+    // The fleet view for alerts: recomputed from the caches on a timer, never per reconcile
+    // (that would cost the whole fleet on every tenant's reconcile).
+    {
+        let context = context.clone();
+        tasks.spawn(async move {
+            let mut every = tokio::time::interval(context.settings.fleet_metrics_every);
+            loop {
+                every.tick().await;
+                let objects = context
+                    .caches
+                    .objects(None, &context.settings.operator_namespace);
+                let tenants: Vec<express_triage::Tenant> = objects
+                    .cluster_keys()
+                    .iter()
+                    .map(|key| express_triage::observe::tenant(&objects, key, None))
+                    .collect();
+                context.metrics.set_fleet(&express_triage::fleet_figures(
+                    &tenants,
+                    k8s_openapi::jiff::Timestamp::now(),
+                ));
             }
         });
     }
