@@ -87,7 +87,8 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
      lambda o: find(o, "ServiceMonitor")[0]["metadata"]["labels"]["release"] == "prom"),
     ({"metrics": {"prometheusRule": {"enabled": True}}},
      lambda o: {r["alert"] for r in find(o, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]}
-     == {"ExpressRolloutFailed", "ExpressClusterHalted", "ExpressOperatorReconcileErrors", "ExpressOperatorNoLeader"}),
+     == {"ExpressRolloutFailed", "ExpressClusterHalted", "ExpressOperatorReconcileErrors", "ExpressOperatorNoLeader",
+         "ExpressOperatorBacklog", "ExpressFleetSpread"}),
     ({"image": {"repository": "registry.example/express-operator", "tag": "1.2.3"}},
      lambda o: find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
      == "registry.example/express-operator:1.2.3"),
@@ -111,7 +112,9 @@ def test_the_alert_metrics_exist():
     objects, _ = render({"metrics": {"prometheusRule": {"enabled": True}}})
     source = (ROOT / "crates" / "express-operator" / "src" / "metrics.rs").read_text()
     for rule in find(objects, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]:
-        for metric in ("rollout_failures", "nodes", "reconcile_errors", "leader"):
+        for metric in ("rollout_failures", "nodes", "reconcile_errors", "leader", "tenants",
+                       "unhealthy_tenants", "unhealthy_namespaces",
+                       "oldest_unobserved_generation_seconds"):
             if f"express_operator_{metric}" in rule["expr"]:
                 assert f'"{metric}"' in source, metric
 
