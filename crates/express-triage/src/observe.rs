@@ -3,6 +3,8 @@
 //! that a stale operator shows without any history of our own); the operator's Lease,
 //! Deployment, pods and Warning events.
 
+use std::collections::BTreeMap;
+
 use express_api::conditions::{self, reason};
 use express_api::keys::LABEL_CLUSTER;
 use express_api::{ClusterKey, ClusterPhase, ExpressCluster, NodeKind, NodeRef, Objects};
@@ -70,29 +72,74 @@ fn version(cluster: &ExpressCluster) -> Option<String> {
     }
 }
 
-/// One Express cluster of `objects` as triage sees it; `pause` is the widest pause in force
-/// (its scope name and reason), as the planner's observation finds it.
-pub fn tenant(
+/// Every Express cluster of `objects` as triage sees it, in key order; `pause_of` gives the
+/// widest pause in force for a cluster (its scope name and reason), as the planner's
+/// observation finds it. The objects are grouped by cluster in one pass: the operator runs this
+/// over its whole cache on a timer, where a lookup per cluster would cost tenants × objects.
+pub fn tenants(
     objects: &Objects,
-    key: &ClusterKey,
+    pause_of: impl Fn(&ClusterKey) -> Option<(String, Option<String>)>,
+) -> Vec<Tenant> {
+    #[derive(Default)]
+    struct Group<'a> {
+        cluster: Option<&'a ExpressCluster>,
+        nodes: Vec<NodeRef<'a>>,
+        pods: Vec<&'a Pod>,
+    }
+    let mut groups: BTreeMap<ClusterKey, Group<'_>> = objects
+        .cluster_keys()
+        .into_iter()
+        .map(|key| (key, Group::default()))
+        .collect();
+    for cluster in &objects.clusters {
+        let key = cluster
+            .metadata
+            .namespace
+            .as_deref()
+            .zip(cluster.cluster_name())
+            .map(|(ns, name)| ClusterKey::new(ns, name));
+        // The first ExpressCluster claiming a cluster governs it (as `Objects::express_cluster`).
+        if let Some(group) = key.and_then(|k| groups.get_mut(&k))
+            && group.cluster.is_none()
+        {
+            group.cluster = Some(cluster);
+        }
+    }
+    for node in objects.nodes() {
+        if let Some(group) = node.key().and_then(|k| groups.get_mut(&k)) {
+            group.nodes.push(node);
+        }
+    }
+    for pod in &objects.pods {
+        let key = pod.metadata.namespace.as_deref().zip(
+            pod.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_CLUSTER)),
+        );
+        if let Some(group) = key
+            .map(|(ns, cluster)| ClusterKey::new(ns, cluster.as_str()))
+            .and_then(|k| groups.get_mut(&k))
+        {
+            group.pods.push(pod);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, group)| {
+            let pause = pause_of(&key);
+            tenant(key, group.cluster, &group.nodes, &group.pods, pause)
+        })
+        .collect()
+}
+
+fn tenant(
+    key: ClusterKey,
+    cluster: Option<&ExpressCluster>,
+    nodes: &[NodeRef<'_>],
+    pods: &[&Pod],
     pause: Option<(String, Option<String>)>,
 ) -> Tenant {
-    let cluster = objects.express_cluster(&key.namespace, &key.cluster);
-    let nodes = objects.nodes_of(&key.namespace, &key.cluster);
-    let pods: Vec<&Pod> = objects
-        .pods
-        .iter()
-        .map(|p| &**p)
-        .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(key.namespace.as_str())
-                && p.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL_CLUSTER))
-                    .map(String::as_str)
-                    == Some(key.cluster.as_str())
-        })
-        .collect();
     let status = cluster.and_then(|c| c.status.as_ref());
     let rollout = status.and_then(|s| s.rollout.as_ref()).map(|r| Rollout {
         state: r.state.map(|s| s.as_str().to_owned()),
@@ -144,8 +191,8 @@ pub fn tenant(
         .filter_map(|meta| last_write(&meta, true))
         .max();
     Tenant {
-        namespace: key.namespace.clone(),
-        cluster: key.cluster.clone(),
+        namespace: key.namespace,
+        cluster: key.cluster,
         generation: cluster.and_then(|c| c.metadata.generation).unwrap_or(0),
         observed_generation: match cluster {
             Some(c) => c.status.as_ref().and_then(|s| s.observed_generation),
@@ -258,4 +305,73 @@ pub fn warning(event: &events::Event) -> Option<Warning> {
             .or(event.event_time.as_ref().map(|t| t.0))
             .or(event.metadata.creation_timestamp.as_ref().map(|t| t.0)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use express_api::{Backend, BackendSpec, NodeSpec};
+    use std::sync::Arc;
+
+    fn meta<K: kube::Resource>(mut object: K, namespace: &str) -> Arc<K> {
+        object.meta_mut().namespace = Some(namespace.into());
+        Arc::new(object)
+    }
+
+    #[test]
+    fn groups_each_clusters_objects_by_namespace_and_cluster_name() {
+        let cluster = |ns: &str, generation: i64| {
+            let mut c: ExpressCluster = serde_json::from_value(serde_json::json!({
+                "apiVersion": "express.dev/v1", "kind": "ExpressCluster",
+                "metadata": {"name": "shop", "generation": generation}, "spec": {}
+            }))
+            .unwrap();
+            c.metadata.namespace = Some(ns.into());
+            Arc::new(c)
+        };
+        let backend = |ns: &str| {
+            meta(
+                Backend::new("shop-be", BackendSpec(NodeSpec::for_cluster("shop"))),
+                ns,
+            )
+        };
+        let pod = |ns: &str, name: &str| {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": ns,
+                             "labels": {LABEL_CLUSTER: "shop"},
+                             "creationTimestamp": "2026-11-24T10:00:00Z"}
+            }))
+            .unwrap();
+            Arc::new(pod)
+        };
+        let objects = Objects {
+            clusters: vec![cluster("a", 4), cluster("a", 9), cluster("b", 7)],
+            backends: vec![backend("a"), backend("b"), backend("c")],
+            pods: vec![pod("b", "shop-be"), pod("c", "other")],
+            ..Objects::default()
+        };
+        let tenants = tenants(&objects, |key| {
+            (key.namespace == "b").then(|| ("namespace".to_string(), None))
+        });
+        let seen: Vec<(&str, i64, bool, bool)> = tenants
+            .iter()
+            .map(|t| {
+                (
+                    t.namespace.as_str(),
+                    t.generation,
+                    t.pods_changed.is_some(),
+                    t.pause.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", 4, false, false), // the first ExpressCluster governs
+                ("b", 7, true, true),
+                ("c", 0, true, false), // nodes only, no ExpressCluster
+            ]
+        );
+        assert_eq!(tenants[2].observed_generation, Some(0));
+    }
 }

@@ -255,11 +255,7 @@ pub async fn run(
                 let objects = context
                     .caches
                     .objects(None, &context.settings.operator_namespace);
-                let tenants: Vec<express_triage::Tenant> = objects
-                    .cluster_keys()
-                    .iter()
-                    .map(|key| express_triage::observe::tenant(&objects, key, None))
-                    .collect();
+                let tenants = express_triage::observe::tenants(&objects, |_| None);
                 context.metrics.set_fleet(&express_triage::fleet_figures(
                     &tenants,
                     k8s_openapi::jiff::Timestamp::now(),

@@ -133,27 +133,18 @@ async fn read_fleet(
         },
     };
     let inventory = live::inventory(&objects, operator_namespace);
-    let pauses: HashMap<(String, String), (String, Option<String>)> =
+    let pauses: HashMap<express_api::ClusterKey, (String, Option<String>)> =
         express_planner::observe::snapshots(&inventory)
             .into_iter()
             .filter_map(|s| {
                 let pause = s.pause?;
                 Some((
-                    (s.namespace, s.cluster_name),
+                    express_api::ClusterKey::new(s.namespace, s.cluster_name),
                     (pause.scope.name().to_owned(), pause.reason),
                 ))
             })
             .collect();
-    let tenants = objects
-        .cluster_keys()
-        .iter()
-        .map(|key| {
-            let pause = pauses
-                .get(&(key.namespace.clone(), key.cluster.clone()))
-                .cloned();
-            observe::tenant(&objects, key, pause)
-        })
-        .collect();
+    let tenants = observe::tenants(&objects, |key| pauses.get(key).cloned());
 
     let lease_at = |namespace: &str| (namespace.to_owned(), DEFAULT_LEASE.to_owned());
     let (namespace, name) = lease_at(operator_namespace);
