@@ -8,8 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use express_api::{ClusterPhase, ExpressCluster};
-use kube::api::Api;
+use express_api::ClusterPhase;
 use serde_json::{Value, json};
 use support::*;
 
@@ -30,10 +29,8 @@ async fn six_node_tenant(agent: &str) -> (Env, tokio::task::JoinHandle<()>) {
 }
 
 async fn healthy(env: &Env) -> bool {
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-        .get("acme")
+    cluster(env)
         .await
-        .expect("cluster")
         .status
         .is_some_and(|s| s.phase == Some(ClusterPhase::Healthy))
 }

@@ -45,13 +45,6 @@ fn good_version(version: &str) -> Value {
         "frontend": {"expressVersion": version, "podTemplate": null}}}})
 }
 
-async fn cluster(env: &Env) -> ExpressCluster {
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-        .get("acme")
-        .await
-        .expect("cluster")
-}
-
 async fn wait_for(
     env: &Env,
     what: &str,

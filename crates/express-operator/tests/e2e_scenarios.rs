@@ -11,13 +11,6 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::*;
 
-async fn cluster(env: &Env) -> ExpressCluster {
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-        .get("acme")
-        .await
-        .expect("cluster")
-}
-
 #[tokio::test]
 async fn deleted_pods_are_recreated_in_order() {
     let env = env().await;

@@ -145,13 +145,6 @@ fn rules(file: &str, mode: Mode) -> Rules {
     Rules { grants, unused }
 }
 
-async fn cluster(env: &Env) -> ExpressCluster {
-    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
-        .get("acme")
-        .await
-        .unwrap()
-}
-
 /// Waits until the ExpressCluster's `Paused` condition says `status`.
 async fn paused(env: &Env, status: &str) {
     wait_until(&format!("Paused={status}"), async || {

@@ -258,6 +258,14 @@ pub fn v(version: &str) -> Value {
     json!({"spec": {"defaults": {"backend": {"expressVersion": version}, "frontend": {"expressVersion": version}}}})
 }
 
+/// The ExpressCluster `acme` as the API shows it now.
+pub async fn cluster(env: &Env) -> ExpressCluster {
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .get("acme")
+        .await
+        .expect("cluster")
+}
+
 pub async fn frontend(env: &Env, name: &str) -> Frontend {
     Api::<Frontend>::namespaced(env.client.clone(), NS)
         .get(&format!("acme-{name}"))
