@@ -56,6 +56,10 @@ pub const CONTROL_KEY_REASON: &str = "reason";
 
 /// Field manager the operator uses for every server-side apply.
 pub const FIELD_MANAGER: &str = "express-operator";
+/// The Lease the operator's instances contend for, in the operator's namespace.
+pub const LEASE_NAME: &str = "express-operator";
+/// The reporting controller of every Event the operator publishes.
+pub const REPORTING_CONTROLLER: &str = "express-operator";
 
 /// Image repository used when neither the node nor its cluster names one.
 pub const DEFAULT_IMAGE_REPOSITORY: &str = "express";

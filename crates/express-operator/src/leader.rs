@@ -3,8 +3,7 @@
 
 use tokio::sync::watch;
 
-/// The Lease every instance contends for.
-pub const LEASE_NAME: &str = "express-operator";
+pub use express_api::keys::LEASE_NAME;
 
 /// Starts contending for the Lease; the receiver says whether this instance holds it now.
 /// The returned task keeps renewing (or trying) until it is dropped or aborted.

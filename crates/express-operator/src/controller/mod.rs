@@ -193,7 +193,7 @@ pub async fn run(
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
-            controller: "express-operator".into(),
+            controller: express_api::keys::REPORTING_CONTROLLER.into(),
             instance: Some(settings.identity.clone()),
         },
     );

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
+use express_api::keys::{LEASE_NAME, REPORTING_CONTROLLER};
 use express_triage::observe;
 use express_triage::{Fleet, LeaseSeen, Report, Ring, Status, Thresholds, Verdict};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -20,10 +21,6 @@ use crate::connect::ConnectArgs;
 use crate::exit::Exit;
 use crate::{live, view};
 
-/// The operator's Lease for ring `default` (the chart's and `express-operator run`'s).
-const DEFAULT_LEASE: &str = "express-operator";
-/// What the operator's Events name as their reporting controller.
-const OPERATOR_CONTROLLER: &str = "express-operator";
 /// The label the operator chart puts on its Deployment and pods.
 const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
 
@@ -146,10 +143,9 @@ async fn read_fleet(
             .collect();
     let tenants = observe::tenants(&objects, |key| pauses.get(key).cloned());
 
-    let lease_at = |namespace: &str| (namespace.to_owned(), DEFAULT_LEASE.to_owned());
-    let (namespace, name) = lease_at(operator_namespace);
+    let (namespace, name) = (operator_namespace.to_owned(), LEASE_NAME.to_owned());
     let lease = match Api::<Lease>::namespaced(client.clone(), operator_namespace)
-        .get_opt(DEFAULT_LEASE)
+        .get_opt(LEASE_NAME)
         .await
     {
         Ok(Some(lease)) => LeaseSeen::Seen(observe::lease(&lease)),
@@ -190,7 +186,7 @@ async fn read_fleet(
         Ok(list) => list
             .items
             .iter()
-            .filter(|e| e.reporting_controller.as_deref() == Some(OPERATOR_CONTROLLER))
+            .filter(|e| e.reporting_controller.as_deref() == Some(REPORTING_CONTROLLER))
             .filter_map(observe::warning)
             .collect(),
         Err(error) => {
