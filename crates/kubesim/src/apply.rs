@@ -281,7 +281,11 @@ fn write_entries(object: &mut Value, entries: &[Entry], api_version: &str) {
                 .cloned()
                 .filter(|v| v.is_string())
                 .unwrap_or(json!(api_version));
-            raw["time"] = json!(clock::now());
+            // Only the entry of the write being recorded is new (its raw is empty); the others
+            // keep the time of their own last write, as the API server keeps it.
+            if raw.get("time").is_none_or(|t| !t.is_string()) {
+                raw["time"] = json!(clock::now());
+            }
             raw["fieldsType"] = json!("FieldsV1");
             raw["fieldsV1"] = to_fields_v1(&e.fields);
             if let Some(sub) = &e.subresource {
@@ -422,9 +426,14 @@ pub fn server_side_apply(
         );
         return Err(err);
     }
+    // An applier's entries are per subresource, as the API server keeps them: applying the
+    // status leaves what the same manager applied to the object itself.
+    let same_entry = |e: &Entry| {
+        e.manager == manager && e.operation == "Apply" && e.subresource.as_deref() == subresource
+    };
     let previously: BTreeSet<Path> = managers
         .iter()
-        .filter(|e| e.manager == manager && e.operation == "Apply")
+        .filter(|e| same_entry(e))
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
     // Forcing takes contested fields over.
@@ -447,7 +456,7 @@ pub fn server_side_apply(
             prune_empty_parents(&mut next, dropped, &others);
         }
     }
-    managers.retain(|e| !(e.manager == manager && e.operation == "Apply"));
+    managers.retain(|e| !same_entry(e));
     managers.push(Entry {
         manager,
         operation: "Apply".into(),
@@ -475,6 +484,27 @@ fn describe(path: &[Segment]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_stamps_only_its_own_entry_with_the_time() {
+        let long_ago = "2020-01-01T00:00:00Z";
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "managedFields": [{
+                "manager": "helm", "operation": "Apply", "apiVersion": "v1", "time": long_ago,
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]},
+            "data": {"a": "1"}});
+        object["data"]["b"] = json!("2");
+        record_update(&mut object, "operator", "v1");
+        let entries = object["metadata"]["managedFields"].as_array().unwrap();
+        let time_of = |manager: &str| {
+            entries.iter().find(|e| e["manager"] == manager).unwrap()["time"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(time_of("helm"), long_ago, "{entries:?}");
+        assert_ne!(time_of("operator"), long_ago);
+    }
 
     #[test]
     fn fields_round_trip_through_fields_v1() {
