@@ -15,8 +15,10 @@ use cli::kubectl_express;
 use express_api::{
     Backend, BackendSpec, ClusterPhase, ExpressCluster, Frontend, FrontendSpec, NodeSpec,
 };
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kubesim::faults::FaultRule;
+use kubesim::kubelet::{Behavior, KubeletRule};
 use serde_json::{Value, json};
 use support::*;
 
@@ -71,11 +73,14 @@ async fn shop(env: &Env, ns: &str, version: &str) {
     express_operator::install::create_namespace(&env.client, ns)
         .await
         .unwrap();
+    // Each tenant's pods carry their team, for kubelet rules that fail one namespace's pods.
+    let template = json!({"metadata": {"labels": {"team": ns}}});
     let mut cluster: ExpressCluster = serde_json::from_value(json!({
         "apiVersion": "express.dev/v1", "kind": "ExpressCluster",
         "metadata": {"name": "shop"},
         "spec": {"rollout": {"settleSeconds": 0, "progressDeadlineSeconds": 3},
-                 "defaults": {"backend": {"expressVersion": version}, "frontend": {"expressVersion": version}}}
+                 "defaults": {"backend": {"expressVersion": version, "podTemplate": template},
+                              "frontend": {"expressVersion": version, "podTemplate": template}}}
     }))
     .unwrap();
     cluster.metadata.namespace = Some(ns.into());
@@ -180,6 +185,37 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|c| c["name"] == name)
         .unwrap()
+}
+
+/// The pods of `namespaces` fail as on a broken node pool: the kubelet crash-loops every pod
+/// of those teams, and the running ones are lost (deleted); the operator replaces them with no
+/// change to any spec.
+async fn pods_fail_in(env: &Env, namespaces: &[&str]) {
+    for ns in namespaces {
+        env.sim.kubelet().add_rule(KubeletRule {
+            labels: [("team".to_owned(), (*ns).to_owned())].into(),
+            behavior: Some(Behavior::CrashLoop),
+            ..KubeletRule::default()
+        });
+    }
+    for ns in namespaces {
+        let pods = Api::<Pod>::namespaced(env.client.clone(), ns);
+        for pod in ["shop-be", "shop-fe1"] {
+            if let Err(e) = pods.delete(pod, &DeleteParams::default()).await {
+                panic!("deleting {ns}/{pod}: {e}");
+            }
+        }
+    }
+}
+
+fn unhealthy_namespaces(report: &Value) -> Vec<String> {
+    report["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["symptoms"].as_array().is_some_and(|s| !s.is_empty()))
+        .map(|t| t["namespace"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn crash_loop(template_version: &str) -> Value {
@@ -297,4 +333,93 @@ async fn a_user_who_cannot_read_leases_gets_a_warning_and_still_a_verdict() {
             .contains("Lease express-system/express-operator: forbidden"),
         "{access}"
     );
+}
+
+/// The tenants were created seconds before their pods fail: `--recent-rollout 1s` makes that
+/// creation old news, as it is for a tenant created days ago.
+const CREATED_LONG_AGO: [&str; 2] = ["--recent-rollout", "1s"];
+
+/// Waits until the last creation of the fleet's objects is more than [`CREATED_LONG_AGO`] old
+/// (timestamps have whole seconds, hence 3 s on the clock), so that what follows cannot pass
+/// for the provisioning rollout.
+async fn creation_is_old_news(env: &Env) {
+    let mut created = Vec::new();
+    for ns in TEAMS {
+        let stamps = |meta: &kube::api::ObjectMeta| meta.creation_timestamp.clone().map(|t| t.0);
+        let lp = Default::default();
+        let clusters = Api::<ExpressCluster>::namespaced(env.client.clone(), ns);
+        let backends = Api::<Backend>::namespaced(env.client.clone(), ns);
+        let frontends = Api::<Frontend>::namespaced(env.client.clone(), ns);
+        created.extend(
+            clusters
+                .list(&lp)
+                .await
+                .unwrap()
+                .iter()
+                .filter_map(|o| stamps(&o.metadata)),
+        );
+        created.extend(
+            backends
+                .list(&lp)
+                .await
+                .unwrap()
+                .iter()
+                .filter_map(|o| stamps(&o.metadata)),
+        );
+        created.extend(
+            frontends
+                .list(&lp)
+                .await
+                .unwrap()
+                .iter()
+                .filter_map(|o| stamps(&o.metadata)),
+        );
+    }
+    let last = created.into_iter().max().unwrap();
+    wait_until("the fleet's creation is old news", async || {
+        k8s_openapi::jiff::Timestamp::now()
+            .duration_since(last)
+            .as_secs()
+            >= 3
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tenant_failing_with_no_upgrade_is_the_tenant() {
+    let (env, _operator) = fleet(["v1", "v1", "v1"]).await;
+    creation_is_old_news(&env).await;
+    pods_fail_in(&env, &["team-b"]).await;
+    let report = doctor_until_with(&env, "tenant", &CREATED_LONG_AGO, |r| {
+        unhealthy_namespaces(r) == ["team-b"]
+    })
+    .await;
+    let tenant = report["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["namespace"] == "team-b")
+        .unwrap();
+    assert_eq!(tenant["explainedByRollout"], false, "{tenant}");
+    assert_eq!(check(&report, "spread")["status"], "warn");
+    assert_eq!(check(&report, "operator")["status"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_failing_in_every_namespace_with_no_rollout_is_the_infrastructure() {
+    let (env, _operator) = fleet(["v1", "v1", "v1"]).await;
+    creation_is_old_news(&env).await;
+    pods_fail_in(&env, &TEAMS).await;
+    let report = doctor_until_with(&env, "infrastructure", &CREATED_LONG_AGO, |r| {
+        check(r, "spread")["status"] == "fail"
+    })
+    .await;
+    let spread = check(&report, "spread");
+    let summary = spread["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("in 3 namespaces") && summary.contains("no rollout explaining it"),
+        "{spread}"
+    );
+    assert_eq!(check(&report, "operator")["status"], "ok");
+    assert_eq!(check(&report, "keeping-up")["status"], "ok");
 }
