@@ -1,5 +1,5 @@
 //! The Express operator: the controller (observe → plan → act → report per Express cluster),
-//! its work queue, the pod builder, the status report, metrics, and (with the default `dev`
+//! its work queue, the client-side API rate limit, the pod builder, the status report, metrics, and (with the default `dev`
 //! feature, left out of the shipped image) the local `dev` cluster on kubesim.
 
 pub mod controller;
@@ -12,3 +12,4 @@ pub mod metrics;
 pub mod pods;
 pub mod runner;
 pub mod status;
+pub mod throttle;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use express_operator::controller::{self, Settings};
 use express_operator::metrics::{self, Metrics};
+use express_operator::throttle::{self, ApiLimits};
 use tokio::sync::watch;
 use tracing::{error, info};
 
@@ -42,6 +43,13 @@ enum Command {
         /// Express clusters reconciled at once.
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
+        /// API requests per second, sustained, for every request but watches (retries
+        /// included); controller-runtime's default.
+        #[arg(long, default_value_t = ApiLimits::DEFAULT.qps)]
+        kube_qps: f64,
+        /// API requests that may be sent at once after a quiet spell.
+        #[arg(long, default_value_t = ApiLimits::DEFAULT.burst)]
+        kube_burst: u32,
     },
     /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
     #[cfg(feature = "dev")]
@@ -78,6 +86,8 @@ enum Error {
     },
     #[error("cannot reach the cluster (kubeconfig or in-cluster config): {0}")]
     Client(kube::Error),
+    #[error("cannot build the API client: {0}")]
+    Throttle(#[from] throttle::ClientError),
     #[error("leader election: {0}")]
     Lease(String),
     #[error("cannot start the runtime: {0}")]
@@ -125,6 +135,8 @@ fn main() -> ExitCode {
             metrics_addr,
             operator_namespace,
             concurrency,
+            kube_qps,
+            kube_burst,
         } => {
             init_tracing();
             let operator_namespace = operator_namespace
@@ -139,6 +151,10 @@ fn main() -> ExitCode {
                         metrics_addr,
                         operator_namespace,
                         concurrency,
+                        ApiLimits {
+                            qps: kube_qps,
+                            burst: kube_burst,
+                        },
                     ))
                 })
         }
@@ -173,9 +189,18 @@ async fn run(
     metrics_addr: SocketAddr,
     operator_namespace: String,
     concurrency: usize,
+    limits: ApiLimits,
 ) -> Result<(), Error> {
-    let client = kube::Client::try_default().await.map_err(Error::Client)?;
     let metrics = Metrics::new();
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
+    let client = throttle::client(config, limits, metrics.clone())?;
+    info!(
+        qps = limits.qps,
+        burst = limits.burst,
+        "client-side API rate limit"
+    );
     {
         let metrics = metrics.clone();
         tokio::spawn(async move {

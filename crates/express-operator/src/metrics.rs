@@ -52,6 +52,12 @@ pub struct Metrics {
     pub undecodable: Family<ErrorLabel, Gauge>,
     /// The fleet as `kubectl express doctor` sees it (`express_triage::fleet_figures`).
     pub fleet: FleetGauges,
+    /// API requests that had to wait for a token of `--kube-qps`/`--kube-burst`.
+    pub api_throttled: Counter,
+    /// How long those requests waited.
+    pub api_throttle_wait_seconds: Histogram,
+    /// The work queue: Express clusters waiting for a reconcile, and how long they waited.
+    pub queue: crate::runner::QueueMetrics,
     pub ready: AtomicBool,
     registry: Registry,
 }
@@ -144,6 +150,29 @@ impl Metrics {
             "Age of the oldest ExpressCluster spec change the operator has not observed (backlog)",
             fleet.oldest_unobserved_seconds.clone(),
         );
+        let api_throttled = Counter::default();
+        registry.register(
+            "api_requests_throttled",
+            "API requests that waited for a token of the client-side limit (--kube-qps, --kube-burst)",
+            api_throttled.clone(),
+        );
+        let api_throttle_wait_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
+        registry.register(
+            "api_throttle_wait_seconds",
+            "Time throttled API requests waited for their token",
+            api_throttle_wait_seconds.clone(),
+        );
+        let queue = crate::runner::QueueMetrics::default();
+        registry.register(
+            "queue_depth",
+            "Express clusters waiting in the work queue for a reconcile slot",
+            queue.depth.clone(),
+        );
+        registry.register(
+            "queue_wait_seconds",
+            "Time an Express cluster waited in the work queue before its reconcile started",
+            queue.wait_seconds.clone(),
+        );
         Arc::new(Metrics {
             reconciles,
             errors,
@@ -155,6 +184,9 @@ impl Metrics {
             leader,
             undecodable,
             fleet,
+            api_throttled,
+            api_throttle_wait_seconds,
+            queue,
             ready: AtomicBool::new(false),
             registry,
         })

@@ -1,14 +1,25 @@
 //! The work queue: one reconcile at a time per Express cluster, triggers coalesced while it
-//! runs, failures retried with exponential backoff (never a flat requeue).
+//! runs, failures retried with exponential backoff per cluster (never a flat requeue), and
+//! clusters served in turn.
+//!
+//! Fairness: a cluster is in the ready queue at most once and joins at the back, so when more
+//! clusters are ready than there are reconcile slots they are served round-robin. A cluster
+//! that asks to be looked at again (a long rollout) or fails (a hot error loop, backed off per
+//! cluster) queues behind everyone already waiting; it cannot take a second turn before they
+//! had theirs. Under the client-side API limit this is what keeps one tenant from starving the
+//! others.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use tokio::sync::mpsc;
 use tokio::task::{self, JoinSet};
+use tokio::time::Instant;
 
 /// What a reconcile asks for next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +28,22 @@ pub enum Next {
     AwaitChange,
     /// Look again after this long (a rollout deadline, a pod still starting...).
     RequeueAfter(Duration),
+}
+
+/// The queue's figures: clusters waiting for a slot, and how long each waited.
+#[derive(Clone)]
+pub struct QueueMetrics {
+    pub depth: Gauge,
+    pub wait_seconds: Histogram,
+}
+
+impl Default for QueueMetrics {
+    fn default() -> Self {
+        QueueMetrics {
+            depth: Gauge::default(),
+            wait_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+        }
+    }
 }
 
 /// Exponential backoff per key: 200 ms doubling to 5 minutes, reset by a success.
@@ -30,7 +57,8 @@ enum Message<K> {
     Done(K, Result<Next, ()>),
 }
 
-/// Feeds keys to `reconcile`, at most `concurrency` at once and never two for the same key.
+/// Feeds keys to `reconcile`, at most `concurrency` at once, never two for the same key, in
+/// turn (see the module doc).
 ///
 /// Every reconcile and every delayed trigger runs in a task owned by this future: dropping or
 /// aborting it stops them all, so an operator that is killed (or loses its lease) leaves no
@@ -38,19 +66,22 @@ enum Message<K> {
 pub async fn run<K, F, Fut>(
     mut triggers: mpsc::UnboundedReceiver<K>,
     concurrency: usize,
+    metrics: QueueMetrics,
     reconcile: F,
 ) where
     K: Clone + Eq + Hash + Send + Sync + 'static,
     F: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Next, ()>> + Send + 'static,
 {
+    let concurrency = concurrency.max(1);
     let reconcile = Arc::new(reconcile);
-    let permits = Arc::new(Semaphore::new(concurrency.max(1)));
     let mut tasks: JoinSet<Message<K>> = JoinSet::new();
     // Which key each reconcile task works on, so that a panicking reconcile still frees its
     // key (and is retried with backoff like any failure).
     let mut reconciling: HashMap<task::Id, K> = HashMap::new();
     let mut running: HashSet<K> = HashSet::new();
+    let mut ready: VecDeque<(K, Instant)> = VecDeque::new();
+    let mut queued: HashSet<K> = HashSet::new();
     let mut dirty: HashSet<K> = HashSet::new();
     let mut failures: HashMap<K, u32> = HashMap::new();
     loop {
@@ -70,8 +101,8 @@ pub async fn run<K, F, Fut>(
                 },
             },
         };
-        let key = match message {
-            Message::Trigger(key) => key,
+        let wanted = match message {
+            Message::Trigger(key) => Some(key),
             Message::Done(key, result) => {
                 running.remove(&key);
                 let again_now = dirty.remove(&key);
@@ -97,26 +128,33 @@ pub async fn run<K, F, Fut>(
                         Message::Trigger(key)
                     });
                 }
-                if !again_now {
-                    continue;
-                }
-                key
+                again_now.then_some(key)
             }
         };
-        if running.contains(&key) {
-            dirty.insert(key);
-            continue;
+        if let Some(key) = wanted {
+            if running.contains(&key) {
+                dirty.insert(key);
+            } else if queued.insert(key.clone()) {
+                ready.push_back((key, Instant::now()));
+            }
         }
-        running.insert(key.clone());
-        let (reconcile, permits) = (reconcile.clone(), permits.clone());
-        let task_key = key.clone();
-        let handle = tasks.spawn(async move {
-            let permit = permits.acquire_owned().await;
-            let result = reconcile(task_key.clone()).await;
-            drop(permit);
-            Message::Done(task_key, result)
-        });
-        reconciling.insert(handle.id(), key);
+        while running.len() < concurrency
+            && let Some((key, since)) = ready.pop_front()
+        {
+            queued.remove(&key);
+            metrics.wait_seconds.observe(since.elapsed().as_secs_f64());
+            running.insert(key.clone());
+            let reconcile = reconcile.clone();
+            let task_key = key.clone();
+            let handle = tasks.spawn(async move {
+                let result = reconcile(task_key.clone()).await;
+                Message::Done(task_key, result)
+            });
+            reconciling.insert(handle.id(), key);
+        }
+        metrics
+            .depth
+            .set(i64::try_from(ready.len()).unwrap_or(i64::MAX));
     }
 }
 
@@ -139,7 +177,7 @@ mod tests {
         let active = Arc::new(AtomicUsize::new(0));
         let runs = Arc::new(AtomicUsize::new(0));
         let (a, r) = (active.clone(), runs.clone());
-        tokio::spawn(run(rx, 4, move |_key: u32| {
+        tokio::spawn(run(rx, 4, QueueMetrics::default(), move |_key: u32| {
             let (a, r) = (a.clone(), r.clone());
             async move {
                 assert_eq!(
@@ -161,12 +199,86 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 
+    /// Records the order keys ran in; key 0 is hot: it asks to run again at once (`hot`) or
+    /// fails every time.
+    async fn serve_order(hot: Result<Next, ()>, others: u32) -> Vec<u32> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let o = order.clone();
+        let metrics = QueueMetrics::default();
+        tokio::spawn(run(rx, 1, metrics.clone(), move |key: u32| {
+            let o = o.clone();
+            async move {
+                o.lock().expect("order").push(key);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                if key == 0 { hot } else { Ok(Next::AwaitChange) }
+            }
+        }));
+        for key in 0..=others {
+            tx.send(key).expect("send");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(
+            metrics.depth.get(),
+            i64::from(others),
+            "all but the running one wait"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        order.lock().expect("order").clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_that_asks_again_at_once_takes_its_turn_behind_the_others() {
+        let order = serve_order(Ok(Next::RequeueAfter(Duration::ZERO)), 5).await;
+        assert_eq!(order[..7], [0, 1, 2, 3, 4, 5, 0], "round-robin: {order:?}");
+        assert!(order[6..].iter().all(|k| *k == 0), "then alone, it may run");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_failing_in_a_loop_backs_off_alone_and_starves_no_one() {
+        let order = serve_order(Err(()), 5).await;
+        assert_eq!(order[..6], [0, 1, 2, 3, 4, 5], "{order:?}");
+        // 2 s of a failing key: retries after 200, 400, 800 ms (plus 10 ms runs), not 200 of them.
+        let hot_runs = order.iter().filter(|k| **k == 0).count();
+        assert_eq!(hot_runs, 4, "{order:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn never_more_than_concurrency_at_once_and_the_wait_is_measured() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let active = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (a, p) = (active.clone(), peak.clone());
+        let metrics = QueueMetrics::default();
+        tokio::spawn(run(rx, 3, metrics.clone(), move |_key: u32| {
+            let (a, p) = (a.clone(), p.clone());
+            async move {
+                let now = a.fetch_add(1, Ordering::SeqCst) + 1;
+                p.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                a.fetch_sub(1, Ordering::SeqCst);
+                Ok(Next::AwaitChange)
+            }
+        }));
+        for key in 0..10 {
+            tx.send(key).expect("send");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(peak.load(Ordering::SeqCst), 3);
+        assert_eq!(metrics.depth.get(), 0);
+        let mut text = String::new();
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("wait", "", metrics.wait_seconds.clone());
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(text.contains("wait_count 10"), "{text}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn failures_are_retried_with_backoff() {
         let (tx, rx) = mpsc::unbounded_channel();
         let runs = Arc::new(AtomicUsize::new(0));
         let r = runs.clone();
-        tokio::spawn(run(rx, 1, move |_key: u32| {
+        tokio::spawn(run(rx, 1, QueueMetrics::default(), move |_key: u32| {
             let r = r.clone();
             async move {
                 let n = r.fetch_add(1, Ordering::SeqCst);
@@ -193,7 +305,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let runs = Arc::new(AtomicUsize::new(0));
         let r = runs.clone();
-        tokio::spawn(run(rx, 1, move |_key: u32| {
+        tokio::spawn(run(rx, 1, QueueMetrics::default(), move |_key: u32| {
             let r = r.clone();
             async move {
                 if r.fetch_add(1, Ordering::SeqCst) == 0 {
@@ -214,7 +326,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (s, f) = (started.clone(), finished.clone());
-        let queue = tokio::spawn(run(rx, 2, move |key: u32| {
+        let queue = tokio::spawn(run(rx, 2, QueueMetrics::default(), move |key: u32| {
             let (s, f) = (s.clone(), f.clone());
             async move {
                 s.fetch_add(1, Ordering::SeqCst);

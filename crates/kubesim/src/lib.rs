@@ -167,7 +167,9 @@ impl KubeSim {
         kube::Client::try_from(config)
     }
 
-    fn agent_config(&self, agent: &str) -> Result<kube::Config, kube::Error> {
+    /// The configuration of [`KubeSim::client_with_agent`], for a client built with layers of
+    /// its own.
+    pub fn agent_config(&self, agent: &str) -> Result<kube::Config, kube::Error> {
         let mut config = self.client_config()?;
         let value = axum::http::HeaderValue::from_str(agent)
             .map_err(|e| kube::Error::Service(Box::new(e)))?;

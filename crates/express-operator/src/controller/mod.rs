@@ -265,7 +265,8 @@ pub async fn run(
     }
 
     let concurrency = context.settings.concurrency;
-    runner::run(queue, concurrency, move |key| {
+    let queue_metrics = context.metrics.queue.clone();
+    runner::run(queue, concurrency, queue_metrics, move |key| {
         let context = context.clone();
         // Every log line of a reconcile carries its Express cluster through this span.
         let span = info_span!("reconcile", namespace = %key.namespace, cluster = %key.cluster);

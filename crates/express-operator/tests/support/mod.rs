@@ -443,12 +443,17 @@ pub async fn one_write_per_life(
 
 /// Polls `done` every 20 ms until it holds; after 30 s, fails saying that `what` never
 /// happened.
-pub async fn wait_until(what: &str, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+pub async fn wait_until(what: &str, done: impl AsyncFnMut() -> bool) {
+    wait_until_for(what, Duration::from_secs(30), done).await;
+}
+
+/// [`wait_until`] with a deadline of `within`.
+pub async fn wait_until_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
     while !done().await {
         assert!(
             Instant::now() < deadline,
-            "never happened within 30 s: {what}"
+            "never happened within {within:?}: {what}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

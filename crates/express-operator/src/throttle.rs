@@ -1,0 +1,255 @@
+//! Client-side rate limiting of the operator's API requests (`--kube-qps`, `--kube-burst`).
+//!
+//! One token bucket (`governor`'s GCRA) shared by every request the operator sends: each
+//! request takes a token, `burst` tokens at most are saved up, and they come back at `qps` per
+//! second. Watches are exempt (a watch is one long request, and cutting a watch off does not
+//! spare the API server anything); the LIST that starts or restarts a watch is not.
+//!
+//! The limit sits *under* the retry of 429/503/504 answers, so a retried request takes a token
+//! for every attempt, as client-go's does: a throttled API server is never answered with a
+//! burst of retries.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use http::Request;
+use kube::client::{Body, ClientBuilder};
+use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
+use tower::{Layer, Service, ServiceExt as _};
+
+use crate::metrics::Metrics;
+
+/// The operator's budget of API requests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ApiLimits {
+    /// Requests per second, sustained.
+    pub qps: f64,
+    /// Requests that may be sent at once after a quiet spell.
+    pub burst: u32,
+}
+
+impl ApiLimits {
+    /// controller-runtime's defaults: 20 requests per second, bursts of 30.
+    pub const DEFAULT: ApiLimits = ApiLimits {
+        qps: 20.0,
+        burst: 30,
+    };
+}
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        ApiLimits::DEFAULT
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LimitsError {
+    #[error("--kube-qps must be a positive number of requests per second, not {0}")]
+    Qps(f64),
+    #[error("--kube-burst must be at least 1")]
+    Burst,
+}
+
+/// The bucket for `limits`: `burst` tokens, one back every `1 / qps` seconds.
+pub fn quota(limits: ApiLimits) -> Result<Quota, LimitsError> {
+    if !limits.qps.is_finite() || limits.qps <= 0.0 {
+        return Err(LimitsError::Qps(limits.qps));
+    }
+    let burst = NonZeroU32::new(limits.burst).ok_or(LimitsError::Burst)?;
+    // At least a microsecond: governor refuses a zero period, and no API server takes a
+    // million requests a second from one client anyway.
+    let period = Duration::from_secs_f64(1.0 / limits.qps).max(Duration::from_micros(1));
+    let quota = Quota::with_period(period).ok_or(LimitsError::Qps(limits.qps))?;
+    Ok(quota.allow_burst(burst))
+}
+
+/// Whether `request` is a watch (`?watch=true` or `?watch=1`), which the limit lets through.
+fn is_watch<B>(request: &Request<B>) -> bool {
+    request.uri().query().is_some_and(|query| {
+        query
+            .split('&')
+            .any(|pair| matches!(pair, "watch=true" | "watch=1"))
+    })
+}
+
+/// A kube client whose every request but watches waits for a token of `limits`; retries (when
+/// `config` asks for them) go through the limit too. Throttled requests are counted in
+/// `metrics`.
+pub fn client(
+    mut config: kube::Config,
+    limits: ApiLimits,
+    metrics: Arc<Metrics>,
+) -> Result<kube::Client, ClientError> {
+    let limiter = Arc::new(RateLimiter::direct(quota(limits)?));
+    let retry = std::mem::replace(&mut config.default_retry, false);
+    let builder = ClientBuilder::try_from(config)?
+        // The limit holds a request while it waits; the buffer makes the stack cloneable so
+        // that the waiting happens outside it.
+        .with_layer(&BufferLayer::new(1024))
+        .with_layer(&ThrottleLayer { limiter, metrics });
+    Ok(if retry {
+        builder
+            .with_layer(&RetryLayer::new(
+                kube::client::retry::RetryPolicy::server_retry(),
+            ))
+            .build()
+    } else {
+        builder.build()
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+struct ThrottleLayer {
+    limiter: Arc<DefaultDirectRateLimiter>,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> Layer<S> for ThrottleLayer {
+    type Service = Throttle<S>;
+
+    fn layer(&self, inner: S) -> Throttle<S> {
+        Throttle {
+            inner,
+            limiter: self.limiter.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Throttle<S> {
+    inner: S,
+    limiter: Arc<DefaultDirectRateLimiter>,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> Service<Request<Body>> for Throttle<S>
+where
+    S: Service<Request<Body>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send,
+    S::Error: Send,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    // Always ready: readiness of the stack below is awaited after the token, so that a request
+    // waiting for its token holds no slot there.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let mut inner = self.inner.clone();
+        if is_watch(&request) {
+            return Box::pin(async move { inner.ready().await?.call(request).await });
+        }
+        let limiter = self.limiter.clone();
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            if limiter.check().is_err() {
+                metrics.api_throttled.inc();
+                let waiting = Instant::now();
+                limiter.until_ready().await;
+                metrics
+                    .api_throttle_wait_seconds
+                    .observe(waiting.elapsed().as_secs_f64());
+            }
+            inner.ready().await?.call(request).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use governor::clock::FakeRelativeClock;
+
+    type FakeBucket = RateLimiter<
+        governor::state::NotKeyed,
+        governor::state::InMemoryState,
+        FakeRelativeClock,
+        governor::middleware::NoOpMiddleware<
+            <FakeRelativeClock as governor::clock::Clock>::Instant,
+        >,
+    >;
+
+    fn bucket(limits: ApiLimits) -> (FakeBucket, FakeRelativeClock) {
+        let clock = FakeRelativeClock::default();
+        let limiter = RateLimiter::direct_with_clock(quota(limits).expect("valid"), clock.clone());
+        (limiter, clock)
+    }
+
+    /// Tokens the bucket grants right now.
+    fn granted(limiter: &FakeBucket) -> usize {
+        std::iter::from_fn(|| limiter.check().ok())
+            .take(10_000)
+            .count()
+    }
+
+    #[test]
+    fn a_full_bucket_grants_the_burst_then_one_token_per_period() {
+        let (limiter, clock) = bucket(ApiLimits {
+            qps: 20.0,
+            burst: 30,
+        });
+        assert_eq!(granted(&limiter), 30, "the burst at once");
+        clock.advance(Duration::from_millis(49));
+        assert_eq!(granted(&limiter), 0, "not a whole token yet");
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(granted(&limiter), 1, "one token every 50 ms");
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(granted(&limiter), 20, "twenty a second");
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(granted(&limiter), 30, "saved up to the burst, never more");
+    }
+
+    #[test]
+    fn fractional_rates_work() {
+        let (limiter, clock) = bucket(ApiLimits { qps: 0.5, burst: 1 });
+        assert_eq!(granted(&limiter), 1);
+        clock.advance(Duration::from_millis(1999));
+        assert_eq!(granted(&limiter), 0);
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(granted(&limiter), 1, "one every two seconds");
+    }
+
+    #[test]
+    fn bad_limits_are_refused_with_the_flag_named() {
+        for qps in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let error = quota(ApiLimits { qps, burst: 1 }).expect_err("refused");
+            assert!(error.to_string().contains("--kube-qps"), "{error}");
+        }
+        assert_eq!(
+            quota(ApiLimits { qps: 1.0, burst: 0 }).expect_err("refused"),
+            LimitsError::Burst
+        );
+    }
+
+    #[test]
+    fn only_watches_are_exempt() {
+        let request = |uri: &str| Request::get(uri).body(()).expect("request");
+        assert!(is_watch(&request(
+            "/api/v1/pods?watch=true&resourceVersion=1"
+        )));
+        assert!(is_watch(&request("/api/v1/pods?resourceVersion=1&watch=1")));
+        assert!(!is_watch(&request(
+            "/api/v1/pods?labelSelector=watch%3Dtrue"
+        )));
+        assert!(!is_watch(&request("/api/v1/pods?watch=false")));
+        assert!(!is_watch(&request("/api/v1/namespaces/a/pods/watch")));
+    }
+}
