@@ -95,10 +95,20 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
     ({"nodeSelector": {"pool": "ops"}, "tolerations": [{"key": "ops", "operator": "Exists"}],
       "affinity": {"podAntiAffinity": {}}, "podAnnotations": {"a": "b"}, "concurrency": 2, "logLevel": "debug"},
      lambda o: find(o, "Deployment")[0]["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "ops"}),
+    ({"kubeApi": {"qps": 5.5, "burst": 8}},
+     lambda o: {"--kube-qps=5.5", "--kube-burst=8"}
+     <= set(find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"])),
 ])
 def test_every_toggle_renders(values, check):
     objects, _ = render(values)
     assert check(objects)
+
+
+def test_the_schema_refuses_a_rate_limit_of_zero():
+    with pytest.raises(Exception):
+        render({"kubeApi": {"qps": 0}})
+    with pytest.raises(Exception):
+        render({"kubeApi": {"burst": 0}})
 
 
 def test_the_schema_refuses_a_misspelt_value():
