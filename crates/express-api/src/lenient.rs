@@ -18,10 +18,39 @@ use serde_json::Value;
 use crate::keys::LABEL_CLUSTER;
 
 /// An object as a list or watch delivered it: decoded, or kept aside with why it was not.
+///
+/// It keeps what decisions read, for a fleet's worth of cached objects: `managedFields` keep
+/// each entry's manager, operation, subresource and time (triage reads when a spec or status
+/// last moved) but not its `fieldsV1`, the bulk of them; the
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation (a second copy of the whole
+/// object) is dropped; and the metadata is held once, inside the decoded object.
 #[derive(Clone, Debug)]
 pub struct Lenient<K> {
-    metadata: ObjectMeta,
-    decoded: Result<Arc<K>, Arc<Undecodable>>,
+    decoded: Result<Arc<K>, (ObjectMeta, Arc<Undecodable>)>,
+}
+
+/// The annotation `kubectl apply` keeps a copy of the whole object in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops from a raw object's metadata what no decision reads (see [`Lenient`]).
+pub fn slim(raw: &mut Value) {
+    let Some(metadata) = raw.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(entries) = metadata
+        .get_mut("managedFields")
+        .and_then(Value::as_array_mut)
+    {
+        for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+            entry.remove("fieldsV1");
+        }
+    }
+    if let Some(annotations) = metadata
+        .get_mut("annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(LAST_APPLIED);
+    }
 }
 
 /// An object this build cannot decode, and what it could still read of it.
@@ -61,7 +90,7 @@ impl<K> Lenient<K> {
 
     /// Why the object could not be decoded, if it could not.
     pub fn undecodable(&self) -> Option<&Arc<Undecodable>> {
-        self.decoded.as_ref().err()
+        self.decoded.as_ref().err().map(|(_, why)| why)
     }
 }
 
@@ -69,7 +98,6 @@ impl<K: Resource> Lenient<K> {
     /// A decoded object.
     pub fn new(object: K) -> Lenient<K> {
         Lenient {
-            metadata: object.meta().clone(),
             decoded: Ok(Arc::new(object)),
         }
     }
@@ -77,7 +105,7 @@ impl<K: Resource> Lenient<K> {
 
 impl<K> Resource for Lenient<K>
 where
-    K: Resource<DynamicType = ()>,
+    K: Resource<DynamicType = ()> + Clone,
 {
     type DynamicType = ();
     type Scope = K::Scope;
@@ -103,11 +131,17 @@ where
     }
 
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        match &self.decoded {
+            Ok(object) => object.meta(),
+            Err((metadata, _)) => metadata,
+        }
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        match &mut self.decoded {
+            Ok(object) => Arc::make_mut(object).meta_mut(),
+            Err((metadata, _)) => metadata,
+        }
     }
 }
 
@@ -137,7 +171,8 @@ where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = Value::deserialize(deserializer)?;
+        let mut raw = Value::deserialize(deserializer)?;
+        slim(&mut raw);
         // The metadata the API server wrote is always readable; without it the object cannot
         // even be named, and the list fails as it would have.
         let metadata: ObjectMeta = match raw.get("metadata") {
@@ -150,7 +185,7 @@ where
             Ok(object) => Ok(Arc::new(object)),
             Err(err) => {
                 let kind = K::kind(&()).into_owned();
-                Err(Arc::new(Undecodable {
+                let why = Arc::new(Undecodable {
                     cluster: cluster_of(&kind, &metadata, &raw),
                     namespace: metadata.namespace.clone(),
                     name: metadata.name.clone().unwrap_or_default(),
@@ -161,10 +196,11 @@ where
                     },
                     error: err.into_inner().to_string(),
                     kind,
-                }))
+                });
+                Err((metadata, why))
             }
         };
-        Ok(Lenient { metadata, decoded })
+        Ok(Lenient { decoded })
     }
 }
 
@@ -194,6 +230,40 @@ mod tests {
             "metadata": {"name": "acme-fe2", "namespace": "tenant", "uid": "u2"},
             "spec": spec,
         })
+    }
+
+    #[test]
+    fn what_no_decision_reads_is_not_kept() {
+        let mut raw = frontend(json!({"clusterConfig": {"clusterName": "acme"}}));
+        raw["metadata"]["annotations"] =
+            json!({LAST_APPLIED: "{...the whole object...}", "team": "a"});
+        raw["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl", "operation": "Apply", "time": "2026-11-24T10:00:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterConfig": {}}}}]);
+        for lenient in [
+            serde_json::from_value::<Lenient<Frontend>>(raw.clone()).unwrap(),
+            // Undecodable objects keep their (slimmed) metadata too.
+            serde_json::from_value::<Lenient<Frontend>>({
+                let mut bad = raw.clone();
+                bad["spec"]["up"] = json!("yes");
+                bad
+            })
+            .unwrap(),
+        ] {
+            let meta = lenient.meta();
+            let annotations = meta.annotations.as_ref().unwrap();
+            assert!(!annotations.contains_key(LAST_APPLIED));
+            assert_eq!(annotations.get("team").map(String::as_str), Some("a"));
+            let entry = &meta.managed_fields.as_ref().unwrap()[0];
+            assert_eq!(entry.manager.as_deref(), Some("kubectl"));
+            assert!(entry.time.is_some(), "triage reads when fields last moved");
+            assert!(entry.fields_v1.is_none());
+        }
+        let decoded = serde_json::from_value::<Lenient<Frontend>>(raw).unwrap();
+        assert!(
+            std::ptr::eq(decoded.meta(), decoded.decoded().unwrap().meta()),
+            "one copy of the metadata"
+        );
     }
 
     #[test]
