@@ -131,7 +131,14 @@ pub(super) async fn create_pod(
         ..PostParams::default()
     };
     match pods.create(&params, &pod).await {
-        Ok(_) => Ok(revision),
+        Ok(created) => {
+            // Until the pod cache shows it (a relisting watch can take seconds), reconciles
+            // see it through the overlay instead of creating it again.
+            let ctx = env.ctx;
+            let relists_begun = ctx.caches.pods.relists_begun(&env.key.namespace);
+            ctx.written_pods.remember_created(&created, relists_begun);
+            Ok(revision)
+        }
         // Created by an earlier attempt whose answer was lost: the watch will show it.
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(revision),
         Err(source) => Err(Error::CreatePod {

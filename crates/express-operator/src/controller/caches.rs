@@ -3,6 +3,7 @@
 //! operator wrote that its caches have not caught up with yet (read your own writes).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use express_api::lenient::{Lenient, Undecodable};
@@ -27,7 +28,35 @@ use crate::metrics::{ErrorLabel, Metrics};
 /// are decoded one at a time ([`Lenient`]): one this build cannot read is kept aside, never
 /// failing the watch (which would stop every tenant).
 pub struct Scoped<K: WatchedKind> {
-    stores: Vec<(Option<String>, Store<Lenient<K>>)>,
+    stores: Vec<ScopeStore<K>>,
+}
+
+/// One reflector's store: its namespace (None: every namespace) and how far it has caught up.
+struct ScopeStore<K: WatchedKind> {
+    scope: Option<String>,
+    store: Store<Lenient<K>>,
+    progress: Arc<Progress>,
+}
+
+/// How far one reflector's store has caught up with the API server: what tells a write of this
+/// operator the store has not shown yet from an object that is gone since.
+#[derive(Default)]
+struct Progress {
+    /// Every change up to this resourceVersion is in the store: the highest version a watch
+    /// event brought (the reflector applies an event before passing it on) or a relist listed.
+    version: AtomicU64,
+    /// Relists begun (`Init`: the list request goes out after it).
+    relists_begun: AtomicU64,
+    /// The number of the last relist completed (`InitDone`: the store is what it listed).
+    relists_completed: AtomicU64,
+}
+
+/// Where a store stood at one moment (see [`Progress`]). Read before the store itself: the
+/// store read after it holds at least this much.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Synced {
+    pub(super) version: u64,
+    pub(super) relists_completed: u64,
 }
 
 impl<K: WatchedKind> Scoped<K> {
@@ -37,11 +66,11 @@ impl<K: WatchedKind> Scoped<K> {
     ) -> impl Iterator<Item = Arc<Lenient<K>>> + 'a {
         self.stores
             .iter()
-            .filter(move |(scope, _)| match (scope, namespace) {
+            .filter(move |s| match (&s.scope, namespace) {
                 (Some(scope), Some(namespace)) => scope == namespace,
                 _ => true,
             })
-            .flat_map(|(_, store)| store.state())
+            .flat_map(|s| s.store.state())
             .filter(move |o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
     }
 
@@ -61,10 +90,43 @@ impl<K: WatchedKind> Scoped<K> {
     }
 
     pub(super) async fn wait_until_ready(&self) {
-        for (_, store) in &self.stores {
-            let _ = store.wait_until_ready().await;
+        for s in &self.stores {
+            let _ = s.store.wait_until_ready().await;
         }
     }
+
+    /// The progress of the store holding a namespace's objects (nothing yet when none does).
+    fn progress(&self, namespace: &str) -> Option<&Progress> {
+        self.stores
+            .iter()
+            .find(|s| s.scope.as_deref().is_none_or(|scope| scope == namespace))
+            .map(|s| &*s.progress)
+    }
+
+    /// How far the store of a namespace has caught up; read it before reading the objects.
+    pub(super) fn synced(&self, namespace: &str) -> Synced {
+        self.progress(namespace)
+            .map(|p| Synced {
+                version: p.version.load(Ordering::Acquire),
+                relists_completed: p.relists_completed.load(Ordering::Acquire),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Relists begun so far by the store of a namespace; read it after a write returned: a
+    /// relist numbered higher lists what that write left.
+    pub(super) fn relists_begun(&self, namespace: &str) -> u64 {
+        self.progress(namespace)
+            .map_or(u64::MAX, |p| p.relists_begun.load(Ordering::Acquire))
+    }
+}
+
+/// A resourceVersion as a number (as etcd and kubesim issue them); 0 when it is not one.
+fn version_of(meta: &ObjectMeta) -> u64 {
+    meta.resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 pub struct Caches {
@@ -141,15 +203,35 @@ impl WrittenStatuses {
     }
 }
 
-/// Pods as this operator's own writes returned them (the shutdown-protection patch, a graceful
-/// delete), kept until the pod cache has caught up. Without it, a reconcile started by the
-/// status write that precedes a bounce's deletion could see the pod not yet terminating and
-/// delete it a second time.
+/// Pods as this operator's own writes returned them (a creation, the shutdown-protection patch,
+/// a graceful delete), kept until the pod cache has caught up. Without it, a reconcile started
+/// by the status write that precedes a bounce's deletion could see the pod not yet terminating
+/// and delete it a second time; and one started while the pod watch relists (a watch cut, a
+/// compacted history) would miss the pod it just created and create it again.
 #[derive(Default)]
-pub struct WrittenPods(Mutex<HashMap<(String, String), (u64, Pod)>>);
+pub struct WrittenPods(Mutex<HashMap<(String, String), WrittenPod>>);
+
+struct WrittenPod {
+    /// The resourceVersion the write returned.
+    version: u64,
+    pod: Pod,
+    /// For a creation: the pod cache's relists begun when it returned (see [`Synced`]).
+    created: Option<u64>,
+}
 
 impl WrittenPods {
+    /// A pod this operator patched or deleted.
     pub(super) fn remember(&self, pod: &Pod) {
+        self.keep(pod, None);
+    }
+
+    /// A pod this operator created, with the relists its cache had begun once the creation
+    /// returned ([`Scoped::relists_begun`]).
+    pub(super) fn remember_created(&self, pod: &Pod, relists_begun: u64) {
+        self.keep(pod, Some(relists_begun));
+    }
+
+    fn keep(&self, pod: &Pod, created: Option<u64>) {
         let meta = &pod.metadata;
         let (Some(namespace), Some(name), Some(version)) = (
             meta.namespace.clone(),
@@ -161,42 +243,72 @@ impl WrittenPods {
             return;
         };
         if let Ok(mut written) = self.0.lock() {
-            written.insert((namespace, name), (version, pod.clone()));
+            let pod = pod.clone();
+            written.insert(
+                (namespace, name),
+                WrittenPod {
+                    version,
+                    pod,
+                    created,
+                },
+            );
         }
     }
 
-    /// Replaces cached pods by the versions this operator's writes returned, while the cache
-    /// is older than them. A pod gone from the cache stays gone; one replaced by another (a
-    /// different uid) is not touched.
-    pub(super) fn refresh(&self, pods: &mut [Arc<Pod>]) {
+    /// Replaces a namespace's cached pods by the versions this operator's writes returned,
+    /// while the cache is older than them. A pod this operator created is added while the cache
+    /// has not caught up with its creation (`synced`, read before the pods), and shown in
+    /// place of the pod it replaced while the cache still has that one. Otherwise a pod gone
+    /// from the cache stays gone, and one replaced by another (a different uid) is not touched.
+    pub(super) fn refresh(&self, namespace: &str, synced: Synced, pods: &mut Vec<Arc<Pod>>) {
         let Ok(mut written) = self.0.lock() else {
             return;
         };
         if written.is_empty() {
             return;
         }
+        let mut cached_names = HashSet::new();
         for pod in pods.iter_mut() {
             let meta = &pod.metadata;
             let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
                 continue;
             };
+            cached_names.insert(name.clone());
             let key = (namespace, name);
             let cached: Option<u64> = meta
                 .resource_version
                 .as_deref()
                 .and_then(|v| v.parse().ok());
-            match (written.get(&key), cached) {
-                (Some((version, newer)), Some(cached))
-                    if cached < *version && newer.metadata.uid == pod.metadata.uid =>
-                {
-                    *pod = Arc::new(newer.clone());
+            let Some(write) = written.get(&key) else {
+                continue;
+            };
+            let same_pod = write.pod.metadata.uid == pod.metadata.uid;
+            match cached {
+                // An older state of the pod written, or (for a creation) of the pod it
+                // replaced: the cache has not caught up yet.
+                Some(cached) if cached < write.version && (same_pod || write.created.is_some()) => {
+                    *pod = Arc::new(write.pod.clone());
                 }
-                (Some(_), _) => {
+                _ => {
                     written.remove(&key);
                 }
-                (None, _) => {}
             }
         }
+        written.retain(|(pod_namespace, name), write| {
+            let Some(relists_begun) = write.created else {
+                return true;
+            };
+            if pod_namespace != namespace || cached_names.contains(name) {
+                return true;
+            }
+            // Created, and not in the cache: gone since, if the cache has seen past the
+            // creation or relisted since; otherwise the cache has not seen it yet.
+            let gone = synced.version >= write.version || synced.relists_completed > relists_begun;
+            if !gone {
+                pods.push(Arc::new(write.pod.clone()));
+            }
+            !gone
+        });
     }
 }
 
@@ -322,6 +434,8 @@ where
             None => Api::all(client.clone()),
         };
         let (reader, writer) = reflector::store();
+        let progress = Arc::new(Progress::default());
+        let task_progress = progress.clone();
         let stream = reflector::reflector(writer, watcher(api, config.clone()).default_backoff());
         let (triggers, to_keys) = (triggers.clone(), to_keys.clone());
         let mut count = UndecodableCount {
@@ -330,18 +444,40 @@ where
             gauge: gauge.clone(),
         };
         tasks.spawn(async move {
+            let progress = task_progress;
+            // The relist under way (its number) and the highest version it listed so far.
+            let (mut relist, mut listed) = (0, 0);
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 let (object, present) = match item {
-                    Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+                    Ok(watcher::Event::Apply(object)) => {
+                        progress
+                            .version
+                            .fetch_max(version_of(object.meta()), Ordering::AcqRel);
                         (object, true)
                     }
-                    Ok(watcher::Event::Delete(object)) => (object, false),
+                    Ok(watcher::Event::InitApply(object)) => {
+                        listed = listed.max(version_of(object.meta()));
+                        (object, true)
+                    }
+                    Ok(watcher::Event::Delete(object)) => {
+                        progress
+                            .version
+                            .fetch_max(version_of(object.meta()), Ordering::AcqRel);
+                        (object, false)
+                    }
                     Ok(watcher::Event::Init) => {
+                        relist = progress.relists_begun.fetch_add(1, Ordering::AcqRel) + 1;
+                        listed = 0;
                         count.objects.clear();
                         continue;
                     }
                     Ok(watcher::Event::InitDone) => {
+                        // The store now holds the listing: as new as what it listed.
+                        progress.version.fetch_max(listed, Ordering::AcqRel);
+                        progress
+                            .relists_completed
+                            .fetch_max(relist, Ordering::AcqRel);
                         count.publish();
                         continue;
                     }
@@ -365,7 +501,11 @@ where
                 }
             }
         });
-        stores.push((scope.clone(), reader));
+        stores.push(ScopeStore {
+            scope: scope.clone(),
+            store: reader,
+            progress,
+        });
     }
     Scoped { stores }
 }
@@ -379,10 +519,10 @@ pub(super) fn node_key<'a>(node: impl Into<NodeRef<'a>>) -> Vec<ClusterKey> {
 mod tests {
     use super::*;
 
-    fn pod(uid: &str, version: &str, terminating: bool) -> Pod {
+    fn named(name: &str, uid: &str, version: &str, terminating: bool) -> Pod {
         Pod {
             metadata: ObjectMeta {
-                name: Some("acme-fe1".into()),
+                name: Some(name.into()),
                 namespace: Some("tenant".into()),
                 uid: Some(uid.into()),
                 resource_version: Some(version.into()),
@@ -397,19 +537,36 @@ mod tests {
         }
     }
 
+    fn pod(uid: &str, version: &str, terminating: bool) -> Pod {
+        named("acme-fe1", uid, version, terminating)
+    }
+
+    fn synced(version: u64, relists_completed: u64) -> Synced {
+        Synced {
+            version,
+            relists_completed,
+        }
+    }
+
+    fn uids(pods: &[Arc<Pod>]) -> Vec<&str> {
+        pods.iter()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect()
+    }
+
     #[test]
     fn a_pod_this_operator_deleted_reads_as_terminating_until_the_cache_catches_up() {
         let written = WrittenPods::default();
         written.remember(&pod("old", "12", true));
         // The cache still has the pod as it was before the delete.
         let mut cached = vec![Arc::new(pod("old", "10", false))];
-        written.refresh(&mut cached);
+        written.refresh("tenant", synced(10, 0), &mut cached);
         assert!(cached[0].metadata.deletion_timestamp.is_some());
         // Caught up: the cache is read as it is, and the write is forgotten.
         let mut cached = vec![Arc::new(pod("old", "12", true))];
-        written.refresh(&mut cached);
+        written.refresh("tenant", synced(12, 0), &mut cached);
         let mut stale_again = vec![Arc::new(pod("old", "10", false))];
-        written.refresh(&mut stale_again);
+        written.refresh("tenant", synced(10, 0), &mut stale_again);
         assert!(stale_again[0].metadata.deletion_timestamp.is_none());
     }
 
@@ -418,12 +575,60 @@ mod tests {
         let written = WrittenPods::default();
         written.remember(&pod("old", "12", true));
         let mut replaced = vec![Arc::new(pod("new", "11", false))];
-        written.refresh(&mut replaced);
-        assert_eq!(replaced[0].metadata.uid.as_deref(), Some("new"));
+        written.refresh("tenant", synced(11, 0), &mut replaced);
+        assert_eq!(uids(&replaced), ["new"]);
         assert!(replaced[0].metadata.deletion_timestamp.is_none());
         written.remember(&pod("old", "12", true));
         let mut gone: Vec<Arc<Pod>> = Vec::new();
-        written.refresh(&mut gone);
+        written.refresh("tenant", synced(0, 0), &mut gone);
         assert!(gone.is_empty());
+    }
+
+    /// The pod watch was cut right after a creation and relists: until its cache shows the
+    /// pod, reconciles see it as created, never as missing (which would create it again).
+    #[test]
+    fn a_created_pod_is_seen_until_the_cache_shows_it() {
+        let written = WrittenPods::default();
+        let other = Arc::new(named("acme-fe2", "fe2", "5", false));
+        written.remember_created(&pod("new", "20", false), 3);
+        let mut stale = vec![other.clone()];
+        written.refresh("tenant", synced(18, 3), &mut stale);
+        assert_eq!(uids(&stale), ["fe2", "new"]);
+        // Another namespace's cache is left alone.
+        let mut elsewhere = Vec::new();
+        written.refresh("other", synced(0, 0), &mut elsewhere);
+        assert!(elsewhere.is_empty());
+        // A cache that still has the pod it replaced shows the new one in its place.
+        let mut replaced_one = vec![Arc::new(pod("old", "18", true))];
+        written.refresh("tenant", synced(18, 3), &mut replaced_one);
+        assert_eq!(uids(&replaced_one), ["new"]);
+        // Caught up (the pod as the kubelet left it): read as cached, and forgotten.
+        let mut cached = vec![other.clone(), Arc::new(pod("new", "23", false))];
+        written.refresh("tenant", synced(23, 3), &mut cached);
+        assert_eq!(cached[1].metadata.resource_version.as_deref(), Some("23"));
+        let mut stale_again = vec![other];
+        written.refresh("tenant", synced(18, 3), &mut stale_again);
+        assert_eq!(uids(&stale_again), ["fe2"]);
+    }
+
+    #[test]
+    fn a_created_pod_gone_before_the_cache_showed_it_is_not_kept() {
+        // The cache saw past the creation (the pod's deletion, or any later change).
+        let written = WrittenPods::default();
+        written.remember_created(&pod("new", "20", false), 3);
+        let mut gone = Vec::new();
+        written.refresh("tenant", synced(25, 3), &mut gone);
+        assert!(gone.is_empty());
+        // A relist begun after the creation did not list it.
+        written.remember_created(&pod("new", "20", false), 3);
+        let mut listing_begun_before = Vec::new();
+        written.refresh("tenant", synced(12, 3), &mut listing_begun_before);
+        assert_eq!(uids(&listing_begun_before), ["new"]);
+        let mut relisted = Vec::new();
+        written.refresh("tenant", synced(12, 4), &mut relisted);
+        assert!(relisted.is_empty());
+        let mut later = Vec::new();
+        written.refresh("tenant", synced(12, 3), &mut later);
+        assert!(later.is_empty(), "forgotten once known gone");
     }
 }

@@ -36,6 +36,8 @@ impl Observed {
 /// Reads one Express cluster from the caches, laying the operator's own recent writes over
 /// them; None when the cluster has no object left.
 pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
+    // How far the pod cache had caught up, read before the pods: they are at least as new.
+    let pods_synced = ctx.caches.pods.synced(&key.namespace);
     let mut objects = ctx
         .caches
         .objects(Some(&key.namespace), &ctx.settings.operator_namespace);
@@ -51,7 +53,8 @@ pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
         .frontends
         .iter_mut()
         .for_each(|f| ctx.written.refresh("Frontend", f));
-    ctx.written_pods.refresh(&mut objects.pods);
+    ctx.written_pods
+        .refresh(&key.namespace, pods_synced, &mut objects.pods);
     let inventory = Inventory {
         objects: &objects,
         operator_namespace: &ctx.settings.operator_namespace,
