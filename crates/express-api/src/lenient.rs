@@ -23,7 +23,9 @@ use crate::keys::LABEL_CLUSTER;
 /// each entry's manager, operation, subresource and time (triage reads when a spec or status
 /// last moved) but not its `fieldsV1`, the bulk of them; the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation (a second copy of the whole
-/// object) is dropped; and the metadata is held once, inside the decoded object.
+/// object) is dropped; a pod's spec keeps only its containers' names and images (the running
+/// version when the pod has no version annotation; the status and metadata say the rest); and
+/// the metadata is held once, inside the decoded object.
 #[derive(Clone, Debug)]
 pub struct Lenient<K> {
     decoded: Result<Arc<K>, (ObjectMeta, Arc<Undecodable>)>,
@@ -32,8 +34,11 @@ pub struct Lenient<K> {
 /// The annotation `kubectl apply` keeps a copy of the whole object in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// Drops from a raw object's metadata what no decision reads (see [`Lenient`]).
-pub fn slim(raw: &mut Value) {
+/// Drops from a raw object of `kind` what no decision reads (see [`Lenient`]).
+pub fn slim(kind: &str, raw: &mut Value) {
+    if kind == "Pod" {
+        slim_pod_spec(raw);
+    }
     let Some(metadata) = raw.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -51,6 +56,31 @@ pub fn slim(raw: &mut Value) {
     {
         annotations.remove(LAST_APPLIED);
     }
+}
+
+/// A pod's spec reduced to its containers' names and images. A spec that is not an object, or
+/// containers that are not a list, are left as they are, to be reported undecodable as sent.
+fn slim_pod_spec(raw: &mut Value) {
+    let Some(spec) = raw.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let Some(containers) = spec.get("containers").and_then(Value::as_array) else {
+        return;
+    };
+    let kept: Vec<Value> = containers
+        .iter()
+        .map(|container| {
+            let mut slim = serde_json::Map::new();
+            for field in ["name", "image"] {
+                if let Some(value) = container.get(field) {
+                    slim.insert(field.to_owned(), value.clone());
+                }
+            }
+            Value::Object(slim)
+        })
+        .collect();
+    spec.clear();
+    spec.insert("containers".to_owned(), Value::Array(kept));
 }
 
 /// An object this build cannot decode, and what it could still read of it.
@@ -172,7 +202,7 @@ where
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut raw = Value::deserialize(deserializer)?;
-        slim(&mut raw);
+        slim(&K::kind(&()), &mut raw);
         // The metadata the API server wrote is always readable; without it the object cannot
         // even be named, and the list fails as it would have.
         let metadata: ObjectMeta = match raw.get("metadata") {
@@ -264,6 +294,41 @@ mod tests {
             std::ptr::eq(decoded.meta(), decoded.decoded().unwrap().meta()),
             "one copy of the metadata"
         );
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_its_containers_names_and_images_and_all_its_status() {
+        let raw = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "acme-fe1", "namespace": "t", "labels": {LABEL_CLUSTER: "acme"}},
+            "spec": {
+                "containers": [{"name": "express", "image": "registry/express:v1",
+                                "env": [{"name": "A", "value": "b"}], "resources": {"limits": {"cpu": "1"}}}],
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "terminationGracePeriodSeconds": 30},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let pod = serde_json::from_value::<Lenient<Pod>>(raw).unwrap();
+        let pod = pod.decoded().unwrap();
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.containers.len(), 1);
+        assert_eq!(spec.containers[0].name, "express");
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some("registry/express:v1")
+        );
+        assert!(spec.containers[0].env.is_none() && spec.containers[0].resources.is_none());
+        assert!(spec.volumes.is_none() && spec.termination_grace_period_seconds.is_none());
+        assert_eq!(
+            pod.status.as_ref().unwrap().phase.as_deref(),
+            Some("Running")
+        );
+        // Other kinds keep their spec whole.
+        let frontend = serde_json::from_value::<Lenient<Frontend>>(frontend(
+            json!({"clusterConfig": {"clusterName": "acme"}, "podTemplate": {"spec": {"containers": []}}}),
+        ))
+        .unwrap();
+        assert!(frontend.decoded().unwrap().spec.0.pod_template.is_some());
     }
 
     #[test]

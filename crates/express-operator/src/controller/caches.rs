@@ -31,11 +31,64 @@ pub struct Scoped<K: WatchedKind> {
     stores: Vec<ScopeStore<K>>,
 }
 
-/// One reflector's store: its namespace (None: every namespace) and how far it has caught up.
+/// One reflector's store: its namespace (None: every namespace), the names it holds per
+/// namespace, and how far it has caught up.
 struct ScopeStore<K: WatchedKind> {
     scope: Option<String>,
     store: Store<Lenient<K>>,
+    names: Arc<NamespaceIndex>,
     progress: Arc<Progress>,
+}
+
+/// The names of a store's objects by namespace, kept from the same events as the store: a
+/// reconcile reads its own namespace by name instead of walking the whole fleet's store (kube's
+/// `Store` has no index, and `state()` copies every object's `Arc`: cost linear in the fleet
+/// on every reconcile, quadratic over a fleet's provisioning).
+#[derive(Default)]
+struct NamespaceIndex(std::sync::RwLock<HashMap<String, BTreeSet<String>>>);
+
+impl NamespaceIndex {
+    fn names(&self, namespace: &str) -> Vec<String> {
+        self.0
+            .read()
+            .map(|index| {
+                index
+                    .get(namespace)
+                    .map(|names| names.iter().cloned().collect())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    fn apply(index: &mut HashMap<String, BTreeSet<String>>, meta: &ObjectMeta, present: bool) {
+        let (Some(namespace), Some(name)) = (meta.namespace.as_ref(), meta.name.as_ref()) else {
+            return;
+        };
+        if present {
+            index
+                .entry(namespace.clone())
+                .or_default()
+                .insert(name.clone());
+        } else if let Some(names) = index.get_mut(namespace) {
+            names.remove(name);
+            if names.is_empty() {
+                index.remove(namespace);
+            }
+        }
+    }
+
+    fn note(&self, meta: &ObjectMeta, present: bool) {
+        if let Ok(mut index) = self.0.write() {
+            NamespaceIndex::apply(&mut index, meta, present);
+        }
+    }
+
+    /// A relist is done: the index becomes what it listed (as the store does).
+    fn replace(&self, listed: HashMap<String, BTreeSet<String>>) {
+        if let Ok(mut index) = self.0.write() {
+            *index = listed;
+        }
+    }
 }
 
 /// How far one reflector's store has caught up with the API server: what tells a write of this
@@ -70,8 +123,18 @@ impl<K: WatchedKind> Scoped<K> {
                 (Some(scope), Some(namespace)) => scope == namespace,
                 _ => true,
             })
-            .flat_map(|s| s.store.state())
-            .filter(move |o| namespace.is_none_or(|ns| o.meta().namespace.as_deref() == Some(ns)))
+            .flat_map(move |s| match namespace {
+                None => s.store.state(),
+                Some(namespace) => s
+                    .names
+                    .names(namespace)
+                    .into_iter()
+                    .filter_map(|name| {
+                        s.store
+                            .get(&reflector::ObjectRef::new(&name).within(namespace))
+                    })
+                    .collect(),
+            })
     }
 
     /// Objects of a namespace (None: of every namespace), shared with the reflector: nothing
@@ -436,6 +499,8 @@ where
         let (reader, writer) = reflector::store();
         let progress = Arc::new(Progress::default());
         let task_progress = progress.clone();
+        let names = Arc::new(NamespaceIndex::default());
+        let task_names = names.clone();
         let stream = reflector::reflector(writer, watcher(api, config.clone()).default_backoff());
         let (triggers, to_keys) = (triggers.clone(), to_keys.clone());
         let mut count = UndecodableCount {
@@ -444,23 +509,30 @@ where
             gauge: gauge.clone(),
         };
         tasks.spawn(async move {
-            let progress = task_progress;
-            // The relist under way (its number) and the highest version it listed so far.
+            let (progress, names) = (task_progress, task_names);
+            // The relist under way (its number), the highest version it listed so far and
+            // the names it listed.
             let (mut relist, mut listed) = (0, 0);
+            let mut listed_names: HashMap<String, BTreeSet<String>> = HashMap::new();
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 let (object, present) = match item {
+                    // The index first, then the progress: a reader that sees the progress
+                    // finds the object by name.
                     Ok(watcher::Event::Apply(object)) => {
+                        names.note(object.meta(), true);
                         progress
                             .version
                             .fetch_max(version_of(object.meta()), Ordering::AcqRel);
                         (object, true)
                     }
                     Ok(watcher::Event::InitApply(object)) => {
+                        NamespaceIndex::apply(&mut listed_names, object.meta(), true);
                         listed = listed.max(version_of(object.meta()));
                         (object, true)
                     }
                     Ok(watcher::Event::Delete(object)) => {
+                        names.note(object.meta(), false);
                         progress
                             .version
                             .fetch_max(version_of(object.meta()), Ordering::AcqRel);
@@ -469,11 +541,13 @@ where
                     Ok(watcher::Event::Init) => {
                         relist = progress.relists_begun.fetch_add(1, Ordering::AcqRel) + 1;
                         listed = 0;
+                        listed_names.clear();
                         count.objects.clear();
                         continue;
                     }
                     Ok(watcher::Event::InitDone) => {
                         // The store now holds the listing: as new as what it listed.
+                        names.replace(std::mem::take(&mut listed_names));
                         progress.version.fetch_max(listed, Ordering::AcqRel);
                         progress
                             .relists_completed
@@ -504,6 +578,7 @@ where
         stores.push(ScopeStore {
             scope: scope.clone(),
             store: reader,
+            names,
             progress,
         });
     }
@@ -582,6 +657,29 @@ mod tests {
         let mut gone: Vec<Arc<Pod>> = Vec::new();
         written.refresh("tenant", synced(0, 0), &mut gone);
         assert!(gone.is_empty());
+    }
+
+    #[test]
+    fn the_namespace_index_follows_events_and_relists() {
+        let meta = |namespace: &str, name: &str| ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        };
+        let index = NamespaceIndex::default();
+        index.note(&meta("a", "x-fe2"), true);
+        index.note(&meta("a", "x-fe1"), true);
+        index.note(&meta("b", "y-be"), true);
+        assert_eq!(index.names("a"), ["x-fe1", "x-fe2"]);
+        index.note(&meta("a", "x-fe2"), false);
+        assert_eq!(index.names("a"), ["x-fe1"]);
+        assert!(index.names("c").is_empty());
+        // A relist replaces what was known.
+        let mut listed = HashMap::new();
+        NamespaceIndex::apply(&mut listed, &meta("c", "z-be"), true);
+        index.replace(listed);
+        assert!(index.names("a").is_empty() && index.names("b").is_empty());
+        assert_eq!(index.names("c"), ["z-be"]);
     }
 
     /// The pod watch was cut right after a creation and relists: until its cache shows the
