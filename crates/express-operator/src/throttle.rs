@@ -77,14 +77,29 @@ fn is_watch<B>(request: &Request<B>) -> bool {
     })
 }
 
+/// The User-Agent of every request the operator sends, so that API server audit logs, Priority
+/// and Fairness rules and kubesim's counters can tell it from other clients (kube's client
+/// sends none of its own).
+pub fn user_agent() -> String {
+    format!("express-operator/{}", env!("CARGO_PKG_VERSION"))
+}
+
 /// A kube client whose every request but watches waits for a token of `limits`; retries (when
 /// `config` asks for them) go through the limit too. Throttled requests are counted in
-/// `metrics`.
+/// `metrics`. Every request says it comes from [`user_agent`], unless `config` names another.
 pub fn client(
     mut config: kube::Config,
     limits: ApiLimits,
     metrics: Arc<Metrics>,
 ) -> Result<kube::Client, ClientError> {
+    if !config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT)
+    {
+        let agent = http::HeaderValue::from_str(&user_agent()).map_err(ClientError::UserAgent)?;
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
     let limiter = Arc::new(RateLimiter::direct(quota(limits)?));
     let retry = std::mem::replace(&mut config.default_retry, false);
     let builder = ClientBuilder::try_from(config)?
@@ -109,6 +124,8 @@ pub enum ClientError {
     Limits(#[from] LimitsError),
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    #[error("the User-Agent is not a valid header value: {0}")]
+    UserAgent(http::header::InvalidHeaderValue),
 }
 
 struct ThrottleLayer {

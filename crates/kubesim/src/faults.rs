@@ -248,6 +248,12 @@ impl Faults {
         lock(&self.counters).clone()
     }
 
+    /// Only the per-User-Agent counts of [`Counters::by_agent`]: what a benchmark polls every
+    /// second, without the per-namespace detail that grows with the fleet.
+    pub fn agent_counters(&self) -> BTreeMap<String, BTreeMap<String, u64>> {
+        lock(&self.counters).by_agent.clone()
+    }
+
     pub fn reset_counters(&self) {
         *lock(&self.counters) = Counters::default();
         lock(&self.deletes).clear();

@@ -381,6 +381,12 @@ async fn faults_counters_and_closed_watches() {
     assert_eq!(counters.count("list", "secrets"), 1);
     let (_, over_http) = get(&client, "/kubesim/counters").await;
     assert_eq!(over_http["byVerbAndResource"]["create configmaps"], 1);
+    // Per User-Agent alone, for a benchmark that polls them at fleet size.
+    let probe = sim.client_with_agent("probe/1.0").unwrap();
+    get(&probe, "/api/v1/namespaces/default/configmaps").await;
+    let (code, agents) = get(&client, "/kubesim/counters/agents").await;
+    assert_eq!(code, 200);
+    assert_eq!(agents["probe/1.0"], json!({"list configmaps": 1}));
 
     // Closing all watches ends open streams.
     let watching = tokio::spawn({

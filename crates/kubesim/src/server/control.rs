@@ -17,6 +17,9 @@ use super::{error_response, json_response};
 pub(super) fn control(shared: &Shared, method: &Method, rest: &[&str], body: &Bytes) -> Response {
     match (method.as_str(), rest) {
         ("GET", ["counters"]) => json_response(StatusCode::OK, &json!(shared.faults.counters())),
+        ("GET", ["counters", "agents"]) => {
+            json_response(StatusCode::OK, &json!(shared.faults.agent_counters()))
+        }
         ("GET", ["deletes"]) => json_response(StatusCode::OK, &json!(shared.faults.deletes())),
         ("DELETE", ["counters"]) => {
             shared.faults.reset_counters();

@@ -1,0 +1,734 @@
+//! Fleet benchmark (issue 27): `kubesim serve` and `express-operator run` each in a process of
+//! its own, tenants created through the API, and the operator measured alone: its RSS from
+//! `/proc`, provisioning throughput, a cold start, and a fleet-wide upgrade (wall time against
+//! the critical path, API request rate, per-step latency, writes per node upgraded).
+//!
+//! `scripts/fleet-bench.sh [--tenants N] [...]` builds the release binaries and runs it; every
+//! flag is listed by `--help`. The benchmark's own requests (creating tenants, patching them,
+//! its watches) are told apart from the operator's by the operator's User-Agent in kubesim's
+//! counters.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a benchmark aborts on unexpected values
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use express_api::{
+    Backend, BackendSpec, ClusterPhase, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec,
+    NodeDefaults, NodeSpec,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+#[derive(Parser, Debug)]
+#[command(about = "Fleet benchmark: kubesim and the operator in processes of their own")]
+struct Args {
+    /// Tenants (Express clusters), one namespace each.
+    #[arg(long, default_value_t = 1000)]
+    tenants: usize,
+    /// Frontends per tenant (plus one Backend).
+    #[arg(long, default_value_t = 7)]
+    frontends: usize,
+    /// The operator's --kube-qps (the benchmark's default lifts the limit out of the way of
+    /// the measurement; pass the production default, 20, to see the limit's effect).
+    #[arg(long, default_value_t = 5000.0)]
+    kube_qps: f64,
+    /// The operator's --kube-burst.
+    #[arg(long, default_value_t = 5000)]
+    kube_burst: u32,
+    /// The operator's --concurrency.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Seconds a simulated pod takes to become Ready.
+    #[arg(long, default_value_t = 1.0)]
+    startup_seconds: f64,
+    /// Seconds a deleted simulated pod takes to terminate.
+    #[arg(long, default_value_t = 1.0)]
+    terminate_seconds: f64,
+    /// The kubesim binary (default: target/release/kubesim).
+    #[arg(long)]
+    kubesim: Option<PathBuf>,
+    /// The express-operator binary (default: target/release/express-operator).
+    #[arg(long)]
+    operator: Option<PathBuf>,
+    /// Give up on a phase after this many seconds.
+    #[arg(long, default_value_t = 3600)]
+    timeout_seconds: u64,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// A child process that is killed when dropped, so that a failed run leaves nothing behind.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Resident set size, MiB, from `/proc/PID/status`.
+    fn rss_mib(&self) -> f64 {
+        proc_status_kib(self.pid(), "VmRSS:") / 1024.0
+    }
+
+    /// Peak resident set size, MiB.
+    fn peak_rss_mib(&self) -> f64 {
+        proc_status_kib(self.pid(), "VmHWM:") / 1024.0
+    }
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+fn target_binary(name: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
+    target.join("release").join(name)
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
+
+struct Sim {
+    _process: Process,
+    client: kube::Client,
+    url: String,
+}
+
+async fn start_kubesim(args: &Args, dir: &Path) -> Sim {
+    let kubeconfig = dir.join("kubeconfig");
+    let binary = args
+        .kubesim
+        .clone()
+        .unwrap_or_else(|| target_binary("kubesim"));
+    let process = Process(
+        Command::new(&binary)
+            .args(["serve", "--addr", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--startup-seconds", &args.startup_seconds.to_string()])
+            .args(["--terminate-seconds", &args.terminate_seconds.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display())),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&kubeconfig).map_or(true, |s| s.trim().is_empty()) {
+        assert!(Instant::now() < deadline, "kubesim did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let config = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(&kubeconfig).expect("kubeconfig"),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .expect("kubeconfig");
+    let url = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned();
+    let client = kube::Client::try_from(config).expect("client");
+    express_operator::install::install_crds(&client)
+        .await
+        .expect("CRDs");
+    Sim {
+        _process: process,
+        client,
+        url,
+    }
+}
+
+struct Operator {
+    process: Process,
+    metrics: String,
+}
+
+fn start_operator(args: &Args, dir: &Path, life: usize) -> Operator {
+    let binary = args
+        .operator
+        .clone()
+        .unwrap_or_else(|| target_binary("express-operator"));
+    let metrics = free_port();
+    let log = std::fs::File::create(dir.join(format!("operator-{life}.log"))).expect("log");
+    let process = Process(
+        Command::new(&binary)
+            .args(["run", "--metrics-addr", &metrics.to_string()])
+            .args(["--kube-qps", &args.kube_qps.to_string()])
+            .args(["--kube-burst", &args.kube_burst.to_string()])
+            .args(["--concurrency", &args.concurrency.to_string()])
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display())),
+    );
+    Operator {
+        process,
+        metrics: format!("http://{metrics}"),
+    }
+}
+
+/// A GET over plain HTTP/1.1 on loopback (the operator's metrics, kubesim's counters), without
+/// pulling an HTTP client into the workspace for a benchmark.
+async fn http_get(url: &str) -> Option<(u16, String)> {
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || blocking_get(&url))
+        .await
+        .ok()
+        .flatten()
+}
+
+fn blocking_get(url: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = std::net::TcpStream::connect(host).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Some((code, body))
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A sample's value in the Prometheus text `metrics` (the first line starting with `series`).
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Requests the operator sent so far, `(reads, writes)`, from kubesim's per-agent counters.
+async fn operator_requests(sim: &Sim) -> (u64, u64) {
+    let Some((200, body)) = http_get(&format!("{}/kubesim/counters/agents", sim.url)).await else {
+        return (0, 0);
+    };
+    let agents: BTreeMap<String, BTreeMap<String, u64>> =
+        serde_json::from_str(&body).unwrap_or_default();
+    let agent = express_operator::throttle::user_agent();
+    let mut reads_writes = (0, 0);
+    for (key, count) in agents.get(&agent).into_iter().flatten() {
+        let verb = key.split(' ').next().unwrap_or("");
+        if kubesim::faults::is_write(verb) {
+            reads_writes.1 += count;
+        } else {
+            reads_writes.0 += count;
+        }
+    }
+    reads_writes
+}
+
+/// Operator writes by "verb resource", for where the writes of an upgrade go.
+async fn operator_writes_by_kind(sim: &Sim) -> BTreeMap<String, u64> {
+    let Some((200, body)) = http_get(&format!("{}/kubesim/counters/agents", sim.url)).await else {
+        return BTreeMap::new();
+    };
+    let mut agents: BTreeMap<String, BTreeMap<String, u64>> =
+        serde_json::from_str(&body).unwrap_or_default();
+    agents
+        .remove(&express_operator::throttle::user_agent())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| kubesim::faults::is_write(k.split(' ').next().unwrap_or("")))
+        .collect()
+}
+
+fn namespace(i: usize) -> String {
+    format!("t{i:05}")
+}
+
+async fn create_tenant(client: &kube::Client, ns: &str, frontends: usize) {
+    express_operator::install::create_namespace(client, ns)
+        .await
+        .expect("namespace");
+    let defaults = NodeDefaults {
+        express_version: Some("v1".into()),
+        ..Default::default()
+    };
+    let mut spec = ExpressClusterSpec::default();
+    spec.defaults.backend = Some(defaults.clone());
+    spec.defaults.frontend = Some(defaults);
+    // One write per change (the benchmark patches the ExpressCluster alone): nothing to settle.
+    spec.rollout.settle_seconds = 0;
+    let pp = PostParams::default();
+    Api::<ExpressCluster>::namespaced(client.clone(), ns)
+        .create(&pp, &ExpressCluster::new("t", spec))
+        .await
+        .expect("cluster");
+    Api::<Backend>::namespaced(client.clone(), ns)
+        .create(
+            &pp,
+            &Backend::new("t-be", BackendSpec(NodeSpec::for_cluster("t"))),
+        )
+        .await
+        .expect("backend");
+    for i in 1..=frontends {
+        Api::<Frontend>::namespaced(client.clone(), ns)
+            .create(
+                &pp,
+                &Frontend::new(
+                    &format!("t-fe{i}"),
+                    FrontendSpec(NodeSpec::for_cluster("t")),
+                ),
+            )
+            .await
+            .expect("frontend");
+    }
+}
+
+/// What the benchmark's watches saw, with the instant it saw it.
+#[derive(Default)]
+struct Seen {
+    /// Per namespace: generation, observed generation, phase Healthy, nodes up to date.
+    clusters: HashMap<String, (i64, i64, bool, u32)>,
+    /// Pods by uid: (namespace, node name, Ready since, deletion seen at).
+    pods: HashMap<String, PodSeen>,
+}
+
+#[derive(Clone, Debug)]
+struct PodSeen {
+    namespace: String,
+    name: String,
+    ready_at: Option<Instant>,
+    deleting_at: Option<Instant>,
+}
+
+impl Seen {
+    fn done(&self, tenants: usize, nodes: u32, generation: i64) -> usize {
+        self.clusters
+            .values()
+            .filter(|(g, observed, healthy, up_to_date)| {
+                *g >= generation && observed == g && *healthy && *up_to_date == nodes
+            })
+            .count()
+            .min(tenants)
+    }
+}
+
+fn watch_fleet(client: &kube::Client, seen: Arc<Mutex<Seen>>) {
+    let clusters = watcher(
+        Api::<ExpressCluster>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let seen_clusters = seen.clone();
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(clusters);
+        while let Some(event) = events.next().await {
+            let Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) = event else {
+                continue;
+            };
+            let status = c.status.as_ref();
+            let entry = (
+                c.metadata.generation.unwrap_or(0),
+                status.and_then(|s| s.observed_generation).unwrap_or(0),
+                status.and_then(|s| s.phase) == Some(ClusterPhase::Healthy),
+                status
+                    .and_then(|s| s.nodes.as_ref())
+                    .map_or(0, |n| n.up_to_date),
+            );
+            let ns = c.metadata.namespace.clone().unwrap_or_default();
+            seen_clusters.lock().unwrap().clusters.insert(ns, entry);
+        }
+    });
+    let pods = watcher(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(express_api::keys::LABEL_CLUSTER),
+    )
+    .default_backoff();
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(pods);
+        while let Some(event) = events.next().await {
+            let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event else {
+                continue;
+            };
+            let now = Instant::now();
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            let mut seen = seen.lock().unwrap();
+            let entry = seen.pods.entry(uid).or_insert_with(|| PodSeen {
+                namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                name: p.metadata.name.clone().unwrap_or_default(),
+                ready_at: None,
+                deleting_at: None,
+            });
+            if ready && entry.ready_at.is_none() {
+                entry.ready_at = Some(now);
+            }
+            if p.metadata.deletion_timestamp.is_some() && entry.deleting_at.is_none() {
+                entry.deleting_at = Some(now);
+            }
+        }
+    });
+}
+
+/// Samples the operator's request counts and RSS every second while `phase` runs; returns what
+/// `phase` returns with the peak and mean request rate and the peak RSS seen.
+struct Sampled {
+    peak_qps: f64,
+    mean_qps: f64,
+    peak_rss_mib: f64,
+    writes: u64,
+    reads: u64,
+    seconds: f64,
+}
+
+async fn sampled<F: std::future::Future<Output = ()>>(
+    sim: &Sim,
+    operator: &Operator,
+    phase: F,
+) -> Sampled {
+    let started = Instant::now();
+    let (reads0, writes0) = operator_requests(sim).await;
+    let mut phase = std::pin::pin!(phase);
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    let (mut last, mut peak_qps, mut peak_rss) = (reads0 + writes0, 0.0f64, 0.0f64);
+    loop {
+        tokio::select! {
+            () = &mut phase => break,
+            _ = every.tick() => {
+                let (reads, writes) = operator_requests(sim).await;
+                peak_qps = peak_qps.max((reads + writes).saturating_sub(last) as f64);
+                last = reads + writes;
+                peak_rss = peak_rss.max(operator.process.rss_mib());
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let (reads, writes) = operator_requests(sim).await;
+    Sampled {
+        peak_qps,
+        mean_qps: ((reads + writes) - (reads0 + writes0)) as f64 / seconds,
+        peak_rss_mib: peak_rss.max(operator.process.rss_mib()),
+        writes: writes - writes0,
+        reads: reads - reads0,
+        seconds,
+    }
+}
+
+async fn until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = Args::parse();
+    let nodes = u32::try_from(args.frontends + 1).expect("nodes");
+    let timeout = Duration::from_secs(args.timeout_seconds);
+    let dir = std::env::temp_dir().join(format!("express-fleet-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("work dir");
+    println!(
+        "fleet benchmark: {} tenants x {nodes} nodes; operator --kube-qps {} --kube-burst {} --concurrency {}; pods start in {} s, terminate in {} s",
+        args.tenants,
+        args.kube_qps,
+        args.kube_burst,
+        args.concurrency,
+        args.startup_seconds,
+        args.terminate_seconds
+    );
+    let sim = start_kubesim(&args, &dir).await;
+    let client = sim.client.clone();
+
+    // The tenants' objects, written before the operator starts.
+    let started = Instant::now();
+    futures::stream::iter(0..args.tenants)
+        .map(|i| {
+            let client = client.clone();
+            let frontends = args.frontends;
+            async move { create_tenant(&client, &namespace(i), frontends).await }
+        })
+        .buffer_unordered(32)
+        .for_each(|_| async {})
+        .await;
+    println!(
+        "tenants written (by the benchmark): {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    watch_fleet(&client, seen.clone());
+
+    // 1. Provisioning.
+    let operator = start_operator(&args, &dir, 1);
+    let provisioning = sampled(
+        &sim,
+        &operator,
+        until("provisioning", timeout, || {
+            seen.lock().unwrap().done(args.tenants, nodes, 1) == args.tenants
+        }),
+    )
+    .await;
+    let pods = args.tenants as f64 * f64::from(nodes);
+    println!(
+        "provisioning: {:.1} s, {:.0} pods/s; operator requests {:.0}/s mean, {:.0}/s peak; {:.1} writes per node; RSS {:.0} MiB (peak {:.0} MiB)",
+        provisioning.seconds,
+        pods / provisioning.seconds,
+        provisioning.mean_qps,
+        provisioning.peak_qps,
+        provisioning.writes as f64 / pods,
+        operator.process.rss_mib(),
+        provisioning.peak_rss_mib
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!(
+        "operator at rest with every tenant cached: RSS {:.0} MiB ({:.1} KiB per tenant), VmHWM {:.0} MiB",
+        operator.process.rss_mib(),
+        operator.process.rss_mib() * 1024.0 / args.tenants as f64,
+        operator.process.peak_rss_mib()
+    );
+
+    // 2. Cold start: the operator killed, a pending change on one tenant, a fresh operator.
+    drop(operator);
+    Api::<ExpressCluster>::namespaced(client.clone(), &namespace(0))
+        .patch(
+            "t",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"defaults": {"frontend": {"expressVersion": "v1-hotfix"}}}}),
+            ),
+        )
+        .await
+        .expect("pending change");
+    let (_, writes_before) = operator_requests(&sim).await;
+    let operator = start_operator(&args, &dir, 2);
+    let started = Instant::now();
+    let mut synced = None;
+    let mut first_action = None;
+    let deadline = Instant::now() + timeout;
+    let mut verified = None;
+    let verified = loop {
+        assert!(Instant::now() < deadline, "timed out: cold start");
+        if let Some((200, text)) = http_get(&format!("{}/metrics", operator.metrics)).await {
+            if synced.is_none()
+                && http_get(&format!("{}/readyz", operator.metrics))
+                    .await
+                    .is_some_and(|(code, _)| code == 200)
+            {
+                synced = Some(started.elapsed());
+            }
+            if first_action.is_none()
+                && sample(
+                    &text,
+                    "express_operator_actions_total{action=\"replace_pod\"}",
+                ) > 0.0
+            {
+                first_action = Some(started.elapsed());
+            }
+            let ok = sample(&text, "express_operator_reconciles_total{result=\"ok\"}");
+            let depth = sample(&text, "express_operator_queue_depth");
+            if verified.is_none() && synced.is_some() && ok >= args.tenants as f64 && depth == 0.0 {
+                verified = Some(started.elapsed());
+            }
+            if let (Some(verified), Some(_)) = (verified, first_action) {
+                break verified;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let (_, writes_after) = operator_requests(&sim).await;
+    let synced = synced.unwrap_or_default();
+    println!(
+        "cold start: caches filled in {:.2} s; every tenant verified {:.2} s after that, with {} writes (the one pending change included); first pod deletion for the pending change {} after the caches filled",
+        synced.as_secs_f64(),
+        (verified - synced).as_secs_f64(),
+        writes_after - writes_before,
+        first_action.map_or("not seen".into(), |a| format!(
+            "{:.2} s",
+            a.saturating_sub(synced).as_secs_f64()
+        ))
+    );
+    until("the pending change", timeout, || {
+        seen.lock()
+            .unwrap()
+            .clusters
+            .get(&namespace(0))
+            .is_some_and(|(g, o, h, u)| g == o && *h && *u == nodes)
+    })
+    .await;
+
+    // 3. A fleet-wide upgrade: every ExpressCluster's version, patched as fast as the
+    //    benchmark can (Argo CD syncing every tenant at once).
+    let old_pods: HashSet<String> = seen.lock().unwrap().pods.keys().cloned().collect();
+    let writes_by_kind_before = operator_writes_by_kind(&sim).await;
+    let target_generation: HashMap<String, i64> = seen
+        .lock()
+        .unwrap()
+        .clusters
+        .iter()
+        .map(|(ns, (g, ..))| (ns.clone(), g + 1))
+        .collect();
+    let started = Instant::now();
+    let upgrade = sampled(&sim, &operator, async {
+        futures::stream::iter(0..args.tenants)
+            .map(|i| {
+                let client = client.clone();
+                async move {
+                    Api::<ExpressCluster>::namespaced(client, &namespace(i))
+                        .patch("t", &PatchParams::default(), &Patch::Merge(json!({"spec": {"defaults": {
+                            "backend": {"expressVersion": "v2"}, "frontend": {"expressVersion": "v2"}}}})))
+                        .await
+                        .expect("upgrade");
+                }
+            })
+            .buffer_unordered(32)
+            .for_each(|_| async {})
+            .await;
+        let patched = started.elapsed();
+        println!("upgrade: every tenant patched by the benchmark in {:.1} s", patched.as_secs_f64());
+        until("the fleet upgrade", timeout, || {
+            let seen = seen.lock().unwrap();
+            target_generation.iter().all(|(ns, g)| {
+                seen.clusters.get(ns).is_some_and(|(generation, observed, healthy, up)| {
+                    generation >= g && observed == generation && *healthy && *up == nodes
+                })
+            })
+        })
+        .await;
+    })
+    .await;
+    let writes_by_kind_after = operator_writes_by_kind(&sim).await;
+    let critical_path = f64::from(nodes) * (args.startup_seconds + args.terminate_seconds);
+    println!(
+        "upgrade: {:.1} s against a critical path of {critical_path:.0} s per tenant ({nodes} steps of {} s terminate + {} s start); operator requests {:.0}/s mean, {:.0}/s peak; peak RSS {:.0} MiB",
+        upgrade.seconds,
+        args.terminate_seconds,
+        args.startup_seconds,
+        upgrade.mean_qps,
+        upgrade.peak_qps,
+        upgrade.peak_rss_mib
+    );
+    println!(
+        "upgrade: {} operator writes, {:.2} per node upgraded ({} reads):",
+        upgrade.writes,
+        upgrade.writes as f64 / pods,
+        upgrade.reads
+    );
+    for (kind, after) in &writes_by_kind_after {
+        let delta = after - writes_by_kind_before.get(kind).copied().unwrap_or(0);
+        if delta > 0 {
+            println!(
+                "  {kind:<45} {delta:>8}  ({:.2} per node)",
+                delta as f64 / pods
+            );
+        }
+    }
+
+    // Per-step latency: a node's new pod Ready -> the next node's old pod deleted, per tenant.
+    let seen = seen.lock().unwrap();
+    let mut deletions: HashMap<&str, Vec<(Instant, &str)>> = HashMap::new();
+    let mut ready_new: HashMap<(&str, &str), Instant> = HashMap::new();
+    for (uid, pod) in &seen.pods {
+        if old_pods.contains(uid) {
+            if let Some(at) = pod.deleting_at.filter(|at| *at >= started) {
+                deletions
+                    .entry(&pod.namespace)
+                    .or_default()
+                    .push((at, &pod.name));
+            }
+        } else if let Some(at) = pod.ready_at {
+            ready_new.insert((&pod.namespace, &pod.name), at);
+        }
+    }
+    let mut steps = Vec::new();
+    for (namespace, deleted) in &mut deletions {
+        deleted.sort();
+        for pair in deleted.windows(2) {
+            if let Some(ready) = ready_new.get(&(*namespace, pair[0].1)) {
+                steps.push(pair[1].0.saturating_duration_since(*ready).as_secs_f64() * 1000.0);
+            }
+        }
+    }
+    steps.sort_by(f64::total_cmp);
+    println!(
+        "upgrade: per-step latency (pod Ready -> next pod deleted) over {} steps: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        steps.len(),
+        percentile(&steps, 50.0),
+        percentile(&steps, 99.0),
+        steps.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "operator RSS after the upgrade: {:.0} MiB (VmHWM {:.0} MiB)",
+        operator.process.rss_mib(),
+        operator.process.peak_rss_mib()
+    );
+    drop(operator);
+    let _ = std::fs::remove_dir_all(&dir);
+}
