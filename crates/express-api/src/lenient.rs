@@ -118,6 +118,14 @@ impl<K> Lenient<K> {
         self.decoded.as_ref().ok()
     }
 
+    /// The decoded object, to change before it is shared (copied if it already is).
+    pub fn decoded_mut(&mut self) -> Option<&mut K>
+    where
+        K: Clone,
+    {
+        self.decoded.as_mut().ok().map(Arc::make_mut)
+    }
+
     /// Why the object could not be decoded, if it could not.
     pub fn undecodable(&self) -> Option<&Arc<Undecodable>> {
         self.decoded.as_ref().err().map(|(_, why)| why)

@@ -179,7 +179,7 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
 
     tenant(
         &env,
-        json!({"rollout": {"revisionHistoryLimit": 1}}),
+        json!({"rollout": {"revisionHistoryLimit": 2}}),
         &[("fe1", json!({})), ("fe2", json!({}))],
     )
     .await;
@@ -221,16 +221,31 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
     })
     .await;
 
-    // A failed rollout, rolled back; then an abort and a retry, each acted on.
+    // A failed rollout, rolled back (the backend fails after both frontends changed: they
+    // return to the revision they ran, read from its ControllerRevision); then an abort and a
+    // retry, each acted on.
     let template = json!({"metadata": {"annotations": {"kubesim.dev/behavior": "crash-loop"}}});
-    change(&env, json!({"spec": {"defaults": {"frontend": {"expressVersion": "v3", "podTemplate": template}, "backend": {"expressVersion": "v3", "podTemplate": template}}}})).await;
-    wait_until("failed", async || {
-        cluster(&env)
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(env.client.clone(), NS);
+    let revision_of = async |name: &str| {
+        pods.get(name).await.ok().and_then(|p| {
+            p.metadata
+                .labels?
+                .get(express_api::keys::LABEL_DEPLOYMENT_REVISION)
+                .cloned()
+        })
+    };
+    let before = revision_of("acme-fe1").await.expect("fe1 runs a revision");
+    change(&env, json!({"spec": {"defaults": {"frontend": {"expressVersion": "v3"}, "backend": {"expressVersion": "v3", "podTemplate": template}}}})).await;
+    wait_until("failed and both frontends rolled back", async || {
+        let failed = cluster(&env)
             .await
             .status
             .and_then(|s| s.rollout)
             .and_then(|r| r.failed_node)
-            .is_some()
+            .is_some();
+        failed
+            && revision_of("acme-fe1").await.as_ref() == Some(&before)
+            && revision_of("acme-fe2").await.as_ref() == Some(&before)
     })
     .await;
     Api::<ExpressCluster>::namespaced(env.client.clone(), NS)

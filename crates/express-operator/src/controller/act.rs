@@ -99,16 +99,37 @@ pub(super) async fn create_pod(
     let (effective, revision): (EffectiveNodeSpec, String) = match &action.source {
         PodSource::Kept(revision) => {
             let wanted = history::revision_name(name, revision);
-            let kept_revision = kept
+            let missing = || {
+                build(format!(
+                    "no ControllerRevision {wanted} keeps revision {revision}"
+                ))
+            };
+            if !kept
                 .iter()
-                .find(|r| r.metadata.name.as_deref() == Some(wanted.as_str()))
-                .ok_or_else(|| {
-                    build(format!(
-                        "no ControllerRevision {wanted} keeps revision {revision}"
-                    ))
-                })?;
+                .any(|r| r.metadata.name.as_deref() == Some(wanted.as_str()))
+            {
+                return Err(missing());
+            }
+            // The cache holds revisions without their bodies: fetch the one this pod needs.
+            let api: Api<ControllerRevision> =
+                Api::namespaced(env.ctx.client.clone(), &env.key.namespace);
+            let kept_revision = match api.get(&wanted).await {
+                Ok(kept_revision) => kept_revision,
+                Err(kube::Error::Api(status)) if status.code == 404 => return Err(missing()),
+                Err(source) => {
+                    return Err(Error::ReadRevision {
+                        node: name.to_owned(),
+                        revision: revision.clone(),
+                        source,
+                    });
+                }
+            };
+            // Still this node's (the name could have been taken by another object since).
+            if history::of_node([&kept_revision], &identity).is_empty() {
+                return Err(missing());
+            }
             (
-                history::spec_of(kept_revision).map_err(build)?,
+                history::spec_of(&kept_revision).map_err(build)?,
                 revision.clone(),
             )
         }

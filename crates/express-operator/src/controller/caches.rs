@@ -474,7 +474,7 @@ fn undecodable_key(bad: &Undecodable) -> Vec<ClusterKey> {
 pub(super) fn cache<K, F>(
     client: &kube::Client,
     scopes: &[Option<String>],
-    config: watcher::Config,
+    selection: Selection<K>,
     to_keys: F,
     triggers: Trigger,
     metrics: &Metrics,
@@ -501,7 +501,16 @@ where
         let task_progress = progress.clone();
         let names = Arc::new(NamespaceIndex::default());
         let task_names = names.clone();
-        let stream = reflector::reflector(writer, watcher(api, config.clone()).default_backoff());
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, selection.config.clone())
+                .default_backoff()
+                .modify(move |object: &mut Lenient<K>| {
+                    if let Some(decoded) = object.decoded_mut() {
+                        (selection.keep)(decoded);
+                    }
+                }),
+        );
         let (triggers, to_keys) = (triggers.clone(), to_keys.clone());
         let mut count = UndecodableCount {
             objects: HashSet::new(),
@@ -588,6 +597,31 @@ where
 /// The Express cluster of a changed Backend or Frontend.
 pub(super) fn node_key<'a>(node: impl Into<NodeRef<'a>>) -> Vec<ClusterKey> {
     node.into().key().into_iter().collect()
+}
+
+/// What a cache watches of its kind, and what it keeps of each object.
+pub(super) struct Selection<K> {
+    pub(super) config: watcher::Config,
+    /// Trims each decoded object to what the operator reads, before the store holds it.
+    pub(super) keep: fn(&mut K),
+}
+
+impl<K> Selection<K> {
+    /// The objects `config` selects, every field kept.
+    pub(super) fn whole(config: watcher::Config) -> Selection<K> {
+        Selection {
+            config,
+            keep: |_| {},
+        }
+    }
+}
+
+/// For [`Selection::keep`]: a ControllerRevision without its body. The operator reads a kept spec only to
+/// roll a node back (or restart it on the revision it runs), and then fetches that one
+/// revision; the cache holds each node's history (up to `revisionHistoryLimit` copies of its
+/// effective spec) as names, labels and numbers.
+pub(super) fn keep_revision_metadata(revision: &mut ControllerRevision) {
+    revision.data = Default::default();
 }
 
 #[cfg(test)]

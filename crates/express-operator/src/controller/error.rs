@@ -20,6 +20,12 @@ pub enum Error {
         revision: String,
         source: kube::Error,
     },
+    #[error("cannot read ControllerRevision of {node} keeping revision {revision}: {source}")]
+    ReadRevision {
+        node: String,
+        revision: String,
+        source: kube::Error,
+    },
     #[error("cannot write the status of {object}: {source}")]
     WriteStatus { object: String, source: kube::Error },
     #[error("cannot build the pod of {node}: {why}")]
@@ -33,6 +39,7 @@ impl Error {
             Error::DeletePod { .. } => "delete_pod",
             Error::Record { .. } => "record",
             Error::KeepRevision { .. } => "keep_revision",
+            Error::ReadRevision { .. } => "read_revision",
             Error::WriteStatus { .. } => "write_status",
             Error::BuildPod { .. } => "build_pod",
         }

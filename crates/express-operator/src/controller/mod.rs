@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use act::act;
-use caches::{cache, node_key};
+use caches::{Selection, cache, node_key};
 use observe::Observed;
 use record::record;
 use report::report;
@@ -105,7 +105,7 @@ pub async fn run(
     let clusters = cache::<ExpressCluster, _>(
         &client,
         &scopes,
-        watcher::Config::default(),
+        Selection::whole(watcher::Config::default()),
         |c| match (c.metadata.namespace.as_deref(), c.cluster_name()) {
             (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
             _ => Vec::new(),
@@ -117,7 +117,7 @@ pub async fn run(
     let backends = cache::<Backend, _>(
         &client,
         &scopes,
-        watcher::Config::default(),
+        Selection::whole(watcher::Config::default()),
         |b| node_key(b),
         triggers.clone(),
         &metrics,
@@ -126,7 +126,7 @@ pub async fn run(
     let frontends = cache::<Frontend, _>(
         &client,
         &scopes,
-        watcher::Config::default(),
+        Selection::whole(watcher::Config::default()),
         |f| node_key(f),
         triggers.clone(),
         &metrics,
@@ -135,7 +135,7 @@ pub async fn run(
     let pods = cache::<Pod, _>(
         &client,
         &scopes,
-        watcher::Config::default().labels(LABEL_CLUSTER),
+        Selection::whole(watcher::Config::default().labels(LABEL_CLUSTER)),
         |p| match (
             p.metadata.namespace.as_deref(),
             p.labels().get(LABEL_CLUSTER),
@@ -159,7 +159,7 @@ pub async fn run(
     let controls = cache::<ConfigMap, _>(
         &client,
         &control_scopes,
-        watcher::Config::default(),
+        Selection::whole(watcher::Config::default()),
         move |cm| {
             let Some(ctx) = context_for_controls.get() else {
                 return Vec::new();
@@ -183,7 +183,10 @@ pub async fn run(
     let revisions = cache::<ControllerRevision, _>(
         &client,
         &scopes,
-        watcher::Config::default().labels(LABEL_CLUSTER),
+        Selection {
+            config: watcher::Config::default().labels(LABEL_CLUSTER),
+            keep: caches::keep_revision_metadata,
+        },
         |_| Vec::new(),
         triggers.clone(),
         &metrics,
