@@ -262,28 +262,8 @@ fn sample(metrics: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Requests the operator sent so far, `(reads, writes)`, from kubesim's per-agent counters.
-async fn operator_requests(sim: &Sim) -> (u64, u64) {
-    let Some((200, body)) = http_get(&format!("{}/kubesim/counters/agents", sim.url)).await else {
-        return (0, 0);
-    };
-    let agents: BTreeMap<String, BTreeMap<String, u64>> =
-        serde_json::from_str(&body).unwrap_or_default();
-    let agent = express_operator::throttle::user_agent();
-    let mut reads_writes = (0, 0);
-    for (key, count) in agents.get(&agent).into_iter().flatten() {
-        let verb = key.split(' ').next().unwrap_or("");
-        if kubesim::faults::is_write(verb) {
-            reads_writes.1 += count;
-        } else {
-            reads_writes.0 += count;
-        }
-    }
-    reads_writes
-}
-
-/// Operator writes by "verb resource", for where the writes of an upgrade go.
-async fn operator_writes_by_kind(sim: &Sim) -> BTreeMap<String, u64> {
+/// The operator's requests so far by "verb resource", from kubesim's per-agent counters.
+async fn operator_counts(sim: &Sim) -> BTreeMap<String, u64> {
     let Some((200, body)) = http_get(&format!("{}/kubesim/counters/agents", sim.url)).await else {
         return BTreeMap::new();
     };
@@ -292,9 +272,28 @@ async fn operator_writes_by_kind(sim: &Sim) -> BTreeMap<String, u64> {
     agents
         .remove(&express_operator::throttle::user_agent())
         .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, _)| kubesim::faults::is_write(k.split(' ').next().unwrap_or("")))
-        .collect()
+}
+
+fn is_write(call: &str) -> bool {
+    kubesim::faults::is_write(call.split(' ').next().unwrap_or(""))
+}
+
+/// Requests the operator sent so far, `(reads, writes)`.
+async fn operator_requests(sim: &Sim) -> (u64, u64) {
+    let counts = operator_counts(sim).await;
+    let writes: u64 = counts
+        .iter()
+        .filter(|(k, _)| is_write(k))
+        .map(|(_, c)| c)
+        .sum();
+    (counts.values().sum::<u64>() - writes, writes)
+}
+
+/// Operator writes by "verb resource", for where the writes of an upgrade go.
+async fn operator_writes_by_kind(sim: &Sim) -> BTreeMap<String, u64> {
+    let mut counts = operator_counts(sim).await;
+    counts.retain(|k, _| is_write(k));
+    counts
 }
 
 fn namespace(i: usize) -> String {
