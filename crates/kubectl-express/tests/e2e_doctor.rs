@@ -339,41 +339,32 @@ async fn a_user_who_cannot_read_leases_gets_a_warning_and_still_a_verdict() {
 /// creation old news, as it is for a tenant created days ago.
 const CREATED_LONG_AGO: [&str; 2] = ["--recent-rollout", "1s"];
 
+/// When each object of kind `K` in `ns` was created.
+async fn creations<K>(env: &Env, ns: &str) -> Vec<k8s_openapi::jiff::Timestamp>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    Api::<K>::namespaced(env.client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|o| o.meta().creation_timestamp.clone().map(|t| t.0))
+        .collect()
+}
+
 /// Waits until the last creation of the fleet's objects is more than [`CREATED_LONG_AGO`] old
 /// (timestamps have whole seconds, hence 3 s on the clock), so that what follows cannot pass
 /// for the provisioning rollout.
 async fn creation_is_old_news(env: &Env) {
     let mut created = Vec::new();
     for ns in TEAMS {
-        let stamps = |meta: &kube::api::ObjectMeta| meta.creation_timestamp.clone().map(|t| t.0);
-        let lp = Default::default();
-        let clusters = Api::<ExpressCluster>::namespaced(env.client.clone(), ns);
-        let backends = Api::<Backend>::namespaced(env.client.clone(), ns);
-        let frontends = Api::<Frontend>::namespaced(env.client.clone(), ns);
-        created.extend(
-            clusters
-                .list(&lp)
-                .await
-                .unwrap()
-                .iter()
-                .filter_map(|o| stamps(&o.metadata)),
-        );
-        created.extend(
-            backends
-                .list(&lp)
-                .await
-                .unwrap()
-                .iter()
-                .filter_map(|o| stamps(&o.metadata)),
-        );
-        created.extend(
-            frontends
-                .list(&lp)
-                .await
-                .unwrap()
-                .iter()
-                .filter_map(|o| stamps(&o.metadata)),
-        );
+        created.extend(creations::<ExpressCluster>(env, ns).await);
+        created.extend(creations::<Backend>(env, ns).await);
+        created.extend(creations::<Frontend>(env, ns).await);
     }
     let last = created.into_iter().max().unwrap();
     wait_until("the fleet's creation is old news", async || {
