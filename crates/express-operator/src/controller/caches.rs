@@ -523,16 +523,19 @@ where
             // the names it listed.
             let (mut relist, mut listed) = (0, 0);
             let mut listed_names: HashMap<String, BTreeSet<String>> = HashMap::new();
+            // A watch event the store has applied: the index first, then the progress, so
+            // that a reader who sees the progress finds the object by name.
+            let seen = |meta: &ObjectMeta, present: bool| {
+                names.note(meta, present);
+                progress
+                    .version
+                    .fetch_max(version_of(meta), Ordering::AcqRel);
+            };
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = stream.next().await {
                 let (object, present) = match item {
-                    // The index first, then the progress: a reader that sees the progress
-                    // finds the object by name.
                     Ok(watcher::Event::Apply(object)) => {
-                        names.note(object.meta(), true);
-                        progress
-                            .version
-                            .fetch_max(version_of(object.meta()), Ordering::AcqRel);
+                        seen(object.meta(), true);
                         (object, true)
                     }
                     Ok(watcher::Event::InitApply(object)) => {
@@ -541,10 +544,7 @@ where
                         (object, true)
                     }
                     Ok(watcher::Event::Delete(object)) => {
-                        names.note(object.meta(), false);
-                        progress
-                            .version
-                            .fetch_max(version_of(object.meta()), Ordering::AcqRel);
+                        seen(object.meta(), false);
                         (object, false)
                     }
                     Ok(watcher::Event::Init) => {
