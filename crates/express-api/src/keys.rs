@@ -8,6 +8,10 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Pod label: the Express cluster (clusterName) the pod's node belongs to.
 pub const LABEL_CLUSTER: &str = "express.dev/cluster";
+/// ExpressCluster label: the operator ring that drives the tenant (absent: `default`). Moving a
+/// tenant to another ring is changing this one value; the operators hand it over (DESIGN
+/// section 11).
+pub const LABEL_OPERATOR_RING: &str = "express.dev/operator-ring";
 /// Pod label: the node object the pod belongs to.
 pub const LABEL_NODE: &str = "express.dev/node";
 /// Pod label: `backend` or `frontend`.
@@ -56,7 +60,8 @@ pub const CONTROL_KEY_REASON: &str = "reason";
 
 /// Field manager the operator uses for every server-side apply.
 pub const FIELD_MANAGER: &str = "express-operator";
-/// The Lease the operator's instances contend for, in the operator's namespace.
+/// The Lease the operator's instances of the default ring contend for, in the operator's
+/// namespace; other rings add `-RING` ([`crate::rings::lease_name`]).
 pub const LEASE_NAME: &str = "express-operator";
 /// The reporting controller of every Event the operator publishes.
 pub const REPORTING_CONTROLLER: &str = "express-operator";

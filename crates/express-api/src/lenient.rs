@@ -254,6 +254,20 @@ where
     Ok(value.and_then(|v| serde_json::from_value(v).ok()))
 }
 
+/// Reads `status.operator`, taking one this build cannot decode as owned by an unknown ring
+/// (an empty ring name), never as absent: absent means "the default ring's", and reading a
+/// newer build's ownership as that would let two operators act on one tenant.
+pub fn owner_or_unreadable<'de, D>(
+    deserializer: D,
+) -> Result<Option<crate::OperatorStatus>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let value = Option::<Value>::deserialize(deserializer)?;
+    Ok(value
+        .map(|v| serde_json::from_value(v).unwrap_or_else(|_| crate::OperatorStatus::default())))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -16,6 +16,7 @@ pub mod lenient;
 pub mod names;
 pub mod natural;
 pub mod objects;
+pub mod rings;
 pub mod types;
 
 pub use bounce::{BouncePhase, BounceStatus};

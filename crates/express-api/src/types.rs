@@ -726,6 +726,37 @@ pub struct ExpressClusterStatus {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Which operator drives the tenant (DESIGN section 11), written by that operator before it
+    /// acts. Absent on a tenant no ring-aware operator has written yet: the default ring's.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::lenient::owner_or_unreadable"
+    )]
+    pub operator: Option<OperatorStatus>,
+}
+
+/// The operator that owns an ExpressCluster: its ring and version, and whether it has let the
+/// tenant go because the ring label moved.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorStatus {
+    /// The ring whose operator drives the tenant (or last drove it, when `released` is set).
+    /// Empty when this build cannot read what another build wrote here: no ring acts on the
+    /// tenant until its owner writes it again.
+    #[serde(default)]
+    pub ring: String,
+    /// That operator's version.
+    #[serde(default)]
+    pub version: String,
+    /// When the ring's operator let the tenant go, after its ring label named another ring. The
+    /// ring the label names adopts it from here.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::lenient::or_absent"
+    )]
+    pub released: Option<Time>,
 }
 
 /// An abort request acted on (DESIGN section 4): no node moves to the revision recorded for it

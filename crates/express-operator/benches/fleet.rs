@@ -270,7 +270,9 @@ async fn operator_counts(sim: &Sim) -> BTreeMap<String, u64> {
     let mut agents: BTreeMap<String, BTreeMap<String, u64>> =
         serde_json::from_str(&body).unwrap_or_default();
     agents
-        .remove(&express_operator::throttle::user_agent())
+        .remove(&express_operator::throttle::user_agent(
+            express_api::rings::DEFAULT_RING,
+        ))
         .unwrap_or_default()
 }
 

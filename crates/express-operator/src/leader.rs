@@ -1,15 +1,15 @@
-//! Leader election: the Lease `express-operator` in the operator's namespace, held through
-//! `kube-lease-manager`. The controller acts (and writes) only while it holds the Lease.
+//! Leader election: one Lease per operator ring in the operator's namespace
+//! (`express-operator` for the default ring, `express-operator-RING` otherwise), held through
+//! `kube-lease-manager`. The controller acts (and writes) only while it holds its ring's Lease.
 
 use tokio::sync::watch;
 
-pub use express_api::keys::LEASE_NAME;
-
-/// Starts contending for the Lease; the receiver says whether this instance holds it now.
+/// Starts contending for the ring's Lease; the receiver says whether this instance holds it now.
 /// The returned task keeps renewing (or trying) until it is dropped or aborted.
 pub async fn elect(
     client: kube::Client,
     namespace: &str,
+    ring: &str,
     identity: &str,
 ) -> Result<
     (
@@ -18,12 +18,13 @@ pub async fn elect(
     ),
     kube_lease_manager::LeaseManagerError,
 > {
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, LEASE_NAME)
-        .with_namespace(namespace)
-        .with_identity(identity)
-        .with_duration(15)
-        .with_grace(5)
-        .build()
-        .await?;
+    let manager =
+        kube_lease_manager::LeaseManagerBuilder::new(client, express_api::rings::lease_name(ring))
+            .with_namespace(namespace)
+            .with_identity(identity)
+            .with_duration(15)
+            .with_grace(5)
+            .build()
+            .await?;
     Ok(manager.watch().await)
 }

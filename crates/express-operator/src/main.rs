@@ -30,9 +30,14 @@ enum Command {
         /// Manage only this namespace (repeatable); default every namespace.
         #[arg(long = "namespace", value_name = "NS")]
         namespaces: Vec<String>,
-        /// Act only while holding the Lease `express-operator` in the operator's namespace.
+        /// Act only while holding the ring's Lease in the operator's namespace
+        /// (`express-operator`, or `express-operator-RING` for a ring other than default).
         #[arg(long)]
         leader_elect: bool,
+        /// Serve the tenants whose ExpressCluster's `express.dev/operator-ring` label names
+        /// this ring (no label: `default`); tenants moved between rings are handed over.
+        #[arg(long, default_value = express_api::rings::DEFAULT_RING, value_parser = ring_name)]
+        ring: String,
         /// Serve /metrics, /healthz and /readyz here.
         #[arg(long, default_value = "127.0.0.1:8080")]
         metrics_addr: SocketAddr,
@@ -132,6 +137,7 @@ fn main() -> ExitCode {
         Command::Run {
             namespaces,
             leader_elect,
+            ring,
             metrics_addr,
             operator_namespace,
             concurrency,
@@ -148,6 +154,7 @@ fn main() -> ExitCode {
                     rt.block_on(run(
                         namespaces,
                         leader_elect,
+                        ring,
                         metrics_addr,
                         operator_namespace,
                         concurrency,
@@ -183,9 +190,18 @@ fn identity() -> String {
         .unwrap_or_else(|_| format!("express-operator-{}", std::process::id()))
 }
 
+/// A `--ring` value: a name its Lease can be made of.
+fn ring_name(value: &str) -> Result<String, String> {
+    match express_api::rings::ring_name_problem(value) {
+        None => Ok(value.to_owned()),
+        Some(problem) => Err(format!("the ring name {problem}")),
+    }
+}
+
 async fn run(
     namespaces: Vec<String>,
     leader_elect: bool,
+    ring: String,
     metrics_addr: SocketAddr,
     operator_namespace: String,
     concurrency: usize,
@@ -195,7 +211,7 @@ async fn run(
     let config = kube::Config::infer()
         .await
         .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
-    let client = throttle::client(config, limits, metrics.clone())?;
+    let client = throttle::client(config, limits, &ring, metrics.clone())?;
     info!(
         qps = limits.qps,
         burst = limits.burst,
@@ -212,10 +228,15 @@ async fn run(
     let identity = identity();
     let leader = if leader_elect {
         let (leader, _task) =
-            express_operator::leader::elect(client.clone(), &operator_namespace, &identity)
+            express_operator::leader::elect(client.clone(), &operator_namespace, &ring, &identity)
                 .await
                 .map_err(|e| Error::Lease(e.to_string()))?;
-        info!(identity = %identity, "leader election on; acting only while holding the Lease");
+        info!(
+            identity = %identity,
+            ring = %ring,
+            lease = %express_api::rings::lease_name(&ring),
+            "leader election on; acting only while holding the ring's Lease"
+        );
         leader
     } else {
         watch::channel(true).1
@@ -226,6 +247,8 @@ async fn run(
         concurrency,
         identity,
         fleet_metrics_every: std::time::Duration::from_secs(15),
+        ring,
+        version: env!("CARGO_PKG_VERSION").into(),
     };
     tokio::select! {
         () = controller::run(client, settings, metrics, leader) => Ok(()),

@@ -31,6 +31,17 @@ pub struct ActionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RingLabel {
+    pub ring: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabel {
+    pub version: String,
+    pub ring: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabel {
     pub namespace: String,
     pub cluster: String,
@@ -58,13 +69,18 @@ pub struct Metrics {
     pub api_throttle_wait_seconds: Histogram,
     /// The work queue: Express clusters waiting for a reconcile, and how long they waited.
     pub queue: crate::runner::QueueMetrics,
+    /// Hand-overs between rings this instance took part in, by what it did (released, adopted).
+    pub handovers: Family<ActionLabel, Counter>,
+    /// Always 1, labelled with this build's version and the ring it serves.
+    pub build_info: Family<BuildLabel, Gauge>,
     pub ready: AtomicBool,
     registry: Registry,
 }
 
 #[derive(Default)]
 pub struct FleetGauges {
-    pub tenants: Gauge,
+    /// The ring's tenants (labelled for it), labelled with the ring.
+    pub tenants: Family<RingLabel, Gauge>,
     pub unhealthy_tenants: Family<SymptomLabel, Gauge>,
     pub unhealthy_namespaces: Family<SymptomLabel, Gauge>,
     pub rollouts_in_progress: Gauge,
@@ -127,7 +143,7 @@ impl Metrics {
         let fleet = FleetGauges::default();
         registry.register(
             "tenants",
-            "Express clusters in the caches",
+            "Express clusters whose operator-ring label names this operator's ring, by ring",
             fleet.tenants.clone(),
         );
         registry.register(
@@ -173,6 +189,18 @@ impl Metrics {
             "Time an Express cluster waited in the work queue before its reconcile started",
             queue.wait_seconds.clone(),
         );
+        let handovers = Family::<ActionLabel, Counter>::default();
+        registry.register(
+            "handovers",
+            "Tenants this instance released to another ring or adopted, by action",
+            handovers.clone(),
+        );
+        let build_info = Family::<BuildLabel, Gauge>::default();
+        registry.register(
+            "build_info",
+            "Always 1: the operator's version and the ring it serves",
+            build_info.clone(),
+        );
         Arc::new(Metrics {
             reconciles,
             errors,
@@ -187,6 +215,8 @@ impl Metrics {
             api_throttled,
             api_throttle_wait_seconds,
             queue,
+            handovers,
+            build_info,
             ready: AtomicBool::new(false),
             registry,
         })
@@ -194,9 +224,12 @@ impl Metrics {
 
     /// Publishes the fleet figures (every symptom, zeros included, so a recovered symptom
     /// reads 0 and not its last value).
-    pub fn set_fleet(&self, figures: &express_triage::FleetFigures) {
+    pub fn set_fleet(&self, ring: &str, figures: &express_triage::FleetFigures) {
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.fleet.tenants.set(gauge(figures.tenants));
+        self.fleet
+            .tenants
+            .get_or_create(&RingLabel { ring: ring.into() })
+            .set(gauge(figures.tenants));
         for (symptom, (tenants, namespaces)) in &figures.unhealthy {
             let label = SymptomLabel {
                 symptom: symptom.as_str().into(),
@@ -223,6 +256,25 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// Says which build serves which ring (`express_operator_build_info`).
+    pub fn set_build(&self, version: &str, ring: &str) {
+        self.build_info
+            .get_or_create(&BuildLabel {
+                version: version.into(),
+                ring: ring.into(),
+            })
+            .set(1);
+    }
+
+    /// One more tenant released or adopted.
+    pub fn handovers_inc(&self, action: &str) {
+        self.handovers
+            .get_or_create(&ActionLabel {
+                action: action.into(),
+            })
+            .inc();
     }
 
     pub fn set_ready(&self) {

@@ -80,8 +80,11 @@ fn is_watch<B>(request: &Request<B>) -> bool {
 /// The User-Agent of every request the operator sends, so that API server audit logs, Priority
 /// and Fairness rules and kubesim's counters can tell it from other clients (kube's client
 /// sends none of its own).
-pub fn user_agent() -> String {
-    format!("express-operator/{}", env!("CARGO_PKG_VERSION"))
+pub fn user_agent(ring: &str) -> String {
+    format!(
+        "express-operator/{} (ring {ring})",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 /// A kube client whose every request but watches waits for a token of `limits`; retries (when
@@ -90,6 +93,7 @@ pub fn user_agent() -> String {
 pub fn client(
     mut config: kube::Config,
     limits: ApiLimits,
+    ring: &str,
     metrics: Arc<Metrics>,
 ) -> Result<kube::Client, ClientError> {
     if !config
@@ -97,7 +101,8 @@ pub fn client(
         .iter()
         .any(|(name, _)| name == http::header::USER_AGENT)
     {
-        let agent = http::HeaderValue::from_str(&user_agent()).map_err(ClientError::UserAgent)?;
+        let agent =
+            http::HeaderValue::from_str(&user_agent(ring)).map_err(ClientError::UserAgent)?;
         config.headers.push((http::header::USER_AGENT, agent));
     }
     let limiter = Arc::new(RateLimiter::direct(quota(limits)?));

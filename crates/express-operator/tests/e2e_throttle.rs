@@ -138,8 +138,13 @@ async fn a_fleet_upgrade_under_a_low_qps_stays_under_the_limit_and_keeps_the_ord
     });
 
     let metrics = Metrics::new();
-    let operator_client =
-        throttle::client(sim.agent_config(AGENT).unwrap(), LIMITS, metrics.clone()).unwrap();
+    let operator_client = throttle::client(
+        sim.agent_config(AGENT).unwrap(),
+        LIMITS,
+        "default",
+        metrics.clone(),
+    )
+    .unwrap();
     let operator = tokio::spawn(controller::run(
         operator_client,
         Settings::cluster_wide(AGENT, 4),

@@ -164,9 +164,10 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
         .await
         .unwrap();
     let client = env.sim.client_with_agent(AGENT).unwrap();
-    let (leader, _lease) = express_operator::leader::elect(client.clone(), OPERATOR_NS, "rbac")
-        .await
-        .unwrap();
+    let (leader, _lease) =
+        express_operator::leader::elect(client.clone(), OPERATOR_NS, "default", "rbac")
+            .await
+            .unwrap();
     tokio::spawn(express_operator::controller::run(
         client,
         Settings {

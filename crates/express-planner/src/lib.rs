@@ -4,11 +4,13 @@
 //!
 //! Nothing here talks to a server or reads a clock. [`observe`] turns API objects into a
 //! [`ClusterSnapshot`], [`plan`] decides, [`simulate`] replays plans step by step for
-//! `kubectl express plan` and the property tests.
+//! `kubectl express plan` and the property tests. [`ownership`] decides which operator ring
+//! may act on a tenant at all.
 
 pub mod action;
 pub mod bounce;
 pub mod observe;
+pub mod ownership;
 pub mod plan;
 pub mod prerequisites;
 pub mod rollout;

@@ -695,6 +695,7 @@ mod tests {
         Tenant {
             namespace: ns.into(),
             cluster: "c".into(),
+            ring: "default".into(),
             generation: 2,
             observed_generation: Some(2),
             spec_changed: Some(at(3600)),

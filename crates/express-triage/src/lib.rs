@@ -113,6 +113,8 @@ pub struct OperatorPod {
 pub struct Tenant {
     pub namespace: String,
     pub cluster: String,
+    /// The operator ring its label names (`default` without one, or without an ExpressCluster).
+    pub ring: String,
     pub generation: i64,
     pub observed_generation: Option<i64>,
     /// The last write to the ExpressCluster other than its status (when its spec could have

@@ -193,6 +193,11 @@ fn tenant(
     Tenant {
         namespace: key.namespace,
         cluster: key.cluster,
+        ring: cluster
+            .map_or(express_api::rings::DEFAULT_RING, |c| {
+                express_api::rings::ring_of(kube::ResourceExt::labels(c))
+            })
+            .to_owned(),
         generation: cluster.and_then(|c| c.metadata.generation).unwrap_or(0),
         observed_generation: match cluster {
             Some(c) => c.status.as_ref().and_then(|s| s.observed_generation),

@@ -48,7 +48,7 @@ impl Operator {
 async fn start_operator(env: &Env) -> Operator {
     let client = env.sim.client_with_agent(OPERATOR_AGENT).unwrap();
     let (leader, lease) =
-        express_operator::leader::elect(client.clone(), "express-system", "doctor-e2e")
+        express_operator::leader::elect(client.clone(), "express-system", "default", "doctor-e2e")
             .await
             .unwrap();
     let metrics = express_operator::metrics::Metrics::new();
@@ -232,7 +232,7 @@ async fn healthy_then_a_crash_looping_upgrade_is_a_deployment() {
     // The operator publishes the same fleet view, every symptom included at zero.
     wait_until("the fleet in the operator's metrics", async || {
         let text = operator.metrics.encode();
-        text.contains("express_operator_tenants 3")
+        text.contains("express_operator_tenants{ring=\"default\"} 3")
             && text.contains("express_operator_unhealthy_namespaces{symptom=\"InvalidSpec\"} 0")
     })
     .await;

@@ -145,6 +145,13 @@ impl<K: WatchedKind> Scoped<K> {
             .collect()
     }
 
+    /// Name to resourceVersion (as a number) of every object of a namespace, decodable or not.
+    pub(super) fn versions(&self, namespace: &str) -> HashMap<String, u64> {
+        self.entries(Some(namespace))
+            .filter_map(|o| Some((o.meta().name.clone()?, version_of(o.meta()))))
+            .collect()
+    }
+
     /// The objects of a namespace (None: of every namespace) this build cannot decode.
     pub fn undecodable(&self, namespace: Option<&str>) -> Vec<Arc<Undecodable>> {
         self.entries(namespace)

@@ -30,6 +30,12 @@ pub enum Error {
     WriteStatus { object: String, source: kube::Error },
     #[error("cannot build the pod of {node}: {why}")]
     BuildPod { node: String, why: String },
+    #[error("cannot write the owning operator ring into the status of {object}: {source}")]
+    WriteOwner { object: String, source: kube::Error },
+    #[error(
+        "cannot list the namespace's {kind}s before adopting the tenant from another ring: {source}"
+    )]
+    ReadForAdoption { kind: String, source: kube::Error },
 }
 
 impl Error {
@@ -42,6 +48,8 @@ impl Error {
             Error::ReadRevision { .. } => "read_revision",
             Error::WriteStatus { .. } => "write_status",
             Error::BuildPod { .. } => "build_pod",
+            Error::WriteOwner { .. } => "write_owner",
+            Error::ReadForAdoption { .. } => "read_for_adoption",
         }
     }
 }

@@ -280,6 +280,26 @@ pub(super) fn settle_stalled(message: String) -> Notice {
     Notice::warning("SettleStalled", "Settle", message)
 }
 
+/// This ring's operator let a tenant go: its ring label names another ring.
+pub(super) fn released(ring: &str, to: &str) -> Notice {
+    Notice::normal(
+        "Released",
+        "HandOver",
+        format!(
+            "operator ring {ring} released the tenant to ring {to} (its express.dev/operator-ring label); it no longer acts on it"
+        ),
+    )
+}
+
+/// This ring's operator took a tenant over; `how` says from whom.
+pub(super) fn adopted(ring: &str, how: &str) -> Notice {
+    Notice::normal(
+        "Adopted",
+        "HandOver",
+        format!("operator ring {ring} adopted the tenant {how}"),
+    )
+}
+
 /// Whether a status message says that nothing starts until the desired state settles.
 pub(super) fn waits_to_settle(message: Option<&str>) -> bool {
     message.is_some_and(|m| m.contains(SETTLE_WAIT))
@@ -322,7 +342,7 @@ impl Env<'_> {
     }
 }
 
-async fn publish(
+pub(super) async fn publish(
     ctx: &Context,
     reference: Option<k8s_openapi::api::core::v1::ObjectReference>,
     notice: Notice,

@@ -9,6 +9,7 @@ mod act;
 mod caches;
 mod error;
 mod events;
+mod handover;
 mod observe;
 mod record;
 mod report;
@@ -56,6 +57,11 @@ pub struct Settings {
     pub identity: String,
     /// How often the fleet metrics are recomputed from the caches.
     pub fleet_metrics_every: std::time::Duration,
+    /// The operator ring this instance serves: the tenants whose `express.dev/operator-ring`
+    /// label names it (DESIGN section 11).
+    pub ring: String,
+    /// This build's version, written into the status of every tenant it drives.
+    pub version: String,
 }
 
 /// The operator's own namespace when nothing says otherwise.
@@ -71,7 +77,15 @@ impl Settings {
             concurrency,
             identity: identity.into(),
             fleet_metrics_every: std::time::Duration::from_secs(15),
+            ring: express_api::rings::DEFAULT_RING.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
         }
+    }
+
+    /// The same, serving one ring.
+    pub fn in_ring(mut self, ring: &str) -> Settings {
+        self.ring = ring.into();
+        self
     }
 }
 
@@ -93,6 +107,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     leader: watch::Receiver<bool>,
 ) {
+    metrics.set_build(&settings.version, &settings.ring);
     let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
         vec![None]
     } else {
@@ -226,7 +241,7 @@ pub async fn run(
     caches.controls.wait_until_ready().await;
     caches.revisions.wait_until_ready().await;
     metrics.set_ready();
-    info!("caches synced; reconciling");
+    info!(ring = %context.settings.ring, "caches synced; reconciling");
 
     // Becoming leader means every cluster needs a look, whatever changed meanwhile.
     {
@@ -258,11 +273,13 @@ pub async fn run(
                 let objects = context
                     .caches
                     .objects(None, &context.settings.operator_namespace);
-                let tenants = express_triage::observe::tenants(&objects, |_| None);
-                context.metrics.set_fleet(&express_triage::fleet_figures(
-                    &tenants,
-                    k8s_openapi::jiff::Timestamp::now(),
-                ));
+                let mut tenants = express_triage::observe::tenants(&objects, |_| None);
+                // Each ring's operator reports its own ring's tenants, so that rings add up.
+                tenants.retain(|t| t.ring == context.settings.ring);
+                context.metrics.set_fleet(
+                    &context.settings.ring,
+                    &express_triage::fleet_figures(&tenants, k8s_openapi::jiff::Timestamp::now()),
+                );
             }
         });
     }
@@ -323,6 +340,10 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     }
     if !ctx.settings.namespaces.is_empty() && !ctx.settings.namespaces.contains(&key.namespace) {
         return Ok(Next::AwaitChange);
+    }
+    // Ownership first, every time: a requeue can fire after the tenant moved to another ring.
+    if let handover::Gate::Stop(next) = handover::gate(ctx, key).await? {
+        return Ok(next);
     }
     let Some(observed) = observe::observe(ctx, key) else {
         return Ok(Next::AwaitChange);

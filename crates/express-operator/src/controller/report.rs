@@ -52,13 +52,14 @@ impl Env<'_> {
     ) -> Option<(Option<ExpressClusterStatus>, ExpressClusterStatus)> {
         let cluster = self.governing?;
         let previous = written.cluster.clone().or_else(|| cluster.status.clone());
-        let status = cluster_status(
+        let mut status = cluster_status(
             self.snapshot,
             self.plan,
             previous.as_ref(),
             cluster.metadata.generation,
             self.now,
         );
+        status.operator = Some(super::handover::owner(self.ctx));
         Some((previous, status))
     }
 

@@ -160,6 +160,8 @@ pub fn cluster_status(
         abort,
         requests,
         message: Some(message.clone()),
+        // Whose it is: the owning operator sets this, not the pure status.
+        operator: previous.and_then(|p| p.operator.clone()),
         conditions: vec![
             condition(
                 previous_conditions,
