@@ -178,6 +178,11 @@ async fn write_owner(
 ) -> Result<bool, Error> {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
+    let mut operator = serde_json::to_value(&operator).unwrap_or_default();
+    // A merge patch keeps what it does not name: an adoption must remove `released` outright.
+    if let Some(fields) = operator.as_object_mut() {
+        fields.entry("released").or_insert(serde_json::Value::Null);
+    }
     let patch = serde_json::json!({
         "metadata": {"resourceVersion": cluster.resource_version()},
         "status": {"operator": operator},
