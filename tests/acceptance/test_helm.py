@@ -170,3 +170,16 @@ def test_lint_is_clean_with_a_tenant_values_file():
     report = helm.lint(str(ROOT / "charts" / "express-tenant"), values, strict=True)
     assert report["errors"] == [], report
     assert [m for m in report["messages"] if m["severity"] >= 2] == [], report
+
+
+def test_the_operator_ring_is_one_value_on_the_express_cluster_and_not_a_delivery():
+    plain = objects(render(tenant_values()))
+    moved = objects(render(tenant_values(operatorRing="canary")))
+    ring = {o["kind"]: o["metadata"]["labels"].get("express.dev/operator-ring") for o in moved}
+    assert ring == {"ExpressCluster": "canary", "Backend": None, "Frontend": None}
+    assert all("express.dev/operator-ring" not in o["metadata"]["labels"] for o in plain)
+    # Moving a tenant is not a delivery: the rollout-id stays.
+    assert {o["metadata"]["annotations"]["express.dev/rollout-id"] for o in moved} == \
+        {o["metadata"]["annotations"]["express.dev/rollout-id"] for o in plain}
+    with pytest.raises(Exception):
+        render(tenant_values(operatorRing="Canary"))

@@ -148,3 +148,56 @@ def test_the_rendered_chart_applies_with_kubectl(sim):
         assert f"{created} created" in out, out
     table = sim.kubectl("get", "sa,deploy,pdb", "-n", "express-system").stdout
     assert "express-operator" in table, table
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_the_default_ring_keeps_the_deployment_and_selector_of_a_release_before_rings():
+    objects, _ = render()
+    [deployment] = find(objects, "Deployment")
+    assert deployment["metadata"]["name"] == "express-operator"
+    # A Deployment's selector cannot change: an upgrade from a release without rings must work.
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "express-operator", "app.kubernetes.io/instance": "express"}
+    assert "--ring=default" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_each_ring_gets_its_deployment_image_and_budget_sharing_rbac_and_the_metrics_service():
+    objects, manifests = render({"image": {"tag": "1.2.0"}, "rings": [
+        {"name": "default"},
+        {"name": "canary", "image": {"tag": "1.3.0-rc.1"}, "replicas": 1,
+         "resources": {"requests": {"cpu": "10m"}}}]})
+    deployments = {d["metadata"]["name"]: d for d in find(objects, "Deployment")}
+    assert set(deployments) == {"express-operator", "express-operator-canary"}
+    default, canary = deployments["express-operator"], deployments["express-operator-canary"]
+    container = canary["spec"]["template"]["spec"]["containers"][0]
+    assert "--ring=canary" in container["args"]
+    assert container["image"].endswith(":1.3.0-rc.1")
+    assert default["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":1.2.0")
+    assert (canary["spec"]["replicas"], default["spec"]["replicas"]) == (1, 2)
+    assert container["resources"] == {"requests": {"cpu": "10m"}}
+    # No Deployment selects the other ring's pods; the metrics Service selects both.
+    pod_labels = {name: d["spec"]["template"]["metadata"]["labels"] for name, d in deployments.items()}
+    for name, d in deployments.items():
+        for other, labels in pod_labels.items():
+            assert selects(d["spec"]["selector"]["matchLabels"], labels) == (name == other)
+    [service] = find(objects, "Service", "express-operator-metrics")
+    assert all(selects(service["spec"]["selector"], labels) for labels in pod_labels.values())
+    budgets = find(objects, "PodDisruptionBudget")
+    assert {b["metadata"]["name"] for b in budgets} == {"express-operator", "express-operator-canary"}
+    assert len(find(objects, "ClusterRole")) == 1 and len(find(objects, "ServiceAccount")) == 1
+    notes = next(v for k, v in manifests.items() if k.endswith("NOTES.txt"))
+    assert "ring canary: 1 replica(s) of 1.3.0-rc.1" in notes and "Lease express-operator-canary" in notes
+
+
+def test_rings_named_twice_or_badly_are_refused():
+    with pytest.raises(Exception) as error:
+        render({"rings": [{"name": "canary"}, {"name": "canary"}]})
+    assert "listed twice" in str(error.value)
+    for bad in ("Canary", "canary_1", "-a", "x" * 47):
+        with pytest.raises(Exception):
+            render({"rings": [{"name": bad}]})
+    with pytest.raises(Exception):
+        render({"rings": []})

@@ -36,7 +36,7 @@ every node of a delivery has been written (DESIGN section 3, rule 8). Default: a
 values, the same for the same values, new for any change.
 */ -}}
 {{- define "express-tenant.rolloutId" -}}
-{{- .Values.rolloutId | default (.Values | toJson | sha256sum | trunc 12) -}}
+{{- .Values.rolloutId | default (omit .Values "operatorRing" | toJson | sha256sum | trunc 12) -}}
 {{- end -}}
 
 {{- /* Namespace, labels and the rollout-id stamp. Arguments: root, and optionally revision
@@ -52,6 +52,9 @@ labels:
   {{- end }}
   {{- with .revision }}
   express.dev/deployment-revision: {{ . | quote }}
+  {{- end }}
+  {{- with .ring }}
+  express.dev/operator-ring: {{ . | quote }}
   {{- end }}
 annotations:
   express.dev/rollout-id: {{ include "express-tenant.rolloutId" $root | quote }}

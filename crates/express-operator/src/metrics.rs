@@ -57,8 +57,9 @@ pub struct Metrics {
     pub rollout_failures: Counter,
     /// Bounce requests ended, by result: succeeded, failed, refused.
     pub bounces: Family<ResultLabel, Counter>,
-    /// 1 while this instance holds the Lease (or runs without leader election), else 0.
-    pub leader: Gauge,
+    /// 1 while this instance holds its ring's Lease (or runs without leader election), else 0;
+    /// labelled with the ring, so that a ring without a leader shows beside one with.
+    pub leader: Family<RingLabel, Gauge>,
     /// Objects in the caches that this build cannot decode, by kind (the label is `kind`).
     pub undecodable: Family<ErrorLabel, Gauge>,
     /// The fleet as `kubectl express doctor` sees it (`express_triage::fleet_figures`).
@@ -128,10 +129,10 @@ impl Metrics {
             "Bounce requests ended, by result (succeeded, failed, refused)",
             bounces.clone(),
         );
-        let leader = Gauge::default();
+        let leader = Family::<RingLabel, Gauge>::default();
         registry.register(
             "leader",
-            "1 while this instance holds the Lease and acts, else 0",
+            "1 while this instance holds its ring's Lease and acts, else 0, by ring",
             leader.clone(),
         );
         let undecodable = Family::<ErrorLabel, Gauge>::default();

@@ -249,7 +249,13 @@ pub async fn run(
         tasks.spawn(async move {
             loop {
                 let leading = *leader.borrow_and_update();
-                context.metrics.leader.set(i64::from(leading));
+                context
+                    .metrics
+                    .leader
+                    .get_or_create(&crate::metrics::RingLabel {
+                        ring: context.settings.ring.clone(),
+                    })
+                    .set(i64::from(leading));
                 if leading {
                     for key in context.caches.keys(None) {
                         let _ = triggers.send(key);
