@@ -18,7 +18,7 @@ use kube::{Client, Resource};
 
 use crate::exit::Exit;
 
-fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+pub(crate) fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
 {
@@ -30,7 +30,7 @@ where
 
 /// Lists one kind, decoding each object on its own: what cannot be decoded goes to
 /// `undecodable` instead of failing the list (the operator reports it on its tenant).
-async fn list<K>(
+pub(crate) async fn list<K>(
     api: Api<Lenient<K>>,
     params: &ListParams,
     what: &str,

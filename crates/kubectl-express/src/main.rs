@@ -53,7 +53,7 @@ enum Command {
     Status(verbs::status::Args),
     /// Draw a cluster as a tree: every node in upgrade order, with its pod
     Get(verbs::get::Args),
-    /// One line per Express cluster: phase, rollout, progress, ready, paused
+    /// One line per Express cluster: phase, rollout, progress, ready, paused, operator ring
     List(verbs::list::Args),
     /// List a node's kept revisions, show one, or diff two
     History(verbs::history::Args),
@@ -72,6 +72,12 @@ enum Command {
     /// namespaces, rollouts in progress, pauses and aborts, and the operator's Warning events.
     /// Exit 0 healthy, 1 tenant or deployment, 3 infrastructure, 2 cannot run.
     Doctor(verbs::doctor::Args),
+    /// Which operator ring drives which tenants, and whether each ring has a live leader
+    ///
+    /// One row per ring: its Lease holder, the operator versions its tenants report, how many
+    /// tenants it has and how many are rolling out. Exit 0 every tenant's ring has a live
+    /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run.
+    Rings(verbs::rings::Args),
     /// Print shell completions (bash, zsh, fish, ...)
     Completion(verbs::completion::Args),
     /// Print the plugin's version and the operator's
@@ -99,6 +105,7 @@ fn main() -> ExitCode {
         Command::Revisions(args) => verbs::revisions::run(args),
         Command::Diff(args) => verbs::diff::run(args),
         Command::Doctor(args) => verbs::doctor::run(args),
+        Command::Rings(args) => verbs::rings::run(args),
         Command::Completion(args) => verbs::completion::run::<Cli>(args),
         Command::Version(args) => verbs::version::run(args),
         Command::Pause(args) => verbs::pause::run(args, true),

@@ -4,9 +4,11 @@
 
 use std::fmt::Write as _;
 
-use express_api::{ChangeState, ClusterPhase, NodePhase};
+use express_api::rings;
+use express_api::{ChangeState, ClusterPhase, ExpressCluster, NodePhase};
 use express_planner::observe::snapshot_of;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
 
 use crate::status::{Outcome, assess};
 use express_api::{ClusterKey, NodeRef, Objects};
@@ -96,6 +98,44 @@ pub struct ListRow {
     pub current: String,
     pub ready: String,
     pub paused: String,
+    /// The ring its label names, marked while a hand-over is under way ([`ring_cell`]).
+    pub ring: String,
+    /// The version of the operator that last wrote `status.operator` (`<none>`: nobody yet).
+    pub operator_version: String,
+}
+
+/// Shown when no operator has written its name on the tenant yet.
+pub const NONE: &str = "<none>";
+
+/// The RING cell: the ring the label names (DESIGN section 11), with why the label's ring does
+/// not drive the tenant yet when it does not. A tenant without an ExpressCluster has no label:
+/// the default ring drives it.
+pub fn ring_cell(cluster: Option<&ExpressCluster>) -> String {
+    let Some(cluster) = cluster else {
+        return rings::DEFAULT_RING.to_owned();
+    };
+    let label = rings::ring_of(cluster.labels());
+    match cluster.status.as_ref().and_then(|s| s.operator.as_ref()) {
+        // Let go by its last owner; the label's ring has not adopted it yet.
+        Some(owner) if owner.released.is_some() => format!("{label} (released)"),
+        // Written by a build whose status this one cannot read: nobody acts until it is
+        // rewritten, which the reader needs to know.
+        Some(owner) if owner.ring.is_empty() => format!("{label} (owner unreadable)"),
+        // The label moved and the old ring has not released the tenant yet.
+        Some(owner) if owner.ring != label => format!("{label} (from {})", owner.ring),
+        _ => label.to_owned(),
+    }
+}
+
+/// The OPERATOR VERSION cell: `status.operator.version`, or [`NONE`].
+pub fn operator_version_cell(cluster: Option<&ExpressCluster>) -> String {
+    cluster
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.operator.as_ref())
+        .map(|o| o.version.as_str())
+        .filter(|v| !v.is_empty())
+        .unwrap_or(NONE)
+        .to_owned()
 }
 
 /// One row per Express cluster found, sorted by namespace and cluster.
@@ -141,6 +181,8 @@ pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
                 current: dash(&rollout.map(|r| r.current.join(",")).unwrap_or_default()),
                 ready: format!("{ready_nodes}/{up}"),
                 paused,
+                ring: ring_cell(express_cluster),
+                operator_version: operator_version_cell(express_cluster),
                 namespace,
                 cluster,
             }
@@ -193,6 +235,8 @@ pub fn render_list(rows: &[ListRow]) -> String {
             "CURRENT",
             "READY",
             "PAUSED",
+            "RING",
+            "OPERATOR VERSION",
         ],
         &rows
             .iter()
@@ -206,6 +250,8 @@ pub fn render_list(rows: &[ListRow]) -> String {
                     r.current.clone(),
                     r.ready.clone(),
                     r.paused.clone(),
+                    r.ring.clone(),
+                    r.operator_version.clone(),
                 ]
             })
             .collect::<Vec<_>>(),
@@ -426,7 +472,7 @@ mod tests {
     use super::*;
     use crate::status::assess;
     use express_api::objects::shared;
-    use express_api::{Backend, ExpressCluster, Frontend, NodePhase};
+    use express_api::{Backend, ExpressCluster, Frontend, NodePhase, OperatorStatus};
     use serde_json::{Value, json};
     use std::sync::Arc;
 
@@ -611,6 +657,39 @@ mod tests {
             }))
             .unwrap(),
         ));
+        // `acme` is the default ring's, as its operator reported; the others show each stage of
+        // a move to the canary ring.
+        let mut acme = (*objects.clusters[0]).clone();
+        acme.status.as_mut().unwrap().operator = Some(OperatorStatus {
+            ring: "default".into(),
+            version: "0.5.0".into(),
+            released: None,
+        });
+        objects.clusters[0] = Arc::new(acme);
+        for (namespace, owner) in [
+            ("moving", json!({"ring": "default", "version": "0.5.0"})),
+            (
+                "released",
+                json!({"ring": "default", "version": "0.5.0", "released": "2026-11-22T06:00:00Z"}),
+            ),
+            (
+                "adopted",
+                json!({"ring": "canary", "version": "0.6.0-rc.1"}),
+            ),
+            ("unreadable", json!({"ring": "", "version": ""})),
+            ("unowned", Value::Null),
+        ] {
+            objects.clusters.push(Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
+                    "metadata": {"name": "gamma", "namespace": namespace, "generation": 1,
+                                 "labels": {"express.dev/operator-ring": "canary"}},
+                    "spec": {},
+                    "status": {"observedGeneration": 1, "phase": "Healthy", "operator": owner}
+                }))
+                .unwrap(),
+            ));
+        }
         insta::assert_snapshot!("list", render_list(&list_rows(&objects, "express-system")));
         assert_eq!(render_list(&[]), "No Express clusters found.\n");
     }

@@ -14,6 +14,7 @@ pub mod pause;
 pub mod plan;
 pub mod retry;
 pub mod revisions;
+pub mod rings;
 pub mod status;
 pub mod version;
 

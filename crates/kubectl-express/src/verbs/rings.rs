@@ -1,0 +1,572 @@
+//! `kubectl express rings [-n NS] [-o text|json] [--operator-namespace NS]`: which operator
+//! ring drives which tenants, and whether each ring has a live leader (DESIGN section 11). A
+//! ring is found on a tenant (its ExpressCluster's `express.dev/operator-ring` label, or the
+//! ring `status.operator` names as its unreleased owner) or on a Lease of the operator
+//! namespace. Exit 0 when every tenant's ring has a live leader, 1 when some tenant's ring has
+//! none (named on stderr), 2 when it cannot run. Leases it may not read leave leadership
+//! unknown: a warning, and exit 0 as far as leaders go.
+//!
+//! [`survey`] is the verb without the cluster: rows from the ExpressClusters and Leases read,
+//! at an instant.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use express_api::rings::{self, Leadership};
+use express_api::{ClusterKey, ExpressCluster};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt as _};
+use serde::Serialize;
+
+use crate::connect::ConnectArgs;
+use crate::exit::{Code, Exit};
+use crate::live;
+use crate::view::{NONE, table};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Output: text (a table, then the tenants no live operator serves, on stderr) or json.
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    output: String,
+    /// The operator's namespace, where each ring's Lease lives.
+    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
+    operator_namespace: String,
+    #[command(flatten)]
+    connect: ConnectArgs,
+}
+
+/// One ring, as `-o json` prints it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RingRow {
+    pub ring: String,
+    /// The Lease's holder while it is live; None when vacant, or when Leases are unreadable.
+    pub leader: Option<String>,
+    /// When the leader's hold lapses unless it renews.
+    pub lease_expires: Option<Timestamp>,
+    /// The versions this ring's operators wrote in `status.operator` of the tenants they own.
+    pub versions: Vec<String>,
+    /// Tenants whose label names this ring.
+    pub tenants: usize,
+    /// Of those, the ones whose rollout is under way.
+    pub rolling_out: usize,
+    /// Of those, `namespace/cluster` of each while the ring has no live leader.
+    pub tenants_without_leader: Vec<String>,
+}
+
+/// What `rings` reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Survey {
+    pub rings: Vec<RingRow>,
+    /// Every tenant whose ring has no live leader, `namespace/cluster`, sorted.
+    pub unserved: Vec<String>,
+    /// False when the Leases could not be read: then no leader is known and nothing counts as
+    /// unserved, rather than every tenant.
+    pub leaders_known: bool,
+}
+
+#[derive(Default)]
+struct Tally {
+    versions: BTreeSet<String>,
+    tenants: usize,
+    rolling_out: usize,
+    /// `namespace/cluster` of each tenant labelled for the ring.
+    members: Vec<String>,
+}
+
+/// The rings seen in `clusters` and `leases` at `now`; `leases` None when they could not be
+/// read. Leases that are not a ring's are ignored, so the caller may pass every Lease of the
+/// operator namespace.
+pub fn survey(
+    clusters: &[Arc<ExpressCluster>],
+    leases: Option<&[Lease]>,
+    now: Timestamp,
+) -> Survey {
+    // The first ExpressCluster claiming a cluster governs it, as the operator reads it.
+    let mut tenants: BTreeMap<ClusterKey, &ExpressCluster> = BTreeMap::new();
+    for cluster in clusters {
+        if let (Some(namespace), Some(name)) = (
+            cluster.metadata.namespace.as_deref(),
+            cluster.cluster_name(),
+        ) {
+            tenants
+                .entry(ClusterKey::new(namespace, name))
+                .or_insert(cluster);
+        }
+    }
+
+    let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+    let leases_by_ring: BTreeMap<&str, &Lease> = leases
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|lease| {
+            Some((
+                rings::ring_of_lease(lease.metadata.name.as_deref()?)?,
+                lease,
+            ))
+        })
+        .collect();
+    for ring in leases_by_ring.keys() {
+        tallies.entry((*ring).to_owned()).or_default();
+    }
+    for (key, cluster) in &tenants {
+        let status = cluster.status.as_ref();
+        let tally = tallies
+            .entry(rings::ring_of(cluster.labels()).to_owned())
+            .or_default();
+        tally.tenants += 1;
+        if status
+            .and_then(|s| s.rollout.as_ref())
+            .and_then(|r| r.state)
+            .is_some_and(|s| s.is_active())
+        {
+            tally.rolling_out += 1;
+        }
+        tally
+            .members
+            .push(format!("{}/{}", key.namespace, key.cluster));
+        // The version belongs to the ring that still owns the tenant, wherever its label points:
+        // mid-move that is the ring it is leaving.
+        if let Some(owner) = status
+            .and_then(|s| s.operator.as_ref())
+            .filter(|o| o.released.is_none() && !o.ring.is_empty())
+        {
+            let tally = tallies.entry(owner.ring.clone()).or_default();
+            if !owner.version.is_empty() {
+                tally.versions.insert(owner.version.clone());
+            }
+        }
+    }
+
+    let mut rows: Vec<RingRow> = tallies
+        .into_iter()
+        .map(|(ring, tally)| {
+            let leadership =
+                leases.map(|_| rings::leadership(leases_by_ring.get(ring.as_str()).copied(), now));
+            // Unknown leadership names nobody: only a Lease read as vacant leaves tenants
+            // without a leader.
+            let vacant = matches!(leadership, Some(Leadership::Vacant));
+            let (leader, lease_expires) = match leadership {
+                Some(Leadership::Live { holder, expires }) => (Some(holder), Some(expires)),
+                Some(Leadership::Vacant) | None => (None, None),
+            };
+            RingRow {
+                ring,
+                leader,
+                lease_expires,
+                versions: tally.versions.into_iter().collect(),
+                tenants: tally.tenants,
+                rolling_out: tally.rolling_out,
+                tenants_without_leader: if vacant { tally.members } else { Vec::new() },
+            }
+        })
+        .collect();
+    // The default ring first: it drives every tenant nobody labelled.
+    rows.sort_by(|a, b| {
+        (a.ring != rings::DEFAULT_RING, &a.ring).cmp(&(b.ring != rings::DEFAULT_RING, &b.ring))
+    });
+    let mut unserved: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.tenants_without_leader.iter().cloned())
+        .collect();
+    unserved.sort();
+    Survey {
+        rings: rows,
+        unserved,
+        leaders_known: leases.is_some(),
+    }
+}
+
+/// The table: one line per ring.
+pub fn render(survey: &Survey) -> String {
+    if survey.rings.is_empty() {
+        return "No operator rings found (no ExpressClusters, no ring Leases).\n".into();
+    }
+    let rows: Vec<Vec<String>> = survey
+        .rings
+        .iter()
+        .map(|r| {
+            vec![
+                r.ring.clone(),
+                match (&r.leader, survey.leaders_known) {
+                    (Some(holder), _) => holder.clone(),
+                    (None, true) => NONE.into(),
+                    (None, false) => "<unknown>".into(),
+                },
+                if r.versions.is_empty() {
+                    NONE.into()
+                } else {
+                    r.versions.join(",")
+                },
+                r.tenants.to_string(),
+                r.rolling_out.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &["RING", "LEADER", "VERSION", "TENANTS", "ROLLING OUT"],
+        &rows,
+    )
+}
+
+/// One line per ring whose tenants no live operator serves.
+pub fn unserved_lines(survey: &Survey) -> Vec<String> {
+    survey
+        .rings
+        .iter()
+        .filter(|r| !r.tenants_without_leader.is_empty())
+        .map(|r| {
+            format!(
+                "ring {} has no live operator: {}",
+                r.ring,
+                r.tenants_without_leader.join(", ")
+            )
+        })
+        .collect()
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let focus = args.connect.namespace.clone();
+    super::checked("rings", &args.connect, true, |client, _| async move {
+        let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;
+        let mut undecodable = Vec::new();
+        let clusters = live::list(
+            live::scoped::<express_api::lenient::Lenient<ExpressCluster>>(
+                &client,
+                focus.as_deref(),
+            ),
+            &ListParams::default(),
+            "ExpressClusters",
+            &mut undecodable,
+        )
+        .await
+        .map_err(Exit::usage)?;
+        for bad in &undecodable {
+            eprintln!(
+                "kubectl-express rings: warning: in namespace {}: {bad}; its tenant is not \
+                 counted",
+                bad.namespace.as_deref().unwrap_or("?")
+            );
+        }
+        let wanted: BTreeSet<String> = clusters
+            .iter()
+            .map(|c| rings::ring_of(c.labels()).to_owned())
+            .collect();
+        let leases = match read_leases(&client, &args.operator_namespace, &wanted).await {
+            Ok(leases) => Some(leases),
+            Err(Unreadable::Forbidden(what)) => {
+                eprintln!(
+                    "kubectl-express rings: warning: cannot read {what} (forbidden): leaders \
+                     unknown, and the exit code does not say whether tenants are served"
+                );
+                None
+            }
+            Err(Unreadable::Failed(why)) => return Err(Exit::usage(why)),
+        };
+        let survey = survey(&clusters, leases.as_deref(), Timestamp::now());
+        match args.output.as_str() {
+            "json" => println!(
+                "{}",
+                serde_json::to_string_pretty(&survey)
+                    .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?
+            ),
+            _ => print!("{}", render(&survey)),
+        }
+        let lines = unserved_lines(&survey);
+        for line in &lines {
+            eprintln!("kubectl-express rings: {line}");
+        }
+        Ok(if lines.is_empty() {
+            Code::Done
+        } else {
+            Code::Failed
+        }
+        .into())
+    })
+}
+
+/// Why the Leases are not known.
+enum Unreadable {
+    /// Not allowed: leadership is unknown, and the verb still reports the rest.
+    Forbidden(String),
+    /// Anything else: the verb cannot run.
+    Failed(String),
+}
+
+fn forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403 || status.code == 401)
+}
+
+/// The ring Leases of the operator namespace: all of them when they may be listed, else the
+/// Lease of each ring in `wanted` one by one (`doctor` needs only `get`, so a user set up for it
+/// can still see who leads the rings the tenants name).
+async fn read_leases(
+    client: &Client,
+    operator_namespace: &str,
+    wanted: &BTreeSet<String>,
+) -> Result<Vec<Lease>, Unreadable> {
+    let api = Api::<Lease>::namespaced(client.clone(), operator_namespace);
+    match api.list(&ListParams::default()).await {
+        Ok(list) => return Ok(list.items),
+        Err(error) if forbidden(&error) => {}
+        Err(error) => {
+            return Err(Unreadable::Failed(format!(
+                "cannot list Leases in {operator_namespace}: {error}"
+            )));
+        }
+    }
+    let mut leases = Vec::new();
+    let mut names: BTreeSet<String> = wanted
+        .iter()
+        // No operator runs for a ring its name cannot be, so there is no Lease to ask for.
+        .filter(|ring| rings::ring_name_problem(ring).is_none())
+        .map(|ring| rings::lease_name(ring))
+        .collect();
+    names.insert(rings::lease_name(rings::DEFAULT_RING));
+    for name in names {
+        match api.get_opt(&name).await {
+            Ok(lease) => leases.extend(lease),
+            Err(error) if forbidden(&error) => {
+                return Err(Unreadable::Forbidden(format!(
+                    "Lease {operator_namespace}/{name}"
+                )));
+            }
+            Err(error) => {
+                return Err(Unreadable::Failed(format!(
+                    "cannot read Lease {operator_namespace}/{name}: {error}"
+                )));
+            }
+        }
+    }
+    Ok(leases)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use serde_json::{Value, json};
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    /// Tenant `namespace/acme` labelled for `ring` (None: no label), with `status`.
+    fn tenant(namespace: &str, ring: Option<&str>, status: Value) -> Arc<ExpressCluster> {
+        let mut metadata = json!({"name": "acme", "namespace": namespace});
+        if let Some(ring) = ring {
+            metadata["labels"] = json!({"express.dev/operator-ring": ring});
+        }
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "express.dev/v1", "kind": "ExpressCluster",
+                "metadata": metadata, "spec": {}, "status": status,
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn owned(ring: &str, version: &str, rollout: &str) -> Value {
+        json!({"operator": {"ring": ring, "version": version}, "rollout": {"state": rollout}})
+    }
+
+    /// The Lease `name` held by `holder`, renewed `ago` seconds before now for 15 seconds.
+    fn lease(name: &str, holder: &str, ago: i64) -> Lease {
+        Lease {
+            metadata: kube::core::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("express-system".into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                renew_time: Some(MicroTime(at(NOW - ago))),
+                lease_duration_seconds: Some(15),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    /// Each ring as `RING LEADER VERSIONS TENANTS ROLLING WITHOUT` for a compact comparison.
+    fn lines(survey: &Survey) -> Vec<String> {
+        survey
+            .rings
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {} {} [{}]",
+                    r.ring,
+                    r.leader.as_deref().unwrap_or("-"),
+                    if r.versions.is_empty() {
+                        "-".into()
+                    } else {
+                        r.versions.join(",")
+                    },
+                    r.tenants,
+                    r.rolling_out,
+                    r.tenants_without_leader.join(" ")
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rings_by_table() {
+        let live_default = lease("express-operator", "op-a", 1);
+        let live_canary = lease("express-operator-canary", "op-c", 2);
+        // What, tenants, Leases, the rings (as `lines` writes them), the unserved tenants.
+        type Case = (
+            &'static str,
+            Vec<Arc<ExpressCluster>>,
+            Vec<Lease>,
+            Vec<&'static str>,
+            Vec<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
+            ("no tenants, no Leases", vec![], vec![], vec![], vec![]),
+            (
+                "the default ring with a live Lease; unlabelled and empty labels are default",
+                vec![
+                    tenant("a", None, owned("default", "0.5.0", "Complete")),
+                    tenant("b", Some(""), owned("default", "0.5.0", "Progressing")),
+                ],
+                vec![live_default.clone()],
+                vec!["default op-a 0.5.0 2 1 []"],
+                vec![],
+            ),
+            (
+                "canary tenants with no Lease are unserved",
+                vec![
+                    tenant("a", None, owned("default", "0.5.0", "Complete")),
+                    tenant("b", Some("canary"), json!({})),
+                    tenant("c", Some("canary"), owned("canary", "0.6.0", "RollingBack")),
+                ],
+                vec![live_default.clone()],
+                vec![
+                    "default op-a 0.5.0 1 0 []",
+                    "canary - 0.6.0 2 1 [b/acme c/acme]",
+                ],
+                vec!["b/acme", "c/acme"],
+            ),
+            (
+                "a lapsed Lease leads nobody",
+                vec![tenant("a", None, owned("default", "0.5.0", "Complete"))],
+                vec![lease("express-operator", "op-a", 16)],
+                vec!["default - 0.5.0 1 0 [a/acme]"],
+                vec!["a/acme"],
+            ),
+            (
+                "a ring's Lease without tenants still shows, other Leases do not",
+                vec![],
+                vec![live_canary.clone(), lease("something-else", "x", 1)],
+                vec!["canary op-c - 0 0 []"],
+                vec![],
+            ),
+            (
+                "a released tenant counts in its label's ring; its version in nobody's",
+                vec![
+                    tenant(
+                        "a",
+                        Some("canary"),
+                        json!({"operator": {"ring": "default", "version": "0.5.0",
+                                            "released": "2026-11-22T06:00:00Z"}}),
+                    ),
+                    tenant("b", Some("canary"), owned("canary", "0.6.0", "Complete")),
+                ],
+                vec![live_default.clone(), live_canary.clone()],
+                vec!["default op-a - 0 0 []", "canary op-c 0.6.0 2 0 []"],
+                vec![],
+            ),
+            (
+                "mid-move the version is the owner's, and several versions are joined",
+                vec![
+                    tenant(
+                        "a",
+                        Some("canary"),
+                        owned("default", "0.5.0", "Progressing"),
+                    ),
+                    tenant("b", None, owned("default", "0.5.1", "Complete")),
+                ],
+                vec![live_default.clone(), live_canary.clone()],
+                vec!["default op-a 0.5.0,0.5.1 1 0 []", "canary op-c - 1 1 []"],
+                vec![],
+            ),
+            (
+                "a ring still owning a tenant whose label moved shows, with no tenants of its own",
+                vec![tenant("a", None, owned("blue", "0.4.0", "Complete"))],
+                vec![live_default.clone()],
+                vec!["default op-a - 1 0 []", "blue - 0.4.0 0 0 []"],
+                vec![],
+            ),
+        ];
+        for (name, clusters, leases, want, unserved) in cases {
+            let survey = survey(&clusters, Some(&leases), at(NOW));
+            assert_eq!(lines(&survey), want, "{name}");
+            assert_eq!(survey.unserved, unserved, "{name}");
+            assert!(survey.leaders_known, "{name}");
+        }
+    }
+
+    #[test]
+    fn unreadable_leases_know_no_leader_and_leave_nobody_unserved() {
+        let clusters = vec![tenant("b", Some("canary"), json!({}))];
+        let survey = survey(&clusters, None, at(NOW));
+        assert_eq!(lines(&survey), ["canary - - 1 0 []"]);
+        assert!(survey.unserved.is_empty() && !survey.leaders_known);
+        assert!(unserved_lines(&survey).is_empty());
+        assert!(render(&survey).contains("canary  <unknown>  <none>"));
+    }
+
+    #[test]
+    fn the_table_the_json_and_the_lines_on_stderr() {
+        let clusters = vec![
+            tenant("a", None, owned("default", "0.5.0", "Complete")),
+            tenant("b", Some("canary"), json!({})),
+            tenant("c", Some("canary"), json!({})),
+        ];
+        let leases = [lease("express-operator", "op-a", 1)];
+        let survey = survey(&clusters, Some(&leases), at(NOW));
+        assert_eq!(
+            render(&survey),
+            "RING     LEADER  VERSION  TENANTS  ROLLING OUT\n\
+             default  op-a    0.5.0    1        0\n\
+             canary   <none>  <none>   2        0\n"
+        );
+        assert_eq!(
+            unserved_lines(&survey),
+            ["ring canary has no live operator: b/acme, c/acme"]
+        );
+        let json = serde_json::to_value(&survey).unwrap();
+        assert_eq!(
+            json,
+            json!({
+                "rings": [
+                    {"ring": "default", "leader": "op-a", "leaseExpires": at(NOW + 14),
+                     "versions": ["0.5.0"], "tenants": 1, "rollingOut": 0,
+                     "tenantsWithoutLeader": []},
+                    {"ring": "canary", "leader": null, "leaseExpires": null, "versions": [],
+                     "tenants": 2, "rollingOut": 0,
+                     "tenantsWithoutLeader": ["b/acme", "c/acme"]},
+                ],
+                "unserved": ["b/acme", "c/acme"],
+                "leadersKnown": true,
+            })
+        );
+        assert_eq!(
+            render(&Survey {
+                rings: vec![],
+                unserved: vec![],
+                leaders_known: true
+            }),
+            "No operator rings found (no ExpressClusters, no ring Leases).\n"
+        );
+    }
+}
