@@ -183,6 +183,18 @@ def test_each_ring_drives_only_its_tenants(rings):
     result = eventually(lambda: (r := rings_verb(sim)).returncode == 1 and r, timeout=30,
                         what="rings to find ring canary without a live operator")
     assert "team-b/shop" in result.stdout + result.stderr, result.stdout + result.stderr
+    # And `doctor` checks every ring's leader, not only default's (it reads renewal times in
+    # whole seconds, so it may agree a second later).
+    def read_operator_check():
+        doctor = subprocess.run([KUBECTL_EXPRESS, "doctor", "-o", "json"],
+                                env={**os.environ, "KUBECONFIG": str(sim.kubeconfig)},
+                                capture_output=True, text=True, timeout=30)
+        return next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "operator")
+    operator_check = eventually(lambda: (c := read_operator_check()).get("status") == "fail" and c,
+                                timeout=10, what="doctor to find ring canary without a leader")
+    assert any("ring canary" in e and "express-operator-canary" in e
+               for e in operator_check["evidence"]), operator_check
+    assert any("ring default: leading" in e for e in operator_check["evidence"]), operator_check
 
     # Its operator back, the tenant moves on.
     operators.start("canary")

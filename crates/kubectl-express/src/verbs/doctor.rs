@@ -1,28 +1,39 @@
 //! `kubectl express doctor [-n NS] [-o text|json]`: is it the infrastructure? Reads the whole
-//! fleet the kubeconfig can see (Express objects in every namespace, the operator's Lease,
-//! Deployment, pods and Warning events), runs the checks of `express_triage` and gives one
+//! fleet the kubeconfig can see (Express objects in every namespace, each operator ring's Lease,
+//! Deployment and pods, and Warning events), runs the checks of `express_triage` and gives one
 //! verdict. With `-n NS` it then explains that namespace's clusters. Exit 0 healthy, 1 tenant
 //! or deployment, 3 infrastructure, 2 when it cannot run.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use express_api::keys::{LEASE_NAME, REPORTING_CONTROLLER};
+use express_api::keys::{LABEL_OPERATOR_RING, REPORTING_CONTROLLER};
+use express_api::rings;
 use express_triage::observe;
 use express_triage::{Fleet, LeaseSeen, Report, Ring, Status, Thresholds, Verdict};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
-use kube::Client;
 use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt as _};
 
 use crate::connect::ConnectArgs;
 use crate::exit::Exit;
 use crate::{live, view};
 
-/// The label the operator chart puts on its Deployment and pods.
+/// The label the operator chart puts on every ring's Deployment.
 const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
+const NAME_LABEL: &str = "app.kubernetes.io/name";
+const OPERATOR_NAME: &str = "express-operator";
+
+/// The ring an operator Deployment or pod serves: its `express.dev/operator-ring` label (the
+/// chart's), `default` without one (a release before rings).
+fn ring_of_operator_object(labels: &std::collections::BTreeMap<String, String>) -> &str {
+    labels
+        .get(LABEL_OPERATOR_RING)
+        .map_or(rings::DEFAULT_RING, String::as_str)
+}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -143,42 +154,71 @@ async fn read_fleet(
             .collect();
     let tenants = observe::tenants(&objects, |key| pauses.get(key).cloned());
 
-    let (namespace, name) = (operator_namespace.to_owned(), LEASE_NAME.to_owned());
-    let lease = match Api::<Lease>::namespaced(client.clone(), operator_namespace)
-        .get_opt(LEASE_NAME)
-        .await
-    {
-        Ok(Some(lease)) => LeaseSeen::Seen(observe::lease(&lease)),
-        Ok(None) => LeaseSeen::Missing { namespace, name },
-        Err(error) => {
-            unreadable.push(format!("Lease {namespace}/{name}: {}", reason(&error)));
-            LeaseSeen::Unreadable { namespace, name }
-        }
-    };
+    // Every ring with a tenant, and `default` always: each is checked for a live leader.
+    let mut ring_names: std::collections::BTreeSet<String> =
+        tenants.iter().map(|t| t.ring.clone()).collect();
+    ring_names.insert(rings::DEFAULT_RING.to_owned());
     let selected = ListParams::default().labels(OPERATOR_SELECTOR);
-    let deployment = match Api::<Deployment>::namespaced(client.clone(), operator_namespace)
+    let deployments = match Api::<Deployment>::namespaced(client.clone(), operator_namespace)
         .list(&selected)
         .await
     {
-        Ok(list) => list.items.first().map(observe::deployment),
+        Ok(list) => list.items,
         Err(error) => {
             unreadable.push(format!(
                 "Deployments in {operator_namespace}: {}",
                 reason(&error)
             ));
-            None
+            Vec::new()
         }
     };
-    let pods = match Api::<Pod>::namespaced(client.clone(), operator_namespace)
-        .list(&selected)
+    // Pods of every ring: the chart names a ring's pods `express-operator-RING`.
+    let operator_pods = match Api::<Pod>::namespaced(client.clone(), operator_namespace)
+        .list(&ListParams::default())
         .await
     {
-        Ok(list) => list.items.iter().map(observe::operator_pod).collect(),
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.labels().get(NAME_LABEL).is_some_and(|n| {
+                    n == OPERATOR_NAME || n.starts_with(&format!("{OPERATOR_NAME}-"))
+                })
+            })
+            .collect(),
         Err(error) => {
             unreadable.push(format!("pods in {operator_namespace}: {}", reason(&error)));
             Vec::new()
         }
     };
+    let mut fleet_rings = Vec::new();
+    for ring in ring_names {
+        let (namespace, name) = (operator_namespace.to_owned(), rings::lease_name(&ring));
+        let lease = match Api::<Lease>::namespaced(client.clone(), operator_namespace)
+            .get_opt(&name)
+            .await
+        {
+            Ok(Some(lease)) => LeaseSeen::Seen(observe::lease(&lease)),
+            Ok(None) => LeaseSeen::Missing { namespace, name },
+            Err(error) => {
+                unreadable.push(format!("Lease {namespace}/{name}: {}", reason(&error)));
+                LeaseSeen::Unreadable { namespace, name }
+            }
+        };
+        fleet_rings.push(Ring {
+            deployment: deployments
+                .iter()
+                .find(|d| ring_of_operator_object(d.labels()) == ring)
+                .map(observe::deployment),
+            pods: operator_pods
+                .iter()
+                .filter(|p| ring_of_operator_object(p.labels()) == ring)
+                .map(observe::operator_pod)
+                .collect(),
+            name: ring,
+            lease,
+        });
+    }
     let warnings = match Api::<Event>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -196,12 +236,7 @@ async fn read_fleet(
     };
     let fleet = Fleet {
         now: k8s_openapi::jiff::Timestamp::now(),
-        rings: vec![Ring {
-            name: "default".into(),
-            lease,
-            deployment,
-            pods,
-        }],
+        rings: fleet_rings,
         tenants,
         warnings,
         unreadable,
