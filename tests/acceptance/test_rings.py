@@ -137,6 +137,11 @@ def events(sim, namespace, reason):
             if e.get("reason") == reason]
 
 
+def pod_rings(sim, namespace):
+    """The ring label of each of the namespace's pods (each ring's operator watches only its own)."""
+    return {name: p["metadata"].get("labels", {}).get(RING_LABEL) for name, p in pods(sim, namespace).items()}
+
+
 def assert_replaced_once_in_order(sim, namespace):
     assert pod_deletes(sim, namespace) == UPGRADE_ORDER, "every node replaced exactly once, in order"
 
@@ -166,6 +171,9 @@ def test_each_ring_drives_only_its_tenants(rings):
     assert owner(sim, "team-a")["ring"] == "default"
     assert owner(sim, "team-b")["ring"] == "canary"
     assert owner(sim, "team-b")["version"]
+    # Each ring's operator caches only the pods stamped with its ring (default: none).
+    assert set(pod_rings(sim, "team-a").values()) == {None}
+    assert set(pod_rings(sim, "team-b").values()) == {"canary"}
     canary_pods = {name: p["metadata"]["uid"] for name, p in pods(sim, "team-b").items()}
 
     # With the canary operator stopped, an upgrade of every tenant changes no canary pod.
@@ -209,6 +217,7 @@ def test_a_tenant_moved_mid_rollout_completes_each_step_once_in_order(rings):
     move(sim, "team-a", "canary")
     eventually(lambda: settled_on(sim, "team-a", "v2", "canary"), timeout=60, what="the move and the upgrade")
     assert_replaced_once_in_order(sim, "team-a")
+    assert set(pod_rings(sim, "team-a").values()) == {"canary"}, "the adopter restamped every pod"
     assert events(sim, "team-a", "Released"), "the old owner says it let go"
     adopted = events(sim, "team-a", "Adopted")
     assert adopted and "from ring default" in adopted[-1]["message"], adopted

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::keys::{LABEL_OPERATOR_RING, LEASE_NAME};
+use crate::keys::{LABEL_CLUSTER, LABEL_OPERATOR_RING, LEASE_NAME};
 
 /// The ring of tenants without the label, and of operators started without `--ring`.
 pub const DEFAULT_RING: &str = "default";
@@ -45,6 +45,34 @@ pub fn ring_of_lease(name: &str) -> Option<&str> {
     name.strip_prefix(LEASE_NAME)
         .and_then(|rest| rest.strip_prefix('-'))
         .filter(|ring| ring_name_problem(ring).is_none())
+}
+
+/// The label selector of the pods a ring's operator caches: the Express pods stamped with its
+/// ring, or, for the default ring, the ones stamped with none (every pod from before rings).
+/// A tenant's pods are restamped when another ring adopts it.
+pub fn pod_selector(ring: &str) -> String {
+    if ring == DEFAULT_RING {
+        format!("{LABEL_CLUSTER},!{LABEL_OPERATOR_RING}")
+    } else {
+        format!("{LABEL_CLUSTER},{LABEL_OPERATOR_RING}={ring}")
+    }
+}
+
+/// The ring label a pod of `ring` carries: the ring's name, or none for the default ring.
+pub fn pod_label(ring: &str) -> Option<&str> {
+    (ring != DEFAULT_RING).then_some(ring)
+}
+
+/// Stamps a pod's labels with its ring (see [`pod_selector`]).
+pub fn stamp(labels: &mut BTreeMap<String, String>, ring: &str) {
+    match pod_label(ring) {
+        Some(ring) => {
+            labels.insert(LABEL_OPERATOR_RING.to_owned(), ring.to_owned());
+        }
+        None => {
+            labels.remove(LABEL_OPERATOR_RING);
+        }
+    }
 }
 
 /// Why `ring` cannot name a ring: it must be a lowercase DNS label short enough for its Lease.
@@ -146,6 +174,23 @@ mod tests {
         assert_eq!(ring_of_lease("express-operatorx"), None);
         assert_eq!(ring_of_lease("other"), None);
         assert_eq!(ring_of_lease("express-operator-"), None);
+    }
+
+    #[test]
+    fn a_ring_caches_the_pods_stamped_with_it_and_default_the_unstamped() {
+        assert_eq!(
+            pod_selector(DEFAULT_RING),
+            "express.dev/cluster,!express.dev/operator-ring"
+        );
+        assert_eq!(
+            pod_selector("canary"),
+            "express.dev/cluster,express.dev/operator-ring=canary"
+        );
+        let mut labels = BTreeMap::from([(LABEL_OPERATOR_RING.to_owned(), "x".to_owned())]);
+        stamp(&mut labels, "canary");
+        assert_eq!(ring_of(&labels), "canary");
+        stamp(&mut labels, DEFAULT_RING);
+        assert!(labels.is_empty());
     }
 
     #[test]

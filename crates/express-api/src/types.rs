@@ -757,6 +757,10 @@ pub struct OperatorStatus {
         deserialize_with = "crate::lenient::or_absent"
     )]
     pub released: Option<Time>,
+    /// The ring's operator has claimed the tenant from another ring and is still bringing its
+    /// pods into its own watch (restamping their ring label); it acts once that is done.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopting: bool,
 }
 
 /// An abort request acted on (DESIGN section 4): no node moves to the revision recorded for it
@@ -853,6 +857,7 @@ mod tests {
                 ring: "canary".into(),
                 version: "9.0.0".into(),
                 released: None,
+                adopting: false,
             })
         );
 
@@ -868,7 +873,7 @@ mod tests {
             operator: Some(OperatorStatus {
                 ring: "default".into(),
                 version: "1.0.0".into(),
-                released: None,
+                ..OperatorStatus::default()
             }),
             ..ExpressClusterStatus::default()
         };

@@ -46,12 +46,14 @@ pub fn revision_of(pod: &Pod) -> Option<&str> {
         .map(String::as_str)
 }
 
-/// The pod for a node: named after it, controlled by it, labelled with cluster, node, kind and
-/// revision, running the effective image with the pod template's overrides merged in.
+/// The pod for a node: named after it, controlled by it, labelled with cluster, node, kind,
+/// revision and the ring of the operator creating it (whose watch selects it), running the
+/// effective image with the pod template's overrides merged in.
 pub fn build_pod(
     node: &NodeIdentity,
     spec: &EffectiveNodeSpec,
     revision: &str,
+    ring: &str,
 ) -> Result<Pod, String> {
     let template: PodTemplateSpec = serde_json::from_value(spec.pod_template.clone())
         .map_err(|e| format!("podTemplate: {e}"))?;
@@ -61,6 +63,7 @@ pub fn build_pod(
     labels.insert(LABEL_NODE.into(), node.name.clone());
     labels.insert(LABEL_KIND.into(), node.kind.label_value().into());
     labels.insert(LABEL_DEPLOYMENT_REVISION.into(), revision.into());
+    express_api::rings::stamp(&mut labels, ring);
     let mut annotations: BTreeMap<String, String> = template_meta.annotations.unwrap_or_default();
     annotations.insert(
         ANNOTATION_EXPRESS_VERSION.into(),
@@ -150,15 +153,27 @@ mod tests {
             config_changeset: Some("c1".into()),
             image: Some("reg/express".into()),
             pod_template: Some(json!({
-                "metadata": {"labels": {"team": "sre"}, "annotations": {"kubesim.dev/startup-seconds": "2"}},
+                "metadata": {"labels": {"team": "sre", "express.dev/operator-ring": "spoofed"},
+                             "annotations": {"kubesim.dev/startup-seconds": "2"}},
                 "spec": {"containers": [{"name": "express", "resources": {"limits": {"cpu": "2"}}, "env": [{"name": "A", "value": "1"}]},
                                         {"name": "sidecar", "image": "busybox"}]}
             })),
             ..NodeSpec::for_cluster("acme")
         };
         let spec = effective_spec(NodeKind::Frontend, &node, None).expect("valid");
-        let pod = build_pod(&identity(), &spec, "rev1").expect("pod");
+        let pod = build_pod(&identity(), &spec, "rev1", "canary").expect("pod");
         let labels = pod.metadata.labels.as_ref().expect("labels");
+        // The creating ring's watch selects it, whatever the template says.
+        assert_eq!(labels["express.dev/operator-ring"], "canary");
+        let default_ring = build_pod(&identity(), &spec, "rev1", "default").expect("pod");
+        assert!(
+            !default_ring
+                .metadata
+                .labels
+                .as_ref()
+                .expect("labels")
+                .contains_key("express.dev/operator-ring")
+        );
         assert_eq!(labels["express.dev/cluster"], "acme");
         assert_eq!(labels["express.dev/node"], "acme-fe1");
         assert_eq!(labels["express.dev/kind"], "frontend");
@@ -201,6 +216,7 @@ mod tests {
             &test_identity(NodeKind::Backend, "acme-fe1", "u-1"),
             &spec,
             "r",
+            "default",
         )
         .expect("pod");
         let containers = &pod.spec.expect("spec").containers;

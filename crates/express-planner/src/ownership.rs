@@ -20,12 +20,16 @@ pub enum Ownership {
     /// The label names another ring: write `released`, then leave the tenant alone.
     Release { to: String },
     /// The label names this ring and nobody holds the tenant: write this ring as owner, then
-    /// act. `catch_up` when another ring's operator may have acted last: this operator's caches
-    /// must show everything that one wrote before it acts (see the operator's hand-over).
+    /// act. `catch_up` when another ring's operator may have acted last: the claim is written as
+    /// `adopting`, and the operator acts only after [`Ownership::FinishAdoption`].
     Adopt {
         from: Option<String>,
         catch_up: bool,
     },
+    /// This ring claimed the tenant from another: bring its pods into this ring's watch and
+    /// wait until the caches show everything the last owner wrote, then write this ring as the
+    /// owner (not adopting) and act.
+    FinishAdoption,
     /// The label names this ring, another still owns the tenant: wait for it to release,
     /// or for its Lease to lapse (ask [`after_lease`]).
     OwnedBy { ring: String },
@@ -49,9 +53,13 @@ pub enum OwnerLease {
 /// What ring `me` does with a tenant whose ExpressCluster carries ring `label` and status owner
 /// `owner` (None: nobody wrote one yet, which is the default ring's: the release before rings).
 pub fn ownership(me: &str, label: &str, owner: Option<&OperatorStatus>) -> Ownership {
-    let (owner_ring, released) = match owner {
-        Some(status) => (status.ring.as_str(), status.released.is_some()),
-        None => (DEFAULT_RING, false),
+    let (owner_ring, released, adopting) = match owner {
+        Some(status) => (
+            status.ring.as_str(),
+            status.released.is_some(),
+            status.adopting,
+        ),
+        None => (DEFAULT_RING, false, false),
     };
     if owner_ring.is_empty() {
         return if label == me {
@@ -61,6 +69,7 @@ pub fn ownership(me: &str, label: &str, owner: Option<&OperatorStatus>) -> Owner
         };
     }
     match (label == me, owner_ring == me, released) {
+        (true, true, false) if adopting => Ownership::FinishAdoption,
         (true, true, false) => Ownership::Act,
         // Our own release, taken back before anyone adopted: nobody acted since.
         (true, true, true) => Ownership::Adopt {
@@ -105,6 +114,14 @@ mod tests {
             ring: ring.into(),
             version: "1.0.0".into(),
             released: None,
+            adopting: false,
+        }
+    }
+
+    fn adopting(ring: &str) -> OperatorStatus {
+        OperatorStatus {
+            adopting: true,
+            ..owned(ring)
         }
     }
 
@@ -184,6 +201,17 @@ mod tests {
             // A third ring: neither acts, the owner releases.
             ("blue", "canary", Some(owned("default")), NotOurs),
             ("default", "blue", Some(released("canary")), NotOurs),
+            // Claimed from another ring, its pods not yet in this ring's watch: finish first.
+            ("canary", "canary", Some(adopting("canary")), FinishAdoption),
+            ("default", "canary", Some(adopting("canary")), NotOurs),
+            (
+                "canary",
+                "default",
+                Some(adopting("canary")),
+                Release {
+                    to: "default".into(),
+                },
+            ),
             // An owner this build cannot read.
             ("default", "default", Some(owned("")), UnreadableOwner),
             ("canary", "default", Some(owned("")), NotOurs),

@@ -2,7 +2,8 @@
 //! the tenant's ring label, in every interleaving up to a bound. Each operator reads any version
 //! of the ExpressCluster at least as new as the last it saw (its cache lags, never goes back),
 //! decides with [`ownership`], writes `released` or its claim under a resourceVersion
-//! precondition, and acts in two steps (the change recorded, then acted on) before its report
+//! precondition (a claim from another ring is `adopting` first, and made whole by a later
+//! reconcile under the same precondition), and acts in two steps (the change recorded, then acted on) before its report
 //! writes the status unconditionally (server-side apply, forced). Operators are killed and
 //! restarted at any point; a dead operator's Lease is vacant.
 //!
@@ -22,7 +23,15 @@ const RINGS: [&str; 2] = ["default", "canary"];
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Version {
     label: usize,
-    owner: Option<(usize, bool)>,
+    owner: Option<(usize, Held)>,
+}
+
+/// How the status holds the tenant for its ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Held {
+    Owned,
+    Released,
+    Adopting,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,11 +58,13 @@ struct World {
     kills: u8,
 }
 
-fn status(owner: Option<(usize, bool)>) -> Option<OperatorStatus> {
-    owner.map(|(ring, released)| OperatorStatus {
+fn status(owner: Option<(usize, Held)>) -> Option<OperatorStatus> {
+    owner.map(|(ring, held)| OperatorStatus {
         ring: RINGS[ring].into(),
         version: "test".into(),
-        released: released.then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+        released: (held == Held::Released)
+            .then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+        adopting: held == Held::Adopting,
     })
 }
 
@@ -62,7 +73,7 @@ fn ring_index(name: &str) -> usize {
 }
 
 impl World {
-    fn new(label: usize, owner: Option<(usize, bool)>) -> World {
+    fn new(label: usize, owner: Option<(usize, Held)>) -> World {
         let idle = Operator {
             alive: true,
             seen: 0,
@@ -117,15 +128,33 @@ impl World {
                 let label = self.current().label;
                 self.write(Version {
                     label,
-                    owner: Some((op, true)),
+                    owner: Some((op, Held::Released)),
                 });
                 self.operators[op].seen = self.latest();
             }
-            Ownership::Adopt { .. } if read == latest => {
+            Ownership::Adopt { catch_up, .. } if read == latest => {
+                let label = self.current().label;
+                let held = if catch_up {
+                    Held::Adopting
+                } else {
+                    Held::Owned
+                };
+                self.write(Version {
+                    label,
+                    owner: Some((op, held)),
+                });
+                self.operators[op].seen = self.latest();
+                if !catch_up {
+                    self.operators[op].phase = Phase::Recorded;
+                }
+            }
+            // The pods restamped and the caches caught up (not modelled: they touch no pod's
+            // lifecycle), the claim is made whole, then the operator acts.
+            Ownership::FinishAdoption if read == latest => {
                 let label = self.current().label;
                 self.write(Version {
                     label,
-                    owner: Some((op, false)),
+                    owner: Some((op, Held::Owned)),
                 });
                 self.operators[op].seen = self.latest();
                 self.operators[op].phase = Phase::Recorded;
@@ -141,7 +170,7 @@ impl World {
         let label = self.current().label;
         self.write(Version {
             label,
-            owner: Some((op, false)),
+            owner: Some((op, Held::Owned)),
         });
         self.operators[op].seen = self.latest();
         self.operators[op].phase = Phase::Idle;
@@ -225,7 +254,7 @@ impl World {
                 };
             }
         }
-        for _ in 0..6 {
+        for _ in 0..8 {
             for op in 0..2 {
                 if w.operators[op].phase != Phase::Idle {
                     w.report(op);
@@ -238,7 +267,7 @@ impl World {
             }
         }
         let end = w.current();
-        end.owner == Some((end.label, false))
+        end.owner == Some((end.label, Held::Owned))
     }
 }
 
@@ -262,7 +291,7 @@ fn explore(start: World, max_flips: u8, max_kills: u8, max_versions: usize) -> u
 
 #[test]
 fn a_tenant_owned_by_default_moved_back_and_forth() {
-    let states = explore(World::new(0, Some((0, false))), 3, 1, 9);
+    let states = explore(World::new(0, Some((0, Held::Owned))), 3, 1, 10);
     assert!(
         states > 10_000,
         "the bound explores little: {states} states"
@@ -271,7 +300,7 @@ fn a_tenant_owned_by_default_moved_back_and_forth() {
 
 #[test]
 fn a_tenant_from_before_rings_moved() {
-    let states = explore(World::new(0, None), 3, 1, 9);
+    let states = explore(World::new(0, None), 3, 1, 10);
     assert!(
         states > 10_000,
         "the bound explores little: {states} states"
@@ -280,12 +309,12 @@ fn a_tenant_from_before_rings_moved() {
 
 #[test]
 fn a_tenant_labelled_for_canary_before_either_operator_wrote() {
-    explore(World::new(1, None), 2, 2, 8);
+    explore(World::new(1, None), 2, 2, 9);
 }
 
 #[test]
 fn both_operators_killed_and_restarted_during_a_move() {
-    explore(World::new(0, Some((0, false))), 2, 2, 8);
+    explore(World::new(0, Some((0, Held::Owned))), 2, 2, 9);
 }
 
 /// (Removing the claim's precondition makes the exploration fail too; the release's only saves
@@ -295,12 +324,12 @@ fn both_operators_killed_and_restarted_during_a_move() {
 /// lets two operators act at once.
 #[test]
 fn without_the_fence_two_operators_act() {
-    let mut w = World::new(0, Some((0, false)));
+    let mut w = World::new(0, Some((0, Held::Owned)));
     w.reconcile(0, 0);
     assert_eq!(w.operators[0].phase, Phase::Recorded);
     w.write(Version {
         label: 1,
-        owner: Some((0, false)),
+        owner: Some((0, Held::Owned)),
     });
     // Acting on the label alone, canary would start now, while default's step is in flight.
     assert_eq!(

@@ -663,7 +663,7 @@ mod tests {
         acme.status.as_mut().unwrap().operator = Some(OperatorStatus {
             ring: "default".into(),
             version: "0.5.0".into(),
-            released: None,
+            ..OperatorStatus::default()
         });
         objects.clusters[0] = Arc::new(acme);
         for (namespace, owner) in [

@@ -146,7 +146,7 @@ pub(super) async fn create_pod(
             (desired.spec.clone(), desired.revision.clone())
         }
     };
-    let pod = build_pod(&identity, &effective, &revision).map_err(build)?;
+    let pod = build_pod(&identity, &effective, &revision, &env.ctx.settings.ring).map_err(build)?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()

@@ -36,6 +36,10 @@ pub enum Error {
         "cannot list the namespace's {kind}s before adopting the tenant from another ring: {source}"
     )]
     ReadForAdoption { kind: String, source: kube::Error },
+    #[error(
+        "cannot move pod {pod} into this operator ring's watch (its ring label) while adopting the tenant: {source}"
+    )]
+    Restamp { pod: String, source: kube::Error },
 }
 
 impl Error {
@@ -50,6 +54,7 @@ impl Error {
             Error::BuildPod { .. } => "build_pod",
             Error::WriteOwner { .. } => "write_owner",
             Error::ReadForAdoption { .. } => "read_for_adoption",
+            Error::Restamp { .. } => "restamp",
         }
     }
 }

@@ -9,10 +9,13 @@
 //!   reconciles of one tenant never overlap, so no step of its is in flight once the release is
 //!   written. Releases and claims are written with the resourceVersion read as a precondition:
 //!   a label that flipped again since makes them fail (409), and the next reconcile reads anew.
-//! - **A step in flight completes exactly once.** The adopting operator acts only once its
-//!   caches hold everything of the namespace that the API server lists after the release: the
-//!   last owner's pod changes and change records included. Then the step recorded before the
-//!   move is resumed from its record, as after a restart.
+//! - **A step in flight completes exactly once.** Each ring's pod cache holds only pods stamped
+//!   with its ring (`express_api::rings::pod_selector`). Adopting from another ring is written
+//!   as `adopting` first; then the new owner restamps the tenant's pods with its ring, and acts
+//!   only once its caches hold everything of the namespace the API server lists (the last
+//!   owner's pod changes and change records included) and it has written itself as the whole
+//!   owner. The step recorded before the move is then resumed from its record, as after a
+//!   restart. Only the claimant restamps, so two rings never stamp one tenant's pods at once.
 //! - **Nothing is orphaned.** A ring whose Lease has no live holder cannot release: the ring the
 //!   label names takes the tenant over once that Lease lapses (the same assumption leader
 //!   election makes within a ring).
@@ -29,7 +32,8 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams}
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
-use express_api::keys::{FIELD_MANAGER, LABEL_CLUSTER};
+use express_api::keys::{FIELD_MANAGER, LABEL_CLUSTER, LABEL_OPERATOR_RING};
+use k8s_openapi::api::core::v1::Pod;
 
 use super::events::{self, Notice};
 use super::{ClusterKey, Context, Error};
@@ -54,6 +58,7 @@ pub(super) fn owner(ctx: &Context) -> OperatorStatus {
         ring: ctx.settings.ring.clone(),
         version: ctx.settings.version.clone(),
         released: None,
+        adopting: false,
     }
 }
 
@@ -103,7 +108,7 @@ pub(super) async fn gate(ctx: &Context, key: &ClusterKey) -> Result<Gate, Error>
             Ok(Gate::Stop(Next::AwaitChange))
         }
         Ownership::Release { to } => {
-            if write_owner(ctx, &cluster, released(ctx)).await? {
+            if write_owner(ctx, &cluster, released(ctx)).await?.is_some() {
                 info!(to = %to, "released the tenant: its ring label names another ring");
                 publish(ctx, &cluster, events::released(me, &to)).await;
                 ctx.metrics.handovers_inc("released");
@@ -111,10 +116,6 @@ pub(super) async fn gate(ctx: &Context, key: &ClusterKey) -> Result<Gate, Error>
             Ok(Gate::Stop(Next::AwaitChange))
         }
         Ownership::Adopt { from, catch_up } => {
-            if catch_up && !caught_up(ctx, &key.namespace).await? {
-                debug!("adopting: the caches have not caught up with the last owner yet");
-                return Ok(Gate::Stop(Next::RequeueAfter(CATCH_UP_RETRY)));
-            }
             let how = match (
                 from.as_deref(),
                 recorded.is_some_and(|o| o.released.is_some()),
@@ -125,15 +126,86 @@ pub(super) async fn gate(ctx: &Context, key: &ClusterKey) -> Result<Gate, Error>
                 }
                 (None, _) => "back, before another ring adopted it".to_owned(),
             };
-            if !write_owner(ctx, &cluster, owner(ctx)).await? {
+            // From another ring: claimed as `adopting` until its pods are in this ring's watch.
+            let claim = OperatorStatus {
+                adopting: catch_up,
+                ..owner(ctx)
+            };
+            let Some(claimed) = write_owner(ctx, &cluster, claim).await? else {
                 return Ok(Gate::Stop(Next::AwaitChange));
-            }
+            };
             info!(from = from.as_deref().unwrap_or(me), "adopted the tenant");
             publish(ctx, &cluster, events::adopted(me, &how)).await;
             ctx.metrics.handovers_inc("adopted");
-            Ok(Gate::Proceed)
+            if catch_up {
+                finish_adoption(ctx, key, &claimed).await
+            } else {
+                Ok(Gate::Proceed)
+            }
+        }
+        Ownership::FinishAdoption => finish_adoption(ctx, key, &cluster).await,
+    }
+}
+
+/// Brings a tenant claimed from another ring into this ring's watch: restamps its pods with
+/// this ring (the last owner's are invisible to this ring's pod cache), waits until the caches
+/// hold everything of the namespace the API server lists, and only then writes this ring as
+/// the owner, under the resourceVersion read, and lets the reconcile act.
+async fn finish_adoption(
+    ctx: &Context,
+    key: &ClusterKey,
+    cluster: &ExpressCluster,
+) -> Result<Gate, Error> {
+    let restamped = restamp_pods(ctx, key).await?;
+    if restamped > 0 {
+        info!(
+            pods = restamped,
+            "restamped the tenant's pods with this ring"
+        );
+    }
+    if !caught_up(ctx, &key.namespace).await? {
+        debug!("adopting: the caches have not caught up with the last owner yet");
+        return Ok(Gate::Stop(Next::RequeueAfter(CATCH_UP_RETRY)));
+    }
+    Ok(match write_owner(ctx, cluster, owner(ctx)).await? {
+        Some(_) => Gate::Proceed,
+        None => Gate::Stop(Next::AwaitChange),
+    })
+}
+
+/// Stamps every pod of the tenant with this operator's ring; the number it changed.
+async fn restamp_pods(ctx: &Context, key: &ClusterKey) -> Result<usize, Error> {
+    let me = ctx.settings.ring.as_str();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let selector = format!("{LABEL_CLUSTER}={}", key.cluster);
+    let listed = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::ReadForAdoption {
+            kind: "Pod".into(),
+            source,
+        })?;
+    let mut restamped = 0;
+    for pod in listed.items {
+        if pod.labels().get(LABEL_OPERATOR_RING).map(String::as_str) == rings::pod_label(me) {
+            continue;
+        }
+        let name = pod.name_any();
+        let patch = serde_json::json!({
+            "metadata": {"labels": {LABEL_OPERATOR_RING: rings::pod_label(me)}},
+        });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api.patch(&name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => restamped += 1,
+            // Gone meanwhile: nothing to bring over.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => return Err(Error::Restamp { pod: name, source }),
         }
     }
+    Ok(restamped)
 }
 
 fn released(ctx: &Context) -> OperatorStatus {
@@ -175,7 +247,7 @@ async fn write_owner(
     ctx: &Context,
     cluster: &ExpressCluster,
     operator: OperatorStatus,
-) -> Result<bool, Error> {
+) -> Result<Option<ExpressCluster>, Error> {
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
     let mut operator = serde_json::to_value(&operator).unwrap_or_default();
@@ -204,11 +276,11 @@ async fn write_owner(
                     serde_json::to_value(status).unwrap_or_default(),
                 );
             }
-            Ok(true)
+            Ok(Some(written))
         }
         Err(kube::Error::Api(status)) if status.code == 409 => {
             debug!("the ExpressCluster changed since it was read; looking again");
-            Ok(false)
+            Ok(None)
         }
         Err(source) => Err(Error::WriteOwner {
             object: format!("ExpressCluster {name}"),
@@ -227,10 +299,11 @@ async fn publish(ctx: &Context, cluster: &ExpressCluster, notice: Notice) {
 /// last, whose writes this operator has not made itself.
 async fn caught_up(ctx: &Context, namespace: &str) -> Result<bool, Error> {
     let caches = &ctx.caches;
+    let pod_selector = rings::pod_selector(&ctx.settings.ring);
     let checks = [
         (
-            ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
-            Some(LABEL_CLUSTER),
+            ApiResource::erase::<Pod>(&()),
+            Some(pod_selector.as_str()),
             caches.pods.versions(namespace),
         ),
         (

@@ -147,10 +147,13 @@ pub async fn run(
         &metrics,
         &mut tasks,
     );
+    // Only this ring's pods (a tenant's pods are restamped when another ring adopts it): a
+    // ring's operator does not hold the pods of the others.
+    let pod_selector = express_api::rings::pod_selector(&settings.ring);
     let pods = cache::<Pod, _>(
         &client,
         &scopes,
-        Selection::whole(watcher::Config::default().labels(LABEL_CLUSTER)),
+        Selection::whole(watcher::Config::default().labels(&pod_selector)),
         |p| match (
             p.metadata.namespace.as_deref(),
             p.labels().get(LABEL_CLUSTER),
