@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use express_api::keys::{LABEL_OPERATOR_RING, REPORTING_CONTROLLER};
+use express_api::keys::REPORTING_CONTROLLER;
 use express_api::rings;
 use express_triage::observe;
 use express_triage::{Fleet, LeaseSeen, Report, Ring, Status, Thresholds, Verdict};
@@ -18,6 +18,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt as _};
 
+use super::forbidden;
 use crate::connect::ConnectArgs;
 use crate::exit::Exit;
 use crate::{live, view};
@@ -26,14 +27,6 @@ use crate::{live, view};
 const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
 const NAME_LABEL: &str = "app.kubernetes.io/name";
 const OPERATOR_NAME: &str = "express-operator";
-
-/// The ring an operator Deployment or pod serves: its `express.dev/operator-ring` label (the
-/// chart's), `default` without one (a release before rings).
-fn ring_of_operator_object(labels: &std::collections::BTreeMap<String, String>) -> &str {
-    labels
-        .get(LABEL_OPERATOR_RING)
-        .map_or(rings::DEFAULT_RING, String::as_str)
-}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -111,10 +104,6 @@ pub fn run(args: Args) -> ExitCode {
 
 fn seconds(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-fn forbidden(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 403 || status.code == 401)
 }
 
 /// Reads what triage needs. The Express objects must be readable (everywhere, or at least in
@@ -208,11 +197,11 @@ async fn read_fleet(
         fleet_rings.push(Ring {
             deployment: deployments
                 .iter()
-                .find(|d| ring_of_operator_object(d.labels()) == ring)
+                .find(|d| rings::ring_of(d.labels()) == ring)
                 .map(observe::deployment),
             pods: operator_pods
                 .iter()
-                .filter(|p| ring_of_operator_object(p.labels()) == ring)
+                .filter(|p| rings::ring_of(p.labels()) == ring)
                 .map(observe::operator_pod)
                 .collect(),
             name: ring,

@@ -27,6 +27,12 @@ use crate::exit::{self, Exit};
 /// The operator's namespace when a verb is not told otherwise (the chart's default).
 pub const DEFAULT_OPERATOR_NAMESPACE: &str = "express-system";
 
+/// Whether a read was refused for lack of rights (403, or 401): verbs that read what a user may
+/// not be allowed to see (Leases, the operator's objects) then warn and go on.
+pub(crate) fn forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403 || status.code == 401)
+}
+
 /// Runs a verb's future on a single-threaded runtime and ends it with its exit code.
 fn block_on(
     verb: &str,

@@ -21,6 +21,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt as _};
 use serde::Serialize;
 
+use super::forbidden;
 use crate::connect::ConnectArgs;
 use crate::exit::{Code, Exit};
 use crate::live;
@@ -295,10 +296,6 @@ enum Unreadable {
     Forbidden(String),
     /// Anything else: the verb cannot run.
     Failed(String),
-}
-
-fn forbidden(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 403 || status.code == 401)
 }
 
 /// The ring Leases of the operator namespace: all of them when they may be listed, else the
