@@ -192,11 +192,13 @@ impl<K: WatchedKind> Scoped<K> {
 }
 
 /// A resourceVersion as a number (as etcd and kubesim issue them); 0 when it is not one.
+pub(super) fn version_number(version: Option<&str>) -> u64 {
+    version.and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// An object's resourceVersion as a number ([`version_number`]).
 fn version_of(meta: &ObjectMeta) -> u64 {
-    meta.resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    version_number(meta.resource_version.as_deref())
 }
 
 pub struct Caches {

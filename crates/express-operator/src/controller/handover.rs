@@ -35,6 +35,7 @@ use tracing::{debug, info, warn};
 use express_api::keys::{FIELD_MANAGER, LABEL_CLUSTER, LABEL_OPERATOR_RING};
 use k8s_openapi::api::core::v1::Pod;
 
+use super::caches::version_number;
 use super::events::{self, Notice};
 use super::{ClusterKey, Context, Error};
 use crate::runner::Next;
@@ -336,14 +337,14 @@ async fn caught_up(ctx: &Context, namespace: &str) -> Result<bool, Error> {
                 kind: resource.kind.clone(),
                 source,
             })?;
-        let listed_at = number(listed.metadata.resource_version.as_deref());
+        let listed_at = version_number(listed.metadata.resource_version.as_deref());
         let listed: HashMap<String, u64> = listed
             .items
             .iter()
             .filter_map(|o| {
                 Some((
                     o.metadata.name.clone()?,
-                    number(o.resource_version().as_deref()),
+                    version_number(o.resource_version().as_deref()),
                 ))
             })
             .collect();
@@ -352,10 +353,6 @@ async fn caught_up(ctx: &Context, namespace: &str) -> Result<bool, Error> {
         }
     }
     Ok(true)
-}
-
-fn number(version: Option<&str>) -> u64 {
-    version.and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// Whether `cached` (name to resourceVersion) holds at least what a list taken at `listed_at`
