@@ -1,16 +1,20 @@
-//! `pause`, `resume`, `abort` and `retry` (DESIGN section 4): the fields, ConfigMaps and
-//! annotations the operator reads, written the way a user would write them.
+//! `pause`, `resume`, `abort`, `retry` and `bounce` (DESIGN sections 4 and 6): the fields,
+//! ConfigMaps and annotations the operator reads, written the way a user would write them. The
+//! CLI verbs and the dashboard's actions both call these, and say what they did with the
+//! [`Done`] they return, so each action has one implementation and one wording.
 
 use std::process::ExitCode;
 
-use express_api::ExpressCluster;
+use express_api::bounce::format_duration;
 use express_api::keys::{
-    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY,
-    CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON,
+    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_BOUNCE, ANNOTATION_BOUNCE_FORCE,
+    ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY, CONTROL_CONFIGMAP_GLOBAL,
+    CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON,
 };
+use express_api::{ExpressCluster, NodeKind};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
@@ -81,6 +85,37 @@ fn managed_by(cluster: &ExpressCluster) -> Option<String> {
         .map(|app| format!("Argo CD (application {app})"))
 }
 
+/// What an action did, in the words the CLI prints and the dashboard shows.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Done {
+    /// What was written (stdout for the CLI).
+    pub message: String,
+    /// What the user should know about it (stderr for the CLI), e.g. a GitOps tool reverting it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    /// The request id, for the actions the operator records by id (abort, retry, bounce).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+impl Done {
+    fn said(message: String) -> Done {
+        Done {
+            message,
+            warning: None,
+            request_id: None,
+        }
+    }
+
+    /// Prints it the CLI's way: the message on stdout, a warning on stderr.
+    pub fn print(&self) {
+        println!("{}", self.message);
+        if let Some(warning) = &self.warning {
+            eprintln!("warning: {warning}");
+        }
+    }
+}
+
 /// Pauses (`paused`) or resumes one scope.
 pub async fn set_paused(
     client: &Client,
@@ -88,7 +123,7 @@ pub async fn set_paused(
     scope: &Scope,
     paused: bool,
     reason: Option<&str>,
-) -> Result<ExitCode, Exit> {
+) -> Result<Done, Exit> {
     let verb = if paused { "paused" } else { "resumed" };
     match scope {
         Scope::Cluster(name) => {
@@ -104,14 +139,14 @@ pub async fn set_paused(
                 .map_err(|e| {
                     Exit::failure(format!("cannot update ExpressCluster {object}: {e}"))
                 })?;
-            println!(
-                "{verb} Express cluster {name} in namespace {namespace} (ExpressCluster {object} spec.paused)"
-            );
-            if let Some(tool) = managed_by(&cluster) {
-                eprintln!(
-                    "warning: ExpressCluster {object} is managed by {tool}: its next sync sets spec.paused back to what it declares. For a pause that outlives syncs, use `kubectl express pause --namespace-wide -n {namespace}`"
-                );
-            }
+            Ok(Done {
+                warning: managed_by(&cluster).map(|tool| format!(
+                    "ExpressCluster {object} is managed by {tool}: its next sync sets spec.paused back to what it declares. For a pause that outlives syncs, use `kubectl express pause --namespace-wide -n {namespace}`"
+                )),
+                ..Done::said(format!(
+                    "{verb} Express cluster {name} in namespace {namespace} (ExpressCluster {object} spec.paused)"
+                ))
+            })
         }
         Scope::Namespace => {
             write_control(
@@ -122,9 +157,9 @@ pub async fn set_paused(
                 reason,
             )
             .await?;
-            println!(
+            Ok(Done::said(format!(
                 "{verb} every Express cluster in namespace {namespace} (ConfigMap {CONTROL_CONFIGMAP_NAMESPACE})"
-            );
+            )))
         }
         Scope::All { operator_namespace } => {
             write_control(
@@ -135,12 +170,11 @@ pub async fn set_paused(
                 reason,
             )
             .await?;
-            println!(
+            Ok(Done::said(format!(
                 "{verb} every Express cluster the operator manages (ConfigMap {CONTROL_CONFIGMAP_GLOBAL} in namespace {operator_namespace})"
-            );
+            )))
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Server-side applies a control ConfigMap: created if missing, and under one field manager,
@@ -185,8 +219,48 @@ pub enum Request {
     Retry,
 }
 
-/// Writes an abort or retry request with a new id, prints the id, and with `wait` returns once
-/// the operator recorded it in `status.requests`.
+/// Writes an abort or retry request with a new id on the cluster's ExpressCluster.
+pub async fn send_request(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    request: Request,
+) -> Result<Done, Exit> {
+    let express_cluster = express_cluster(client, namespace, cluster).await?;
+    let object = express_cluster.name_any();
+    let id = crate::verbs::request_id();
+    let (what, annotations) = match request {
+        Request::Abort { rollback } => (
+            if rollback {
+                "abort with rollback"
+            } else {
+                "abort"
+            },
+            serde_json::json!({
+                ANNOTATION_ABORT: id,
+                ANNOTATION_ABORT_ROLLBACK: rollback.then_some("true"),
+            }),
+        ),
+        Request::Retry => ("retry", serde_json::json!({ ANNOTATION_RETRY: id })),
+    };
+    Api::<ExpressCluster>::namespaced(client.clone(), namespace)
+        .patch(
+            &object,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": annotations}})),
+        )
+        .await
+        .map_err(|e| Exit::failure(format!("cannot annotate ExpressCluster {object}: {e}")))?;
+    Ok(Done {
+        request_id: Some(id.clone()),
+        ..Done::said(format!(
+            "{what} {id} requested for Express cluster {cluster} in namespace {namespace} (ExpressCluster {object})"
+        ))
+    })
+}
+
+/// `abort` and `retry` on the command line: sends the request, prints its id, and with `wait`
+/// returns once the operator recorded it in `status.requests`.
 pub async fn request(
     client: &Client,
     namespace: &str,
@@ -194,28 +268,17 @@ pub async fn request(
     request: Request,
     wait: bool,
 ) -> Result<ExitCode, Exit> {
-    let express_cluster = express_cluster(client, namespace, cluster).await?;
-    let object = express_cluster.name_any();
-    let id = crate::verbs::request_id();
-    let annotations = match request {
-        Request::Abort { rollback } => serde_json::json!({
-            ANNOTATION_ABORT: id,
-            ANNOTATION_ABORT_ROLLBACK: rollback.then_some("true"),
-        }),
-        Request::Retry => serde_json::json!({ ANNOTATION_RETRY: id }),
-    };
-    let api = Api::<ExpressCluster>::namespaced(client.clone(), namespace);
-    api.patch(
-        &object,
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"metadata": {"annotations": annotations}})),
-    )
-    .await
-    .map_err(|e| Exit::failure(format!("cannot annotate ExpressCluster {object}: {e}")))?;
+    let done = send_request(client, namespace, cluster, request).await?;
+    let id = done.request_id.clone().unwrap_or_default();
     println!("{id}");
+    eprintln!("{}", done.message);
     if !wait {
         return Ok(ExitCode::SUCCESS);
     }
+    let object = express_cluster(client, namespace, cluster)
+        .await?
+        .name_any();
+    let api = Api::<ExpressCluster>::namespaced(client.clone(), namespace);
     let recorded = |c: &ExpressCluster| {
         let requests = c.status.as_ref()?.requests.as_ref()?;
         match request {
@@ -241,4 +304,42 @@ pub async fn request(
     Err(Exit::failure(format!(
         "the watch on {object} ended before request {id} was recorded"
     )))
+}
+
+/// Asks the operator to bounce one node (DESIGN section 6): writes the request annotations
+/// with a new id. Every request says all of its options: a force or a timeout left by an
+/// earlier request must not apply to this one.
+pub async fn request_bounce(
+    client: &Client,
+    namespace: &str,
+    node: &str,
+    force: bool,
+    timeout_seconds: Option<u64>,
+) -> Result<(NodeKind, Done), Exit> {
+    let (kind, _) = crate::live::find_node(client, namespace, node).await?;
+    let nodes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &kind.api_resource());
+    let id = crate::verbs::request_id();
+    let patch = serde_json::json!({
+        "metadata": {
+            "annotations": {
+                ANNOTATION_BOUNCE: id,
+                ANNOTATION_BOUNCE_FORCE: force.then_some("true"),
+                ANNOTATION_BOUNCE_TIMEOUT: timeout_seconds.map(format_duration),
+            }
+        }
+    });
+    nodes
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Exit::failure(format!("cannot request the bounce of {kind} {node}: {e}")))?;
+    Ok((
+        kind,
+        Done {
+            request_id: Some(id.clone()),
+            ..Done::said(format!(
+                "bounce {id} requested for {kind} {node} in namespace {namespace}"
+            ))
+        },
+    ))
 }

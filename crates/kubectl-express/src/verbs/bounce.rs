@@ -5,15 +5,16 @@
 
 use std::process::ExitCode;
 
-use express_api::bounce::{format_duration, parse_duration};
-use express_api::keys::{ANNOTATION_BOUNCE, ANNOTATION_BOUNCE_FORCE, ANNOTATION_BOUNCE_TIMEOUT};
+use express_api::bounce::parse_duration;
+use express_api::keys::ANNOTATION_BOUNCE;
 use express_api::{BouncePhase, BounceStatus};
 use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::connect::{ConnectArgs, Connection};
+use crate::control;
 use crate::exit::{Code, Exit};
 
 #[derive(clap::Args, Debug)]
@@ -54,32 +55,16 @@ async fn bounce(
 ) -> Result<ExitCode, Exit> {
     let (client, namespace) = (connection.client, connection.namespace);
     let name = args.node.as_str();
-    let (kind, _) = crate::live::find_node(&client, &namespace, name).await?;
-    let nodes: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &namespace, &kind.api_resource());
-
-    let id = super::request_id();
-    // Every request says all of its options: a --force or a timeout left by an earlier request
-    // must not apply to this one.
-    let patch = serde_json::json!({
-        "metadata": {
-            "annotations": {
-                ANNOTATION_BOUNCE: id,
-                ANNOTATION_BOUNCE_FORCE: args.force.then_some("true"),
-                ANNOTATION_BOUNCE_TIMEOUT: timeout.map(format_duration),
-            }
-        }
-    });
-    let params = PatchParams::default();
-    nodes
-        .patch(name, &params, &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Exit::failure(format!("cannot request the bounce of {kind} {name}: {e}")))?;
+    let (kind, done) =
+        control::request_bounce(&client, &namespace, name, args.force, timeout).await?;
+    let id = done.request_id.clone().unwrap_or_default();
     println!("{id}");
-    eprintln!("bounce {id} requested for {kind} {name} in namespace {namespace}");
+    eprintln!("{}", done.message);
     if !args.wait {
         return Ok(Code::Done.into());
     }
+    let nodes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &kind.api_resource());
     follow(nodes, name, &id).await
 }
 

@@ -53,6 +53,8 @@ pub fn run(args: Args, paused: bool) -> ExitCode {
             paused,
             reason.as_deref(),
         )
-        .await
+        .await?
+        .print();
+        Ok(ExitCode::SUCCESS)
     })
 }
