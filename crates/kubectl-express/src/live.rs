@@ -112,16 +112,26 @@ pub fn inventory<'a>(objects: &'a Objects, operator_namespace: &'a str) -> Inven
     }
 }
 
-/// Watches of the ExpressClusters, nodes and pods of one namespace, kept in reflector stores;
-/// [`Watched::changed`] resolves on each change, so that a verb redraws only when something
-/// changed (never by polling).
+/// Watches of the ExpressClusters, nodes and pods of one namespace (or every namespace), and,
+/// for the fleet, the control ConfigMaps, kept in reflector stores; [`Watched::changed`]
+/// resolves on each change, so that a verb redraws only when something changed (never by
+/// polling).
 pub struct Watched {
+    stores: Stores,
+    events: Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>,
+}
+
+/// The stores of [`Watched`]: cheap to clone, readable from anywhere while the watches run.
+#[derive(Clone)]
+pub struct Stores {
     clusters: Store<Lenient<ExpressCluster>>,
     backends: Store<Lenient<Backend>>,
     frontends: Store<Lenient<Frontend>>,
     pods: Store<Lenient<Pod>>,
-    events: Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>,
+    config_maps: Vec<Store<Lenient<ConfigMap>>>,
 }
+
+type Changes = Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>;
 
 fn watched<K>(
     api: Api<Lenient<K>>,
@@ -137,46 +147,65 @@ where
 }
 
 impl Watched {
+    /// The Express objects and pods of one namespace.
     pub fn start(client: &Client, namespace: &str) -> Watched {
-        let (clusters, c) = watched(
-            Api::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
+        let (stores, changes) = Self::express(client, Some(namespace));
+        Watched {
+            stores,
+            events: Box::pin(futures::stream::select_all(changes)),
+        }
+    }
+
+    /// The Express objects and pods of one namespace (None: every namespace), and the control
+    /// ConfigMaps that pause them: the namespaces' and the operator-wide one.
+    pub fn fleet(client: &Client, namespace: Option<&str>, operator_namespace: &str) -> Watched {
+        let (mut stores, mut changes) = Self::express(client, namespace);
+        let (local, l) = watched(
+            scoped(client, namespace),
+            watcher::Config::default()
+                .fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
         );
-        let (backends, b) = watched(
-            Api::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
+        let (global, g) = watched(
+            Api::namespaced(client.clone(), operator_namespace),
+            watcher::Config::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_GLOBAL}")),
         );
-        let (frontends, f) = watched(
-            Api::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
-        );
+        stores.config_maps = vec![local, global];
+        changes.extend([l.boxed(), g.boxed()]);
+        Watched {
+            stores,
+            events: Box::pin(futures::stream::select_all(changes)),
+        }
+    }
+
+    fn express(client: &Client, namespace: Option<&str>) -> (Stores, Vec<Changes>) {
+        let (clusters, c) = watched(scoped(client, namespace), watcher::Config::default());
+        let (backends, b) = watched(scoped(client, namespace), watcher::Config::default());
+        let (frontends, f) = watched(scoped(client, namespace), watcher::Config::default());
         let (pods, p) = watched(
-            Api::namespaced(client.clone(), namespace),
+            scoped(client, namespace),
             watcher::Config::default().labels(LABEL_CLUSTER),
         );
-        let events = futures::stream::select_all([c.boxed(), b.boxed(), f.boxed(), p.boxed()]);
-        Watched {
+        let stores = Stores {
             clusters,
             backends,
             frontends,
             pods,
-            events: Box::pin(events),
-        }
+            config_maps: Vec::new(),
+        };
+        (stores, vec![c.boxed(), b.boxed(), f.boxed(), p.boxed()])
     }
 
     /// Waits until every watch has listed once.
     pub async fn ready(&mut self) -> Result<(), String> {
-        let stores = (
-            self.clusters.clone(),
-            self.backends.clone(),
-            self.frontends.clone(),
-            self.pods.clone(),
-        );
+        let stores = self.stores.clone();
         let ready = async move {
-            let _ = stores.0.wait_until_ready().await;
-            let _ = stores.1.wait_until_ready().await;
-            let _ = stores.2.wait_until_ready().await;
-            let _ = stores.3.wait_until_ready().await;
+            let _ = stores.clusters.wait_until_ready().await;
+            let _ = stores.backends.wait_until_ready().await;
+            let _ = stores.frontends.wait_until_ready().await;
+            let _ = stores.pods.wait_until_ready().await;
+            for config_maps in &stores.config_maps {
+                let _ = config_maps.wait_until_ready().await;
+            }
         };
         tokio::pin!(ready);
         loop {
@@ -201,12 +230,29 @@ impl Watched {
 
     /// What the watches hold now (shared with the stores, not copied).
     pub fn objects(&self) -> Objects {
+        self.stores.objects()
+    }
+
+    /// The stores, to read while something else drives the watches.
+    pub fn stores(&self) -> Stores {
+        self.stores.clone()
+    }
+}
+
+impl Stores {
+    /// What the watches hold now (shared with the stores, not copied).
+    pub fn objects(&self) -> Objects {
         let mut bad = Vec::new();
+        let mut config_maps = Vec::new();
+        for store in &self.config_maps {
+            config_maps.extend(decoded(store, &mut bad));
+        }
         Objects {
             clusters: decoded(&self.clusters, &mut bad),
             backends: decoded(&self.backends, &mut bad),
             frontends: decoded(&self.frontends, &mut bad),
             pods: decoded(&self.pods, &mut bad),
+            config_maps,
             undecodable: bad,
             ..Objects::default()
         }

@@ -3,10 +3,12 @@
 //! modules beside `verbs` are what several verbs share: reading a live cluster ([`live`]) or
 //! manifests ([`manifests`]), the planner's report ([`plan`]), the status assessment
 //! ([`status`]), drawing ([`view`], [`graph`]), kept revisions ([`history`], [`revisions`]),
-//! the control requests ([`control`]), connecting ([`connect`]) and exit codes ([`exit`]).
+//! the control requests ([`control`]), connecting ([`connect`]) and exit codes ([`exit`]);
+//! [`dashboard`] is the web UI behind the `dashboard` verb.
 
 mod connect;
 mod control;
+mod dashboard;
 mod exit;
 mod graph;
 mod history;
@@ -78,6 +80,11 @@ enum Command {
     /// tenants it has and how many are rolling out. Exit 0 every tenant's ring has a live
     /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run.
     Rings(verbs::rings::Args),
+    /// Serve a live web UI of the fleet and each tenant's order graph, with the CLI's actions
+    ///
+    /// Listens on 127.0.0.1:3110 by default, with the kubeconfig's identity; every action asks
+    /// for confirmation, and --read-only removes them.
+    Dashboard(verbs::dashboard::Args),
     /// Print shell completions (bash, zsh, fish, ...)
     Completion(verbs::completion::Args),
     /// Print the plugin's version and the operator's
@@ -106,6 +113,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => verbs::diff::run(args),
         Command::Doctor(args) => verbs::doctor::run(args),
         Command::Rings(args) => verbs::rings::run(args),
+        Command::Dashboard(args) => verbs::dashboard::run(args),
         Command::Completion(args) => verbs::completion::run::<Cli>(args),
         Command::Version(args) => verbs::version::run(args),
         Command::Pause(args) => verbs::pause::run(args, true),

@@ -2,6 +2,7 @@
 //! the rows. Colour and symbols only when [`Style::color`] is set (a terminal, without
 //! `--no-color`); the same words either way.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use express_api::rings;
@@ -87,8 +88,9 @@ fn short(revision: Option<&str>) -> String {
 }
 
 /// A pause in a few words: its scope, and the reason if given ("namespace: freeze").
-/// One line of `list`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One line of `list` (and of the dashboard's fleet page and `/api/tenants`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ListRow {
     pub namespace: String,
     pub cluster: String,
@@ -138,8 +140,34 @@ pub fn operator_version_cell(cluster: Option<&ExpressCluster>) -> String {
         .to_owned()
 }
 
+/// The objects split by namespace, each namespace also holding the operator-wide control
+/// ConfigMap (a pause of every cluster), so that a tenant can be read from its group alone.
+pub fn by_namespace(objects: &Objects, operator_namespace: &str) -> BTreeMap<String, Objects> {
+    let operator_wide: Vec<_> = objects
+        .config_maps
+        .iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(operator_namespace))
+        .cloned()
+        .collect();
+    let mut groups = objects.by_namespace();
+    for (namespace, group) in &mut groups {
+        if namespace != operator_namespace {
+            group.config_maps.extend(operator_wide.iter().cloned());
+        }
+    }
+    groups
+}
+
 /// One row per Express cluster found, sorted by namespace and cluster.
 pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
+    by_namespace(objects, operator_namespace)
+        .values()
+        .flat_map(|group| namespace_rows(group, operator_namespace))
+        .collect()
+}
+
+/// The rows of one namespace's objects.
+fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
     let inventory = crate::live::inventory(objects, operator_namespace);
     objects
         .cluster_keys()

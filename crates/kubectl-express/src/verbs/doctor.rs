@@ -129,7 +129,20 @@ async fn read_fleet(
             None => return Err(everywhere),
         },
     };
-    let inventory = live::inventory(&objects, operator_namespace);
+    let fleet = fleet_around(client, operator_namespace, &objects, unreadable).await;
+    Ok((fleet, objects))
+}
+
+/// What triage needs besides the Express objects already read: each ring's Lease, Deployment
+/// and pods, and the operator's Warning events. What cannot be read is named in `unreadable`.
+/// The dashboard's banner calls it with the objects its watches hold.
+pub(crate) async fn fleet_around(
+    client: &Client,
+    operator_namespace: &str,
+    objects: &express_api::Objects,
+    mut unreadable: Vec<String>,
+) -> Fleet {
+    let inventory = live::inventory(objects, operator_namespace);
     let pauses: HashMap<express_api::ClusterKey, (String, Option<String>)> =
         express_planner::observe::snapshots(&inventory)
             .into_iter()
@@ -141,7 +154,7 @@ async fn read_fleet(
                 ))
             })
             .collect();
-    let tenants = observe::tenants(&objects, |key| pauses.get(key).cloned());
+    let tenants = observe::tenants(objects, |key| pauses.get(key).cloned());
 
     // Every ring with a tenant, and `default` always: each is checked for a live leader.
     let mut ring_names: std::collections::BTreeSet<String> =
@@ -223,14 +236,13 @@ async fn read_fleet(
             Vec::new()
         }
     };
-    let fleet = Fleet {
+    Fleet {
         now: k8s_openapi::jiff::Timestamp::now(),
         rings: fleet_rings,
         tenants,
         warnings,
         unreadable,
-    };
-    Ok((fleet, objects))
+    }
 }
 
 /// Why a read failed, in a few words.

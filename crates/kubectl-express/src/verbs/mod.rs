@@ -5,6 +5,7 @@
 pub mod abort;
 pub mod bounce;
 pub mod completion;
+pub mod dashboard;
 pub mod diff;
 pub mod doctor;
 pub mod get;

@@ -1,0 +1,14 @@
+//! `kubectl express dashboard`: a local web UI of the fleet and of each tenant, live, with the
+//! CLI's actions behind confirmations (DESIGN section 11).
+//!
+//! - [`model`]: what the pages and the JSON API show, built purely from the watched objects;
+//! - [`layout`]: the layered layout of a prerequisite graph, and [`svg`]: drawing it;
+//! - [`pages`]: the HTML (server-rendered with `maud`, plus a small script of our own);
+//! - [`server`]: the HTTP server (axum), live updates (server-sent events), the actions (the
+//!   same [`crate::control`] functions the CLI verbs call) and the guard in front of them.
+
+pub mod layout;
+pub mod model;
+pub mod pages;
+pub mod server;
+pub mod svg;

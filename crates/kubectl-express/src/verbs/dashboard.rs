@@ -1,0 +1,111 @@
+//! `kubectl express dashboard [--addr 127.0.0.1:3110] [-n NS | -A] [--read-only]`: serves the
+//! dashboard ([`crate::dashboard`]) with the kubeconfig's identity until interrupted. It
+//! listens on loopback unless told otherwise; another address must name the host names it is
+//! reached by (`--allowed-host`), since the guard refuses any other `Host`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use crate::connect::ConnectArgs;
+use crate::dashboard::server::{self, Settings};
+use crate::exit::Exit;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Where to listen (port 0: any free port; the URL is printed).
+    #[arg(long, default_value = "127.0.0.1:3110", value_name = "HOST:PORT")]
+    addr: SocketAddr,
+    /// Every namespace (default: the namespace of -n or the context).
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
+    /// Show no action buttons and refuse every action.
+    #[arg(long)]
+    read_only: bool,
+    /// A host name (with or without :PORT) the dashboard may be reached by, besides the
+    /// loopback names; required to listen on another address.
+    #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
+    allowed_hosts: Vec<String>,
+    /// The operator's namespace (its Lease, Deployment and operator-wide control ConfigMap).
+    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
+    operator_namespace: String,
+    #[command(flatten)]
+    connect: ConnectArgs,
+}
+
+/// The `Host` values the guard accepts for a server on `address` (its port once known).
+pub fn allowed_hosts(address: SocketAddr, extra: &[String]) -> Vec<String> {
+    let port = address.port();
+    let mut hosts = Vec::new();
+    if address.ip().is_loopback() {
+        hosts.push(match address {
+            SocketAddr::V4(v4) => format!("{}:{port}", v4.ip()),
+            SocketAddr::V6(v6) => format!("[{}]:{port}", v6.ip()),
+        });
+        hosts.push(format!("localhost:{port}"));
+    }
+    for host in extra {
+        let with_port = if host
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            && !host.ends_with(']')
+        {
+            host.clone()
+        } else {
+            format!("{host}:{port}")
+        };
+        hosts.push(with_port);
+    }
+    hosts
+}
+
+pub fn run(args: Args) -> ExitCode {
+    if !args.addr.ip().is_loopback() && args.allowed_hosts.is_empty() {
+        return Exit::usage(format!(
+            "--addr {}: listening beyond loopback serves the dashboard, and its actions, to other machines; name the host names it will be reached by with --allowed-host",
+            args.addr
+        ))
+        .report("dashboard");
+    }
+    let connect = args.connect.clone();
+    super::live("dashboard", &connect, |c| async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| Exit::failure(format!("cannot listen on {}: {e}", args.addr)))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| Exit::failure(format!("cannot read the listening address: {e}")))?;
+        let settings = Settings {
+            namespace: (!args.all_namespaces).then(|| c.namespace.clone()),
+            operator_namespace: args.operator_namespace.clone(),
+            read_only: args.read_only,
+            allowed_hosts: allowed_hosts(bound, &args.allowed_hosts),
+        };
+        let read_only = args.read_only;
+        server::serve(c.client, settings, listener, move |address| {
+            println!(
+                "Express dashboard at http://{address}/{} (Ctrl-C stops it)",
+                if read_only { " (read-only)" } else { "" }
+            );
+        })
+        .await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_answers_to_its_address_and_localhost_and_named_hosts_get_the_port() {
+        let v4: SocketAddr = "127.0.0.1:3110".parse().unwrap_or_else(|_| unreachable!());
+        assert_eq!(allowed_hosts(v4, &[]), ["127.0.0.1:3110", "localhost:3110"]);
+        let v6: SocketAddr = "[::1]:8080".parse().unwrap_or_else(|_| unreachable!());
+        assert_eq!(allowed_hosts(v6, &[]), ["[::1]:8080", "localhost:8080"]);
+        let any: SocketAddr = "0.0.0.0:3110".parse().unwrap_or_else(|_| unreachable!());
+        assert_eq!(
+            allowed_hosts(any, &["ops.example".into(), "ops.example:443".into()]),
+            ["ops.example:3110", "ops.example:443"]
+        );
+    }
+}
