@@ -38,9 +38,18 @@ fn path(route: &[[f64; 2]]) -> String {
 
 /// The graph as an `<svg>` element; `id` names it in the page.
 pub fn render(graph: &GraphView, id: &str) -> Markup {
-    let waiting: Vec<usize> = (0..graph.edges.len())
+    // Numbered left to right, as the rollout meets them.
+    let rank = |name: &str| {
+        graph
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| (n.rank, n.y as i64))
+    };
+    let mut waiting: Vec<usize> = (0..graph.edges.len())
         .filter(|&i| graph.edges[i].waiting.is_some())
         .collect();
+    waiting.sort_by_key(|&i| (rank(&graph.edges[i].to), rank(&graph.edges[i].from)));
     let legend_lines = waiting.len() + usize::from(graph.cycle.is_some());
     let height = graph.height + legend_lines as f64 * LEGEND_LINE + 8.0;
     let width = graph.width.max(360.0);

@@ -46,6 +46,18 @@
     });
   }
   connect();
+  // A browser keeps few connections per server (six over HTTP/1.1), and a page it keeps for
+  // "back" would hold its stream open: close it when the page goes, reopen it if it comes back.
+  window.addEventListener("pagehide", () => {
+    if (source) {
+      source.close();
+    }
+  });
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted) {
+      connect();
+    }
+  });
 
   // ---- filter ----
   const filter = document.getElementById("filter");
