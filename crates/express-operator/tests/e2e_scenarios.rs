@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use express_api::{ExpressCluster, Frontend, conditions};
+use express_api::{Backend, ExpressCluster, Frontend, conditions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -495,4 +495,30 @@ async fn metrics_health_and_readiness_are_served() {
         sample(&text, "express_operator_rollout_failures_total"),
         0.0
     );
+    // Only the phases a tenant has nodes in have a series.
+    assert!(!text.contains("phase=\"Failed\""), "{text}");
+
+    // A deleted tenant's series go with it: a Failed one left behind would keep alerting.
+    let delete = DeleteParams::default();
+    Api::<ExpressCluster>::namespaced(env.client.clone(), NS)
+        .delete("acme", &delete)
+        .await
+        .expect("delete the ExpressCluster");
+    Api::<Backend>::namespaced(env.client.clone(), NS)
+        .delete("acme-be", &delete)
+        .await
+        .expect("delete the Backend");
+    for frontend in ["acme-fe1", "acme-fe2"] {
+        Api::<Frontend>::namespaced(env.client.clone(), NS)
+            .delete(frontend, &delete)
+            .await
+            .expect("delete a Frontend");
+    }
+    wait_until("the deleted tenant's node series are gone", async || {
+        !http_get(addr, "/metrics")
+            .await
+            .1
+            .contains("express_operator_nodes{")
+    })
+    .await;
 }

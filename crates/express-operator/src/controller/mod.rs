@@ -343,8 +343,11 @@ pub async fn run(
 }
 
 pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
+    // Whatever stops a reconcile here also stops this instance reporting the tenant's nodes.
+    let forget = || ctx.metrics.forget_tenant(&key.namespace, &key.cluster);
     if !*ctx.leader.borrow() {
         debug!("not the leader; observing only");
+        forget();
         return Ok(Next::AwaitChange);
     }
     if !ctx.settings.namespaces.is_empty() && !ctx.settings.namespaces.contains(&key.namespace) {
@@ -352,9 +355,11 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     }
     // Ownership first, every time: a requeue can fire after the tenant moved to another ring.
     if let handover::Gate::Stop(next) = handover::gate(ctx, key).await? {
+        forget();
         return Ok(next);
     }
     let Some(observed) = observe::observe(ctx, key) else {
+        forget();
         return Ok(Next::AwaitChange);
     };
     let snapshot = &observed.snapshot;

@@ -15,7 +15,6 @@ use express_planner::NodeIndex;
 use super::events;
 use super::{Env, Error, Written};
 
-use crate::metrics::PhaseLabel;
 use crate::status::{cluster_status, node_status, same_ignoring_time};
 use express_api::conditions::{self, reason};
 
@@ -168,16 +167,8 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
             Err(_) => {}
         }
     }
-    for phase in express_api::NodePhase::ALL {
-        ctx.metrics
-            .nodes
-            .get_or_create(&PhaseLabel {
-                namespace: key.namespace.clone(),
-                cluster: key.cluster.clone(),
-                phase: phase.as_str().into(),
-            })
-            .set(phases.get(&phase).copied().unwrap_or(0));
-    }
+    ctx.metrics
+        .set_tenant_nodes(&key.namespace, &key.cluster, &phases);
     if let Some((previous, status)) = env.cluster_status(written) {
         let transitioned = |type_: &str| {
             let was = previous
