@@ -271,7 +271,8 @@ def tenant_yaml(namespace):
 @pytest.fixture
 def operator_metrics(sim, tmp_path):
     """A leading `express-operator run` that has met a failed pod create, provisioned a tenant,
-    bounced one of its nodes and released it to another ring; yields its /metrics URL."""
+    bounced one of its nodes and released a second tenant to another ring; yields its /metrics
+    URL."""
     install(sim)
     sim.kubectl("create", "namespace", "express-system")
     url = f"http://127.0.0.1:{free_port()}/metrics"
@@ -304,9 +305,14 @@ def operator_metrics(sim, tmp_path):
         eventually(lambda: sim.kubectl_json("get", "frontend", "shop-fe1", "-n", "team-a")
                    .get("status", {}).get("bounce", {}).get("phase") == "Succeeded",
                    timeout=60, what="the bounce to succeed")
-        # A hand-over: the tenant's label names another ring, this one releases it.
-        sim.kubectl("label", "expresscluster", "shop", "-n", "team-a", "express.dev/operator-ring=canary")
-        eventually(lambda: "released" in ring_of(sim, "team-a"), timeout=30, what="the tenant released")
+        # A hand-over: a second tenant's label names another ring, this one releases it (and
+        # stops reporting its nodes; team-a's stay).
+        sim.kubectl("apply", "-f", "-", input=tenant_yaml("team-b"))
+        eventually(lambda: 'namespace="team-b"' in (scrape(url) or ""), timeout=60, what="team-b reported")
+        sim.kubectl("label", "expresscluster", "shop", "-n", "team-b", "express.dev/operator-ring=canary")
+        eventually(lambda: "released" in ring_of(sim, "team-b"), timeout=30, what="the tenant released")
+        eventually(lambda: 'namespace="team-b"' not in (scrape(url) or ""), timeout=30,
+                   what="the released tenant's series dropped")
         yield url
     finally:
         process.terminate()
