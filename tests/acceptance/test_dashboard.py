@@ -21,36 +21,15 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-from conftest import KUBECTL_EXPRESS, ROOT, eventually, start_sim, stop_sim
+from conftest import KUBECTL_EXPRESS, ROOT, eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
 from test_kubectl import install
 
-OPERATOR = os.environ.get("EXPRESS_OPERATOR_BIN", str(ROOT / "target" / "debug" / "express-operator"))
 TEAMS = ["team-a", "team-b", "team-c"]
 # DESIGN section 3: the upgrade order of be, fe1, fe2, fe3.
 UPGRADE_EDGES = {("shop-fe1", "shop-fe2"), ("shop-fe2", "shop-be"), ("shop-be", "shop-fe3")}
 NODES = {"shop-be", "shop-fe1", "shop-fe2", "shop-fe3"}
-
-
-def tenant_yaml(namespace, version="v1"):
-    """One tenant as `kubectl apply -f` takes it; pods slow enough to see phases change."""
-    template = {"metadata": {"annotations": {"kubesim.dev/startup-seconds": "1.5"}}}
-    defaults = {"expressVersion": version, "podTemplate": template}
-    documents = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
-         "metadata": {"name": "shop", "namespace": namespace},
-         "spec": {"rollout": {"settleSeconds": 0},
-                  "defaults": {"backend": defaults, "frontend": defaults}}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Backend",
-         "metadata": {"name": "shop-be", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}},
-    ] + [
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
-         "metadata": {"name": f"shop-fe{i}", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}}
-        for i in (1, 2, 3)
-    ]
-    return "\n---\n".join(json.dumps(d) for d in documents)
+# Pods slow enough to see phases change.
+SLOW_PODS = {"metadata": {"annotations": {"kubesim.dev/startup-seconds": "1.5"}}}
 
 
 class Dashboard:
@@ -107,21 +86,12 @@ def world(tmp_path_factory):
     sim = start_sim(directory)
     install(sim)
     sim.kubectl("create", "namespace", "express-system")
-    log = open(directory / "operator.log", "w")
-    operator = subprocess.Popen(
-        [OPERATOR, "run", "--leader-elect", "--metrics-addr", "127.0.0.1:0",
-         "--operator-namespace", "express-system"],
-        env={**os.environ, "KUBECONFIG": str(sim.kubeconfig), "POD_NAME": "dashboard-acceptance"},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    operator = start_operator(sim, directory / "operator.log", pod_name="dashboard-acceptance")
     for team in TEAMS:
-        sim.kubectl("apply", "-f", "-", input=tenant_yaml(team))
+        sim.kubectl("apply", "-f", "-", input=tenant_yaml(team, frontends=3, pod_template=SLOW_PODS))
     eventually(lambda: healthy(sim), timeout=90, what="three healthy tenants")
     yield sim, directory
-    operator.terminate()
-    operator.wait(timeout=10)
-    log.close()
+    stop_process(operator)
     stop_sim(sim)
 
 

@@ -13,34 +13,12 @@ import time
 
 import pytest
 
-from conftest import KUBECTL_EXPRESS, ROOT, eventually
+from conftest import KUBECTL_EXPRESS, eventually, start_operator, stop_process, tenant_yaml
 from test_kubectl import install
 
-OPERATOR = os.environ.get("EXPRESS_OPERATOR_BIN", str(ROOT / "target" / "debug" / "express-operator"))
 TEAMS = ["team-a", "team-b", "team-c"]
 IDENTITY = "doctor-acceptance"
 EXIT = {"healthy": 0, "tenant": 1, "deployment": 1, "infrastructure": 3}
-
-
-def tenant_yaml(namespace, version="v1"):
-    """A tenant as `kubectl apply -f` takes it: namespace, ExpressCluster, Backend, Frontend; the
-    pods carry their team, for kubelet rules that fail one namespace's pods."""
-    template = {"metadata": {"labels": {"team": namespace}}}
-    defaults = {"expressVersion": version, "podTemplate": template}
-    documents = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
-         "metadata": {"name": "shop", "namespace": namespace},
-         "spec": {"rollout": {"settleSeconds": 0, "progressDeadlineSeconds": 3},
-                  "defaults": {"backend": defaults, "frontend": defaults}}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Backend",
-         "metadata": {"name": "shop-be", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
-         "metadata": {"name": "shop-fe1", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}},
-    ]
-    return "\n---\n".join(json.dumps(d) for d in documents)
 
 
 @pytest.fixture
@@ -48,16 +26,11 @@ def fleet(sim, tmp_path):
     """Three healthy tenants driven by a leading operator process; yields (sim, operator)."""
     install(sim)
     sim.kubectl("create", "namespace", "express-system")
-    log = open(tmp_path / "operator.log", "w")
-    operator = subprocess.Popen(
-        [OPERATOR, "run", "--leader-elect", "--metrics-addr", "127.0.0.1:0",
-         "--operator-namespace", "express-system"],
-        env={**os.environ, "KUBECONFIG": str(sim.kubeconfig), "POD_NAME": IDENTITY, "RUST_LOG": "info"},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    operator = start_operator(sim, tmp_path / "operator.log", pod_name=IDENTITY)
     for team in TEAMS:
-        sim.kubectl("apply", "-f", "-", input=tenant_yaml(team))
+        # The pods carry their team, for kubelet rules that fail one namespace's pods.
+        template = {"metadata": {"labels": {"team": team}}}
+        sim.kubectl("apply", "-f", "-", input=tenant_yaml(team, pod_template=template, rollout={"progressDeadlineSeconds": 3}))
 
     def healthy():
         clusters = sim.kubectl_json("get", "expressclusters", "-A")["items"]
@@ -69,10 +42,7 @@ def fleet(sim, tmp_path):
 
     eventually(healthy, timeout=60, what="three healthy tenants")
     yield sim, operator
-    if operator.poll() is None:
-        operator.terminate()
-        operator.wait(timeout=10)
-    log.close()
+    stop_process(operator)
 
 
 def doctor(sim, *flags):

@@ -12,15 +12,13 @@ import json
 import os
 import re
 import socket
-import subprocess
 import urllib.error
 import urllib.request
 
 import promql_parser
 import pytest
-import yaml
 
-from conftest import ROOT, eventually
+from conftest import ROOT, eventually, start_operator, stop_process, tenant_yaml
 from test_kubectl import install
 from test_operator_chart import CHART, find, render
 
@@ -251,23 +249,6 @@ def ring_of(sim, namespace):
     return sim.kubectl_json("get", "expresscluster", "shop", "-n", namespace).get("status", {}).get("operator", {})
 
 
-def tenant_yaml(namespace):
-    defaults = {"expressVersion": "v1"}
-    documents = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
-         "metadata": {"name": "shop", "namespace": namespace},
-         "spec": {"rollout": {"settleSeconds": 0}, "defaults": {"backend": defaults, "frontend": defaults}}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Backend",
-         "metadata": {"name": "shop-be", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
-         "metadata": {"name": "shop-fe1", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}},
-    ]
-    return "\n---\n".join(json.dumps(d) for d in documents)
-
-
 @pytest.fixture
 def operator_metrics(sim, tmp_path):
     """A leading `express-operator run` that has met a failed pod create, provisioned a tenant,
@@ -277,14 +258,7 @@ def operator_metrics(sim, tmp_path):
     sim.kubectl("create", "namespace", "express-system")
     url = f"http://127.0.0.1:{free_port()}/metrics"
     log_path = tmp_path / "operator.log"
-    log = open(log_path, "w")
-    process = subprocess.Popen(
-        [OPERATOR, "run", "--leader-elect", "--metrics-addr", url.split("/")[2],
-         "--operator-namespace", "express-system"],
-        env={**os.environ, "KUBECONFIG": str(sim.kubeconfig), "POD_NAME": "dashboard", "RUST_LOG": "info"},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    process = start_operator(sim, log_path, pod_name="dashboard", metrics_addr=url.split("/")[2])
     try:
         eventually(lambda: scrape(url), timeout=30, what="the operator's /metrics")
         # A reconcile error: every pod create fails until the fault is lifted.
@@ -315,9 +289,7 @@ def operator_metrics(sim, tmp_path):
                    what="the released tenant's series dropped")
         yield url
     finally:
-        process.terminate()
-        process.wait(timeout=10)
-        log.close()
+        stop_process(process)
         print(f"--- operator.log\n{log_path.read_text()[-4000:]}")
 
 

@@ -15,36 +15,12 @@ import time
 
 import pytest
 
-from conftest import KUBECTL_EXPRESS, ROOT, eventually
+from conftest import KUBECTL_EXPRESS, eventually, start_operator, stop_process, tenant_yaml
 from test_kubectl import install
 
-OPERATOR = os.environ.get("EXPRESS_OPERATOR_BIN", str(ROOT / "target" / "debug" / "express-operator"))
 RING_LABEL = "express.dev/operator-ring"
 # DESIGN section 3: a full upgrade runs fe1, fe2, be, fe3.
 UPGRADE_ORDER = ["shop-fe1", "shop-fe2", "shop-be", "shop-fe3"]
-
-
-def tenant_yaml(namespace, ring=None, version="v1", startup_seconds="1.5"):
-    """One tenant as `kubectl apply -f` takes it, its pods slow enough to move it mid-rollout."""
-    template = {"metadata": {"annotations": {"kubesim.dev/startup-seconds": startup_seconds}}}
-    defaults = {"expressVersion": version, "podTemplate": template}
-    labels = {RING_LABEL: ring} if ring else {}
-    documents = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
-         "metadata": {"name": "shop", "namespace": namespace, "labels": labels},
-         "spec": {"rollout": {"settleSeconds": 0},
-                  "defaults": {"backend": defaults, "frontend": defaults}}},
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Backend",
-         "metadata": {"name": "shop-be", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}},
-    ] + [
-        {"apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
-         "metadata": {"name": f"shop-fe{i}", "namespace": namespace},
-         "spec": {"clusterConfig": {"clusterName": "shop"}, "up": True}}
-        for i in (1, 2, 3)
-    ]
-    return "\n---\n".join(json.dumps(d) for d in documents)
 
 
 class Operators:
@@ -55,20 +31,12 @@ class Operators:
 
     def start(self, ring):
         self.lives += 1
-        log = open(self.tmp_path / f"operator-{ring}-{self.lives}.log", "w")
-        self.running[ring] = subprocess.Popen(
-            [OPERATOR, "run", "--leader-elect", "--ring", ring, "--metrics-addr", "127.0.0.1:0",
-             "--operator-namespace", "express-system"],
-            env={**os.environ, "KUBECONFIG": str(self.sim.kubeconfig),
-                 "POD_NAME": f"{ring}-{self.lives}", "RUST_LOG": "info"},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        self.running[ring] = start_operator(
+            self.sim, self.tmp_path / f"operator-{ring}-{self.lives}.log", "--ring", ring,
+            pod_name=f"{ring}-{self.lives}")
 
     def stop(self, ring, how=signal.SIGTERM):
-        process = self.running.pop(ring)
-        process.send_signal(how)
-        process.wait(timeout=10)
+        stop_process(self.running.pop(ring), how)
 
     def close(self):
         for ring in list(self.running):
@@ -147,7 +115,10 @@ def assert_replaced_once_in_order(sim, namespace):
 
 
 def provision(sim, namespace, ring=None):
-    sim.kubectl("apply", "-f", "-", input=tenant_yaml(namespace, ring))
+    # Pods slow enough to move the tenant mid-rollout.
+    template = {"metadata": {"annotations": {"kubesim.dev/startup-seconds": "1.5"}}}
+    labels = {RING_LABEL: ring} if ring else {}
+    sim.kubectl("apply", "-f", "-", input=tenant_yaml(namespace, frontends=3, pod_template=template, cluster_labels=labels))
     eventually(lambda: settled_on(sim, namespace, "v1", ring or "default"), timeout=60,
                what=f"{namespace} provisioned by ring {ring or 'default'}")
 

@@ -4,19 +4,16 @@ real `express-operator run` binary against `kubesim serve`. The order is read fr
 of the Python kubernetes client."""
 
 import json
-import os
-import subprocess
 import threading
 import time
 
 import pytest
 from kubernetes import client, config, watch
 
-from conftest import ROOT, eventually
+from conftest import eventually, start_operator, stop_process
 from test_helm import render, tenant_values
 from test_kubectl import install
 
-OPERATOR = os.environ.get("EXPRESS_OPERATOR_BIN", str(ROOT / "target" / "debug" / "express-operator"))
 NAMESPACE = "tenant-acme"
 NODES = ["be", "fe1", "fe2", "fe3", "fe4"]
 
@@ -24,17 +21,9 @@ NODES = ["be", "fe1", "fe2", "fe3", "fe4"]
 @pytest.fixture
 def operator(sim, tmp_path):
     install(sim)
-    log = open(tmp_path / "operator.log", "w")
-    process = subprocess.Popen(
-        [OPERATOR, "run", "--metrics-addr", "127.0.0.1:0", "--operator-namespace", "express-system"],
-        env={**os.environ, "KUBECONFIG": str(sim.kubeconfig), "RUST_LOG": "info"},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    process = start_operator(sim, tmp_path / "operator.log", leader_elect=False)
     yield process
-    process.terminate()
-    process.wait(timeout=10)
-    log.close()
+    stop_process(process)
 
 
 class PodCreations:
