@@ -83,7 +83,7 @@ fn dash(text: &str) -> String {
 }
 
 /// The first 10 characters of a revision hash: enough to tell revisions apart in a table.
-fn short(revision: Option<&str>) -> String {
+pub(crate) fn short(revision: Option<&str>) -> String {
     revision.map_or_else(|| "-".into(), |r| r.chars().take(10).collect())
 }
 

@@ -26,10 +26,7 @@ fn age(now: Timestamp, then: Option<Timestamp>) -> Option<String> {
     then.map(|then| express_triage::age(seconds_since(now, then)))
 }
 
-/// The first 10 characters of a revision, as the CLI shows them.
-pub fn short(revision: Option<&str>) -> String {
-    revision.map_or_else(|| "-".into(), |r| r.chars().take(10).collect())
-}
+use crate::view::short;
 
 /// How the fleet page is sorted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
