@@ -211,17 +211,18 @@ impl Objects {
     /// The objects split by namespace, in one pass: a fleet-wide reader then looks each
     /// tenant up among its namespace's objects instead of the whole fleet's.
     pub fn by_namespace(&self) -> BTreeMap<String, Objects> {
-        fn sort<K: Resource>(
-            groups: &mut BTreeMap<String, Objects>,
-            objects: &[Arc<K>],
+        fn sort<'a, K: Resource>(
+            groups: &mut BTreeMap<&'a str, Objects>,
+            objects: &'a [Arc<K>],
             field: fn(&mut Objects) -> &mut Vec<Arc<K>>,
         ) {
             for object in objects {
-                let namespace = object.meta().namespace.clone().unwrap_or_default();
+                let namespace = object.meta().namespace.as_deref().unwrap_or_default();
                 field(groups.entry(namespace).or_default()).push(object.clone());
             }
         }
-        let mut groups = BTreeMap::new();
+        // Grouped under borrowed names: one String per namespace, not one per object.
+        let mut groups: BTreeMap<&str, Objects> = BTreeMap::new();
         sort(&mut groups, &self.clusters, |o| &mut o.clusters);
         sort(&mut groups, &self.backends, |o| &mut o.backends);
         sort(&mut groups, &self.frontends, |o| &mut o.frontends);
@@ -229,7 +230,7 @@ impl Objects {
         sort(&mut groups, &self.config_maps, |o| &mut o.config_maps);
         sort(&mut groups, &self.revisions, |o| &mut o.revisions);
         for bad in &self.undecodable {
-            let namespace = bad.namespace.clone().unwrap_or_default();
+            let namespace = bad.namespace.as_deref().unwrap_or_default();
             groups
                 .entry(namespace)
                 .or_default()
@@ -237,6 +238,34 @@ impl Objects {
                 .push(bad.clone());
         }
         groups
+            .into_iter()
+            .map(|(namespace, group)| (namespace.to_owned(), group))
+            .collect()
+    }
+
+    /// The objects of one namespace.
+    pub fn in_namespace(&self, namespace: &str) -> Objects {
+        fn keep<K: Resource>(objects: &[Arc<K>], namespace: &str) -> Vec<Arc<K>> {
+            objects
+                .iter()
+                .filter(|o| in_namespace(&***o, namespace))
+                .cloned()
+                .collect()
+        }
+        Objects {
+            clusters: keep(&self.clusters, namespace),
+            backends: keep(&self.backends, namespace),
+            frontends: keep(&self.frontends, namespace),
+            pods: keep(&self.pods, namespace),
+            config_maps: keep(&self.config_maps, namespace),
+            revisions: keep(&self.revisions, namespace),
+            undecodable: self
+                .undecodable
+                .iter()
+                .filter(|b| b.namespace.as_deref() == Some(namespace))
+                .cloned()
+                .collect(),
+        }
     }
 
     /// Every Backend, then every Frontend.

@@ -546,6 +546,17 @@ fn rollout_control(cluster: &ExpressCluster) -> RolloutControl {
     }
 }
 
+/// The pause in force for Express cluster `cluster_name` of `namespace`, without building its
+/// snapshot (a fleet listing needs this column for every tenant, and nothing else a snapshot
+/// computes).
+pub fn pause_of(inventory: &Inventory<'_>, namespace: &str, cluster_name: &str) -> Option<Pause> {
+    pause_in_force(
+        inventory,
+        namespace,
+        inventory.objects.express_cluster(namespace, cluster_name),
+    )
+}
+
 /// The widest pause in force for a cluster: operator-wide, then namespace, then the cluster.
 fn pause_in_force(
     inventory: &Inventory<'_>,

@@ -4,11 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use express_api::rings;
 use express_api::{ChangeState, ClusterPhase, ExpressCluster, NodePhase};
-use express_planner::observe::snapshot_of;
-use k8s_openapi::api::core::v1::Pod;
+use express_planner::observe::{pause_of, snapshot_of};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt as _;
 
 use crate::status::{Outcome, assess};
@@ -140,15 +141,21 @@ pub fn operator_version_cell(cluster: Option<&ExpressCluster>) -> String {
         .to_owned()
 }
 
-/// The objects split by namespace, each namespace also holding the operator-wide control
-/// ConfigMap (a pause of every cluster), so that a tenant can be read from its group alone.
-pub fn by_namespace(objects: &Objects, operator_namespace: &str) -> BTreeMap<String, Objects> {
-    let operator_wide: Vec<_> = objects
+/// The operator-wide control ConfigMap (a pause of every cluster), which every namespace's
+/// tenants read besides their own objects.
+fn operator_wide(objects: &Objects, operator_namespace: &str) -> Vec<Arc<ConfigMap>> {
+    objects
         .config_maps
         .iter()
         .filter(|c| c.metadata.namespace.as_deref() == Some(operator_namespace))
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// The objects split by namespace, each namespace also holding the operator-wide control
+/// ConfigMap, so that a tenant can be read from its group alone.
+pub fn by_namespace(objects: &Objects, operator_namespace: &str) -> BTreeMap<String, Objects> {
+    let operator_wide = operator_wide(objects, operator_namespace);
     let mut groups = objects.by_namespace();
     for (namespace, group) in &mut groups {
         if namespace != operator_namespace {
@@ -156,6 +163,17 @@ pub fn by_namespace(objects: &Objects, operator_namespace: &str) -> BTreeMap<Str
         }
     }
     groups
+}
+
+/// One namespace's objects, with the operator-wide control ConfigMap (see [`by_namespace`]).
+pub fn namespace_objects(objects: &Objects, operator_namespace: &str, namespace: &str) -> Objects {
+    let mut group = objects.in_namespace(namespace);
+    if namespace != operator_namespace {
+        group
+            .config_maps
+            .extend(operator_wide(objects, operator_namespace));
+    }
+    group
 }
 
 /// One row per Express cluster found, sorted by namespace and cluster.
@@ -182,8 +200,7 @@ fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
                 .filter(|n| n.status().and_then(|s| s.ready) == Some(true))
                 .count();
             let up = nodes.iter().filter(|n| n.spec().up).count();
-            let paused = snapshot_of(&inventory, &namespace, &cluster)
-                .and_then(|s| s.pause)
+            let paused = pause_of(&inventory, &namespace, &cluster)
                 .map_or_else(|| "-".into(), |p| p.summary());
             let line = assess(express_cluster, &nodes);
             ListRow {

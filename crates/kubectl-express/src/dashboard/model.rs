@@ -29,7 +29,7 @@ fn age(now: Timestamp, then: Option<Timestamp>) -> Option<String> {
 use crate::view::short;
 
 /// How the fleet page is sorted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SortKey {
     #[default]
@@ -61,7 +61,7 @@ impl SortKey {
 }
 
 /// The fleet page's filter and sort, from its query string.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, Serialize)]
 pub struct FleetQuery {
     /// Only this namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -429,7 +429,7 @@ pub fn tenant(
     events: &[Arc<Event>],
     now: Timestamp,
 ) -> Option<TenantView> {
-    let group = view::by_namespace(objects, operator_namespace).remove(namespace)?;
+    let group = view::namespace_objects(objects, operator_namespace, namespace);
     if !group
         .cluster_keys()
         .contains(&ClusterKey::new(namespace, cluster))

@@ -11,10 +11,11 @@
 //! our pages (`Origin` and `Sec-Fetch-Site` when the browser sends them) and carry the token
 //! bound to the pages of this server; `--read-only` refuses every POST.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -68,7 +69,21 @@ struct Shared {
     /// Bumped on every change the watches see and every new doctor report.
     changes: watch::Receiver<u64>,
     doctor: RwLock<Option<DoctorBanner>>,
+    /// The last fleet update rendered for each query, with the change it was rendered at and
+    /// when: pages showing the same view share one render per change (at 1,000 tenants a
+    /// render is about 60 ms).
+    fleet_updates: Mutex<HashMap<FleetQuery, FleetUpdate>>,
 }
+
+struct FleetUpdate {
+    change: u64,
+    at: Instant,
+    data: Arc<String>,
+}
+
+/// Queries whose last render is kept; more are dropped all at once (a view nobody watches
+/// costs nothing to render again).
+const FLEET_UPDATES_KEPT: usize = 32;
 
 type AppState = Arc<Shared>;
 
@@ -97,6 +112,33 @@ impl Shared {
             self.doctor(),
             Timestamp::now(),
         )
+    }
+
+    /// The fleet page's live update for `query`: rendered once per change (or, for its ages,
+    /// once per [`REFRESH`]) whoever asks.
+    fn fleet_update(&self, query: &FleetQuery) -> Arc<String> {
+        let change = *self.changes.borrow();
+        let fresh = |u: &FleetUpdate| u.change == change && u.at.elapsed() < REFRESH / 2;
+        if let Ok(updates) = self.fleet_updates.lock()
+            && let Some(update) = updates.get(query).filter(|u| fresh(u))
+        {
+            return update.data.clone();
+        }
+        let data = Arc::new(update(pages::fleet_parts(&self.fleet(query))));
+        if let Ok(mut updates) = self.fleet_updates.lock() {
+            if updates.len() >= FLEET_UPDATES_KEPT {
+                updates.clear();
+            }
+            updates.insert(
+                query.clone(),
+                FleetUpdate {
+                    change,
+                    at: Instant::now(),
+                    data: data.clone(),
+                },
+            );
+        }
+        data
     }
 
     fn tenant(
@@ -174,6 +216,7 @@ pub async fn serve(
         stores: watched.stores(),
         changes,
         doctor: RwLock::new(None),
+        fleet_updates: Mutex::new(HashMap::new()),
         token: new_token(),
         settings,
     });
@@ -427,7 +470,7 @@ async fn fleet_stream(State(shared): State<AppState>, Query(query): Query<FleetQ
     let changes = shared.changes.clone();
     // The first update goes out at once: the page may be older than the stream.
     let stream = futures::stream::unfold(
-        (shared, changes, String::new(), true),
+        (shared, changes, Arc::new(String::new()), true),
         move |(shared, mut changes, last, first)| {
             let query = query.clone();
             async move {
@@ -437,9 +480,9 @@ async fn fleet_stream(State(shared): State<AppState>, Query(query): Query<FleetQ
                         return None;
                     }
                     first = false;
-                    let data = update(pages::fleet_parts(&shared.fleet(&query)));
+                    let data = shared.fleet_update(&query);
                     if data != last {
-                        let event = SseEvent::default().event("update").data(data.clone());
+                        let event = SseEvent::default().event("update").data(data.as_str());
                         return Some((event, (shared, changes, data, false)));
                     }
                 }

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> ExitCode {
         .report("dashboard");
     }
     let connect = args.connect.clone();
-    super::live("dashboard", &connect, |c| async move {
+    super::live_serving("dashboard", &connect, |c| async move {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .map_err(|e| Exit::failure(format!("cannot listen on {}: {e}", args.addr)))?;

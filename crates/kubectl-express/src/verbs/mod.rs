@@ -40,13 +40,42 @@ fn block_on(
     cannot_start: fn(String) -> Exit,
     work: impl Future<Output = Result<ExitCode, Exit>>,
 ) -> ExitCode {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    run_on(
+        tokio::runtime::Builder::new_current_thread(),
+        verb,
+        cannot_start,
+        work,
+    )
+}
+
+fn run_on(
+    mut builder: tokio::runtime::Builder,
+    verb: &str,
+    cannot_start: fn(String) -> Exit,
+    work: impl Future<Output = Result<ExitCode, Exit>>,
+) -> ExitCode {
+    match builder.enable_all().build() {
         Ok(runtime) => exit::finish(verb, runtime.block_on(work)),
         Err(err) => cannot_start(format!("cannot start: {err}")).report(verb),
     }
+}
+
+/// [`live`] on a runtime with a thread per core: for a verb that serves (the dashboard), so that
+/// rendering one page does not hold up the others and the watches.
+pub fn live_serving<F, Fut>(verb: &str, connect: &ConnectArgs, run: F) -> ExitCode
+where
+    F: FnOnce(Connection) -> Fut,
+    Fut: Future<Output = Result<ExitCode, Exit>>,
+{
+    run_on(
+        tokio::runtime::Builder::new_multi_thread(),
+        verb,
+        Exit::failure,
+        async {
+            let connection = connect.connect().await.map_err(Exit::failure)?;
+            run(connection).await
+        },
+    )
 }
 
 /// Runs a live verb: connects (a connection failure exits 1), then runs it.
