@@ -59,10 +59,12 @@ pub(super) async fn act(env: &Env<'_>) -> Result<(), Error> {
         match result {
             Ok(created) => {
                 let waited_for = &env.plan.node(action.node).prerequisites;
-                let notice =
-                    events::pod_operation(action, observation, waited_for, created.as_deref());
+                let created = created.as_deref();
+                let notice = events::pod_operation(action, observation, waited_for, created);
                 info!(node = %action.name, action = label, rollback = action.source.kept_revision().is_some(), "{}", notice.note);
-                env.publish_on_node(action.node, notice).await;
+                if events::has_own_event(action.operation, created) {
+                    env.publish_on_node(action.node, notice).await;
+                }
             }
             Err(err) => {
                 env.publish_on_node(action.node, events::action_failed(action, &err))

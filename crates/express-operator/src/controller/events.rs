@@ -56,6 +56,16 @@ pub(super) fn action_label(operation: Operation) -> &'static str {
     }
 }
 
+/// Whether a pod operation gets an event of its own. One event per node change: a
+/// replacement is told when it starts (which pod, from which revision to which, after what),
+/// and its second half, creating the new pod once the old one is gone, has none. At fleet scale
+/// an event is a write to the API server like any other; the node's status records when the
+/// change finished, and the log and `express_operator_actions_total{action="finish_replacement"}`
+/// count the creation.
+pub(super) fn has_own_event(operation: Operation, created: Option<&str>) -> bool {
+    !(operation == Operation::FinishReplacement && created.is_some())
+}
+
 /// A pod operation done. `created` is the revision of a pod just created; `waited_for` the
 /// prerequisites the change waited for. Every step of a rollback is RollingBack, whichever
 /// operation it is.
@@ -91,7 +101,9 @@ pub(super) fn pod_operation(
             let to = action.pod_revision(observation).unwrap_or_default();
             (
                 upgrading,
-                format!("replacing pod {name} (revision {from} -> {to}){waited}"),
+                format!(
+                    "replacing pod {name} (revision {from} -> {to}){waited}: deleting it, then creating it on {to} once it is gone"
+                ),
             )
         }
         (Operation::ResumeReplacement, _) => (
@@ -357,5 +369,29 @@ pub(super) async fn publish(
     };
     if let Err(err) = ctx.recorder.publish(&event, &reference).await {
         warn!(error = %err, reason = notice.reason, "cannot publish event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_change_is_one_event_and_every_other_operation_has_its_own() {
+        // The replacement's new pod: told with the replacement that started it.
+        assert!(!has_own_event(Operation::FinishReplacement, Some("r2")));
+        // Without a created revision it is not a finished creation: say it.
+        assert!(has_own_event(Operation::FinishReplacement, None));
+        for operation in [
+            Operation::CreatePod,
+            Operation::ReplacePod,
+            Operation::ResumeReplacement,
+            Operation::RemovePod,
+            Operation::DeleteEndedPod,
+            Operation::DeleteForBounce,
+            Operation::CreateForBounce,
+        ] {
+            assert!(has_own_event(operation, Some("r2")), "{operation:?}");
+        }
     }
 }
