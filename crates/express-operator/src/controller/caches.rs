@@ -206,7 +206,10 @@ pub struct Caches {
     pub backends: Scoped<Backend>,
     pub frontends: Scoped<Frontend>,
     pub pods: Scoped<Pod>,
+    /// The namespaces' control ConfigMaps (`express-control`), watched by name.
     pub controls: Scoped<ConfigMap>,
+    /// The operator-wide one (`express-operator-control` in the operator's namespace).
+    pub operator_control: Scoped<ConfigMap>,
     pub revisions: Scoped<ControllerRevision>,
 }
 
@@ -386,17 +389,16 @@ impl WrittenPods {
 
 impl Caches {
     /// What the caches hold of a namespace (None: of every namespace), with the operator-wide
-    /// control ConfigMap from `operator_namespace` among the controls.
-    pub(super) fn objects(&self, namespace: Option<&str>, operator_namespace: &str) -> Objects {
+    /// control ConfigMap among the controls.
+    pub(super) fn objects(&self, namespace: Option<&str>) -> Objects {
         let mut config_maps = self.controls.in_namespace(namespace);
-        if namespace.is_some_and(|ns| ns != operator_namespace) {
-            config_maps.extend(self.controls.in_namespace(Some(operator_namespace)));
-        }
+        config_maps.extend(self.operator_control.in_namespace(None));
         let mut undecodable = self.clusters.undecodable(namespace);
         undecodable.extend(self.backends.undecodable(namespace));
         undecodable.extend(self.frontends.undecodable(namespace));
         undecodable.extend(self.pods.undecodable(namespace));
         undecodable.extend(self.controls.undecodable(namespace));
+        undecodable.extend(self.operator_control.undecodable(namespace));
         undecodable.extend(self.revisions.undecodable(namespace));
         Objects {
             clusters: self.clusters.in_namespace(namespace),

@@ -166,38 +166,44 @@ pub async fn run(
         &mut tasks,
     );
     // Control ConfigMaps pause whole namespaces (or everything): every cluster there is affected.
-    let operator_namespace = settings.operator_namespace.clone();
+    // Each is watched by its name, so that no other ConfigMap of the cluster (a certificate
+    // bundle in every namespace, a 50 KB dashboard) is cached or can cost a tenant anything.
     let context_for_controls = all_keys.clone();
-    let mut control_scopes = scopes.clone();
-    if !control_scopes.contains(&None)
-        && !control_scopes.contains(&Some(operator_namespace.clone()))
-    {
-        control_scopes.push(Some(operator_namespace.clone()));
-    }
     let controls = cache::<ConfigMap, _>(
         &client,
-        &control_scopes,
-        Selection::whole(watcher::Config::default()),
+        &scopes,
+        Selection::whole(
+            watcher::Config::default()
+                .fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
+        ),
         move |cm| {
             let Some(ctx) = context_for_controls.get() else {
                 return Vec::new();
             };
             let namespace = cm.metadata.namespace.as_deref().unwrap_or("");
-            match cm.metadata.name.as_deref() {
-                Some(CONTROL_CONFIGMAP_NAMESPACE) => {
-                    ctx.caches.keys(Some(namespace)).into_iter().collect()
-                }
-                Some(CONTROL_CONFIGMAP_GLOBAL) if namespace == operator_namespace => {
-                    ctx.caches.keys(None).into_iter().collect()
-                }
-                _ => Vec::new(),
-            }
+            ctx.caches.keys(Some(namespace)).into_iter().collect()
         },
         triggers.clone(),
         &metrics,
         &mut tasks,
     );
-
+    let context_for_operator_control = all_keys.clone();
+    let operator_control = cache::<ConfigMap, _>(
+        &client,
+        &[Some(settings.operator_namespace.clone())],
+        Selection::whole(
+            watcher::Config::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_GLOBAL}")),
+        ),
+        move |_| {
+            let Some(ctx) = context_for_operator_control.get() else {
+                return Vec::new();
+            };
+            ctx.caches.keys(None).into_iter().collect()
+        },
+        triggers.clone(),
+        &metrics,
+        &mut tasks,
+    );
     let revisions = cache::<ControllerRevision, _>(
         &client,
         &scopes,
@@ -226,6 +232,7 @@ pub async fn run(
             frontends,
             pods,
             controls,
+            operator_control,
             revisions,
         },
         recorder,
@@ -242,6 +249,7 @@ pub async fn run(
     caches.frontends.wait_until_ready().await;
     caches.pods.wait_until_ready().await;
     caches.controls.wait_until_ready().await;
+    caches.operator_control.wait_until_ready().await;
     caches.revisions.wait_until_ready().await;
     metrics.set_ready();
     info!(ring = %context.settings.ring, "caches synced; reconciling");
@@ -279,9 +287,7 @@ pub async fn run(
             let mut every = tokio::time::interval(context.settings.fleet_metrics_every);
             loop {
                 every.tick().await;
-                let objects = context
-                    .caches
-                    .objects(None, &context.settings.operator_namespace);
+                let objects = context.caches.objects(None);
                 let mut tenants = express_triage::observe::tenants(&objects, |_| None);
                 // Each ring's operator reports its own ring's tenants, so that rings add up.
                 tenants.retain(|t| t.ring == context.settings.ring);

@@ -38,9 +38,7 @@ impl Observed {
 pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
     // How far the pod cache had caught up, read before the pods: they are at least as new.
     let pods_synced = ctx.caches.pods.synced(&key.namespace);
-    let mut objects = ctx
-        .caches
-        .objects(Some(&key.namespace), &ctx.settings.operator_namespace);
+    let mut objects = ctx.caches.objects(Some(&key.namespace));
     objects
         .clusters
         .iter_mut()
