@@ -20,6 +20,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from conftest import KUBECTL_EXPRESS, ROOT, eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
 from test_kubectl import install
@@ -226,8 +227,11 @@ def test_an_upgrade_started_with_kubectl_shows_live_without_a_reload(world, dash
 
 
 def click_action(browser, path_suffix):
-    button = browser.find_element(By.CSS_SELECTOR, f'button.action[data-url$="{path_suffix}"]')
-    button.click()
+    # Clicked in one script: a live update may replace the button between finding and clicking.
+    clicked = browser.execute_script(
+        "const b = document.querySelector(arguments[0]); if (b) { b.click(); } return !!b;",
+        f'button.action[data-url$="{path_suffix}"]')
+    assert clicked, f"no button for {path_suffix}"
     dialog = browser.find_element(By.ID, "confirm")
     eventually(lambda: dialog.get_attribute("open") is not None, what="the confirmation")
     return dialog
@@ -260,6 +264,14 @@ def test_pause_through_the_button_and_its_confirmation(world, dashboard, browser
     click_action(browser, "/api/tenants/team-b/shop/actions/resume")
     browser.find_element(By.ID, "confirm-ok").click()
     eventually(lambda: not paused(sim, "team-b"), what="resumed in the API")
+    # Escape after an earlier confirmation confirms nothing.
+    eventually(lambda: read(browser, 'button.action[data-url$="/actions/pause"][data-body*="cluster"]', "data-url"),
+               timeout=20, what="a Pause button again")
+    dialog = click_action(browser, "/api/tenants/team-b/shop/actions/pause")
+    dialog.send_keys(Keys.ESCAPE)
+    eventually(lambda: dialog.get_attribute("open") is None, what="the dialog closed by Escape")
+    time.sleep(1)
+    assert not paused(sim, "team-b")
 
 
 def test_a_post_without_the_pages_token_is_refused(world, dashboard, browser):
@@ -287,6 +299,9 @@ def test_a_post_without_the_pages_token_is_refused(world, dashboard, browser):
                                     headers={"X-Express-Token": token})
     assert status == 200 and not paused(sim, "team-c")
     # Bad requests say why and change nothing.
+    status, answer = dashboard.post("/api/tenants/team-c/shop/actions/abort", {"scope": "namespace"},
+                                    headers={"X-Express-Token": token})
+    assert status == 400 and "scope" in answer["error"]
     status, answer = dashboard.post("/api/tenants/team-c/shop/actions/explode", headers={"X-Express-Token": token})
     assert status == 404 and "expected pause" in answer["error"]
     status, answer = dashboard.post("/api/tenants/team-c/nope/actions/pause", headers={"X-Express-Token": token})
@@ -324,14 +339,22 @@ def test_a_dropped_connection_is_said_and_the_page_reconnects(world, browser):
     eventually(lambda: not browser.execute_script("return document.getElementById('connection').hidden"),
                what="the page saying the connection is lost")
     assert "offline" in browser.execute_script("return document.body.className")
-    # The same address again: the page reconnects by itself and updates flow.
+    # The same address again: the page reconnects by itself, sees another process and
+    # reloads (its token was the old process's), and updates flow.
+    browser.execute_script("window.sameDocument = 'yes'")
     second = Dashboard(sim, directory, addr=first.host)
     try:
-        before = int(browser.execute_script("return document.body.dataset.updates"))
+        eventually(lambda: browser.execute_script("return window.sameDocument") is None,
+                   timeout=15, what="the page reloaded from the new process")
         eventually(lambda: browser.execute_script("return document.getElementById('connection').hidden"),
-                   timeout=15, what="the page reconnected")
-        eventually(lambda: int(browser.execute_script("return document.body.dataset.updates")) > before,
+                   timeout=15, what="the page connected")
+        eventually(lambda: int(browser.execute_script("return document.body.dataset.updates || '0'")) > 0,
                    what="an update after reconnecting")
         assert browser.execute_script("return window.location.pathname") == "/tenants/team-a/shop"
+        # Its actions work again: the page holds the new process's token.
+        token = browser.find_element(By.CSS_SELECTOR, 'meta[name="express-token"]').get_attribute("content")
+        status, _ = second.post("/api/tenants/team-a/shop/actions/resume", {"scope": "cluster"},
+                                headers={"X-Express-Token": token})
+        assert status == 200
     finally:
         second.stop()

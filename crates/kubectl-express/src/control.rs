@@ -87,6 +87,7 @@ fn managed_by(cluster: &ExpressCluster) -> Option<String> {
 
 /// What an action did, in the words the CLI prints and the dashboard shows.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Done {
     /// What was written (stdout for the CLI).
     pub message: String,

@@ -129,6 +129,9 @@ pub struct Stores {
     frontends: Store<Lenient<Frontend>>,
     pods: Store<Lenient<Pod>>,
     config_maps: Vec<Store<Lenient<ConfigMap>>>,
+    /// The operator-wide control ConfigMap: read when the user may, but never waited for (a
+    /// user limited to tenant namespaces cannot watch the operator's namespace).
+    operator_control: Option<Store<Lenient<ConfigMap>>>,
 }
 
 type Changes = Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>;
@@ -169,7 +172,8 @@ impl Watched {
             Api::namespaced(client.clone(), operator_namespace),
             watcher::Config::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_GLOBAL}")),
         );
-        stores.config_maps = vec![local, global];
+        stores.config_maps = vec![local];
+        stores.operator_control = Some(global);
         changes.extend([l.boxed(), g.boxed()]);
         Watched {
             stores,
@@ -191,6 +195,7 @@ impl Watched {
             frontends,
             pods,
             config_maps: Vec::new(),
+            operator_control: None,
         };
         (stores, vec![c.boxed(), b.boxed(), f.boxed(), p.boxed()])
     }
@@ -244,7 +249,7 @@ impl Stores {
     pub fn objects(&self) -> Objects {
         let mut bad = Vec::new();
         let mut config_maps = Vec::new();
-        for store in &self.config_maps {
+        for store in self.config_maps.iter().chain(&self.operator_control) {
             config_maps.extend(decoded(store, &mut bad));
         }
         Objects {

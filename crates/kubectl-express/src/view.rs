@@ -88,7 +88,6 @@ pub(crate) fn short(revision: Option<&str>) -> String {
     revision.map_or_else(|| "-".into(), |r| r.chars().take(10).collect())
 }
 
-/// A pause in a few words: its scope, and the reason if given ("namespace: freeze").
 /// One line of `list` (and of the dashboard's fleet page and `/api/tenants`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -97,6 +96,9 @@ pub struct ListRow {
     pub cluster: String,
     pub phase: String,
     pub rollout: String,
+    /// The rollout's completed/order (or nodes on their revision / up, between rollouts). The
+    /// dashboard shows its own measure (nodes on their revision / up) and sends that instead.
+    #[serde(skip)]
     pub progress: String,
     pub current: String,
     pub ready: String,
@@ -217,9 +219,7 @@ fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
                         "{}/{up}",
                         nodes
                             .iter()
-                            .filter(|n| n.spec().up
-                                && n.status().is_some_and(|s| s.desired_revision.is_some()
-                                    && s.desired_revision == s.running_revision))
+                            .filter(|n| n.spec().up && on_desired_revision(n))
                             .count()
                     ),
                 },
@@ -233,6 +233,12 @@ fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
             }
         })
         .collect()
+}
+
+/// Whether a node's pod runs its desired revision, as its status says.
+pub(crate) fn on_desired_revision(node: &NodeRef<'_>) -> bool {
+    node.status()
+        .is_some_and(|s| s.desired_revision.is_some() && s.desired_revision == s.running_revision)
 }
 
 /// Columns padded to their widest cell.

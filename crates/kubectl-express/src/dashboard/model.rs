@@ -3,7 +3,7 @@
 //! these, and `/api/...` serves them as they are, so a tool reading the API sees what a person
 //! sees.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use express_api::{ClusterKey, NodeRef, Objects};
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::layout::{self, Layout};
 use crate::graph;
-use crate::view::{self, ListRow};
+use crate::view::{self, ListRow, short};
 
 /// Seconds from `then` to `now` (0 when `then` is in the future).
 fn seconds_since(now: Timestamp, then: Timestamp) -> i64 {
@@ -25,8 +25,6 @@ fn seconds_since(now: Timestamp, then: Timestamp) -> i64 {
 fn age(now: Timestamp, then: Option<Timestamp>) -> Option<String> {
     then.map(|then| express_triage::age(seconds_since(now, then)))
 }
-
-use crate::view::short;
 
 /// How the fleet page is sorted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, Serialize)]
@@ -259,18 +257,13 @@ fn tenant_row(list: ListRow, group: &Objects, nodes: &[NodeRef<'_>], now: Timest
         .filter_map(|n| n.status()?.running_version.clone())
         .collect();
     TenantRow {
-        up_to_date: up.iter().filter(|n| up_to_date(n)).count(),
+        up_to_date: up.iter().filter(|n| view::on_desired_revision(n)).count(),
         up: up.len(),
         versions: versions.into_iter().collect(),
         rollout_age: age(now, since),
         rollout_age_seconds: since.map(|t| seconds_since(now, t)),
         list,
     }
-}
-
-fn up_to_date(node: &NodeRef<'_>) -> bool {
-    node.status()
-        .is_some_and(|s| s.desired_revision.is_some() && s.desired_revision == s.running_revision)
 }
 
 /// One node in the tenant page's table, in upgrade order.
@@ -668,16 +661,16 @@ fn tenant_events(
     cluster: &str,
     now: Timestamp,
 ) -> Vec<EventRow> {
-    let mut names: BTreeMap<&str, ()> = BTreeMap::new();
+    let mut names: BTreeSet<&str> = BTreeSet::new();
     if let Some(name) = group
         .express_cluster(namespace, cluster)
         .and_then(|c| c.metadata.name.as_deref())
     {
-        names.insert(name, ());
+        names.insert(name);
     }
     for node in group.nodes_of(namespace, cluster) {
         // A node's pod is named after it.
-        names.insert(node.name(), ());
+        names.insert(node.name());
     }
     let mut rows: Vec<EventRow> = events
         .iter()
@@ -685,7 +678,7 @@ fn tenant_events(
         .filter_map(|event| {
             let regarding = event.regarding.as_ref()?;
             let name = regarding.name.as_deref()?;
-            if !names.contains_key(name) {
+            if !names.contains(name) {
                 return None;
             }
             let seen = event

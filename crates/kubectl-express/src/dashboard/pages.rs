@@ -15,6 +15,8 @@ pub struct Chrome<'a> {
     pub read_only: bool,
     /// What the dashboard watches: "namespace tenant-a" or "every namespace".
     pub scope: &'a str,
+    /// The serving process (see the live stream's `hello`).
+    pub instance: &'a str,
 }
 
 fn page(chrome: &Chrome<'_>, title: &str, stream: &str, body: Markup) -> Markup {
@@ -29,7 +31,7 @@ fn page(chrome: &Chrome<'_>, title: &str, stream: &str, body: Markup) -> Markup 
                 link rel="stylesheet" href="/assets/dashboard.css";
                 script src="/assets/dashboard.js" defer {}
             }
-            body data-stream=(stream) {
+            body data-stream=(stream) data-instance=(chrome.instance) {
                 header {
                     a href="/" class="brand" { "Express" }
                     span class="scope" { (chrome.scope) }
@@ -178,9 +180,9 @@ fn tenant_rows(view: &FleetView) -> Markup {
 }
 
 fn progress(row: &TenantRow) -> Markup {
-    let percent = (row.up_to_date * 100).checked_div(row.up).unwrap_or(100);
+    // A meter rather than a styled bar: the pages carry no inline style, so the CSP forbids it.
     html! {
-        span class="bar" { span style=(format!("width:{percent}%")) {} }
+        meter class="bar" min="0" max=(row.up.max(1)) value=(row.up_to_date) {}
         " " (row.progress())
     }
 }
@@ -227,7 +229,7 @@ pub fn tenant_page(chrome: &Chrome<'_>, view: &TenantView) -> Markup {
         h2 { "Rollout history" }
         section id="history" { (history(view)) }
         h2 { "Events" }
-        section id="events" { (events(view)) }
+        section id=(EVENTS_PART) { (events(view)) }
     };
     page(
         chrome,
@@ -241,10 +243,14 @@ pub fn tenant_page(chrome: &Chrome<'_>, view: &TenantView) -> Markup {
 pub fn tenant_parts(view: &TenantView, read_only: bool) -> Vec<(&'static str, String)> {
     let mut parts = vec![
         ("summary", summary(view).into_string()),
-        ("graph", graphs(view).into_string()),
+        (UPGRADE_GRAPH_PART, upgrade_graph(view).into_string()),
+        (
+            PROVISIONING_GRAPH_PART,
+            provisioning_graph(view).into_string(),
+        ),
         ("nodes", node_rows(view, read_only).into_string()),
         ("history", history(view).into_string()),
-        ("events", events(view).into_string()),
+        (EVENTS_PART, events(view).into_string()),
     ];
     if !read_only {
         parts.push(("actions", tenant_actions(view).into_string()));
@@ -320,15 +326,30 @@ fn tenant_actions(view: &TenantView) -> Markup {
     }
 }
 
+/// The element ids of the parts a live update may carry, besides the page's sections.
+pub const UPGRADE_GRAPH_PART: &str = "upgrade-graph-view";
+pub const PROVISIONING_GRAPH_PART: &str = "provisioning-graph-view";
+pub const EVENTS_PART: &str = "events";
+
+fn upgrade_graph(view: &TenantView) -> Markup {
+    svg::render(&view.upgrade_graph, "upgrade-graph")
+}
+
+fn provisioning_graph(view: &TenantView) -> Markup {
+    svg::render(&view.provisioning_graph, "provisioning-graph")
+}
+
+/// The graphs' frames stay put across live updates (only the drawings inside are replaced),
+/// so a reader scrolled along a wide graph, or with the provisioning order open, keeps it.
 fn graphs(view: &TenantView) -> Markup {
     html! {
         figure {
             figcaption { "Upgrade order: who waits for whom when pods are replaced" }
-            div class="scroll" { (svg::render(&view.upgrade_graph, "upgrade-graph")) }
+            div class="scroll" id=(UPGRADE_GRAPH_PART) { (upgrade_graph(view)) }
         }
         details {
             summary { "Provisioning order: who waits for whom when pods are created" }
-            div class="scroll" { (svg::render(&view.provisioning_graph, "provisioning-graph")) }
+            div class="scroll" id=(PROVISIONING_GRAPH_PART) { (provisioning_graph(view)) }
         }
         p class="key" {
             span class="key-edge default" { "default" } " "

@@ -2,9 +2,9 @@
 //! events) and the actions, behind one guard.
 //!
 //! What it reads comes from watches (reflector stores of the Express objects, pods and control
-//! ConfigMaps, started once), so a page costs no API request; a tenant page's events come from
-//! a watch of its namespace's events for as long as the page is open. The doctor's banner is
-//! recomputed every [`DOCTOR_EVERY`].
+//! ConfigMaps, started once), so a fleet page costs no API request; a tenant page lists its
+//! namespace's events once, and its live stream watches them for as long as the page is open.
+//! The doctor's banner is recomputed every [`DOCTOR_EVERY`].
 //!
 //! The guard (DESIGN section 11): every request must name an allowed `Host` (a DNS-rebinding
 //! page cannot reach a loopback server under its own name); every POST must come from one of
@@ -26,7 +26,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use express_api::{ClusterKey, Objects};
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -68,6 +68,9 @@ struct Shared {
     stores: live::Stores,
     /// Bumped on every change the watches see and every new doctor report.
     changes: watch::Receiver<u64>,
+    /// Tells this process from the one before it: a page whose stream reconnects to another
+    /// process reloads, since its token and its view are the old process's.
+    instance: String,
     doctor: RwLock<Option<DoctorBanner>>,
     /// The last fleet update rendered for each query, with the change it was rendered at and
     /// when: pages showing the same view share one render per change (at 1,000 tenants a
@@ -93,6 +96,7 @@ impl Shared {
             token: &self.token,
             read_only: self.settings.read_only,
             scope: &self.scope,
+            instance: &self.instance,
         }
     }
 
@@ -217,6 +221,7 @@ pub async fn serve(
         changes,
         doctor: RwLock::new(None),
         fleet_updates: Mutex::new(HashMap::new()),
+        instance: new_token(),
         token: new_token(),
         settings,
     });
@@ -363,7 +368,7 @@ async fn guard(State(shared): State<AppState>, request: Request, next: Next) -> 
     set(
         headers,
         header::CONTENT_SECURITY_POLICY,
-        "default-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'",
+        "default-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
     );
     set(headers, header::X_FRAME_OPTIONS, "DENY");
     set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
@@ -391,7 +396,12 @@ async fn tenant_page(
     State(shared): State<AppState>,
     Path((namespace, cluster)): Path<(String, String)>,
 ) -> Response {
-    let events = shared.events(&namespace).await;
+    // Only a tenant the watches know costs an API request.
+    let events = if shared.knows(&namespace, &cluster) {
+        shared.events(&namespace).await
+    } else {
+        Vec::new()
+    };
     match shared.tenant(&namespace, &cluster, &events) {
         Some(view) => {
             Html(pages::tenant_page(&shared.chrome(), &view).into_string()).into_response()
@@ -410,6 +420,9 @@ async fn tenant_json(
     State(shared): State<AppState>,
     Path((namespace, cluster)): Path<(String, String)>,
 ) -> Response {
+    if !shared.knows(&namespace, &cluster) {
+        return refuse(StatusCode::NOT_FOUND, &no_tenant(&namespace, &cluster));
+    }
     let events = shared.events(&namespace).await;
     match shared.tenant(&namespace, &cluster, &events) {
         Some(view) => axum::Json(view).into_response(),
@@ -461,13 +474,17 @@ type Updates = Sse<
     >,
 >;
 
-fn sse(stream: impl Stream<Item = SseEvent> + Send + 'static) -> Updates {
+/// A live stream: first `hello` with the server's instance, then the updates.
+fn sse(instance: &str, stream: impl Stream<Item = SseEvent> + Send + 'static) -> Updates {
+    let hello = SseEvent::default().event("hello").data(instance);
+    let stream = futures::stream::once(async move { hello }).chain(stream);
     Sse::new(stream.map(Ok).boxed()).keep_alive(KeepAlive::default())
 }
 
 async fn fleet_stream(State(shared): State<AppState>, Query(query): Query<FleetQuery>) -> Updates {
     let query = query.normalized();
     let changes = shared.changes.clone();
+    let instance = shared.instance.clone();
     // The first update goes out at once: the page may be older than the stream.
     let stream = futures::stream::unfold(
         (shared, changes, Arc::new(String::new()), true),
@@ -489,7 +506,7 @@ async fn fleet_stream(State(shared): State<AppState>, Query(query): Query<FleetQ
             }
         },
     );
-    sse(stream)
+    sse(&instance, stream)
 }
 
 async fn tenant_stream(
@@ -506,6 +523,7 @@ async fn tenant_stream(
     .map(|_| ())
     .boxed();
     let changes = shared.changes.clone();
+    let instance = shared.instance.clone();
     struct Follow {
         shared: AppState,
         changes: watch::Receiver<u64>,
@@ -514,6 +532,20 @@ async fn tenant_stream(
         last: String,
         first: bool,
         gone: bool,
+    }
+    impl Follow {
+        /// Takes every event the watch has ready, so that a relist of hundreds of events is
+        /// one wake-up, not one each.
+        fn drain_events(&mut self) {
+            while let Some(Some(())) = self.event_changes.next().now_or_never() {}
+        }
+
+        /// The events listed so far, or None until the watch has listed them once (the page
+        /// keeps the events it was served with until then).
+        fn events(&self) -> Option<Vec<Arc<Event>>> {
+            let mut ready = std::pin::pin!(self.events.wait_until_ready());
+            ready.as_mut().now_or_never().map(|_| self.events.state())
+        }
     }
     let follow = Follow {
         shared,
@@ -534,20 +566,29 @@ async fn tenant_stream(
                 if !follow.first {
                     tokio::select! {
                         more = next_change(&mut follow.changes) => if !more { return None; },
-                        Some(()) = follow.event_changes.next() => tokio::time::sleep(COALESCE).await,
+                        Some(()) = follow.event_changes.next() => {
+                            follow.drain_events();
+                            tokio::time::sleep(COALESCE).await;
+                        }
                     }
                 }
                 follow.first = false;
-                let events = follow.events.state();
+                follow.drain_events();
+                let events = follow.events();
                 let read_only = follow.shared.settings.read_only;
-                let Some(view) = follow.shared.tenant(&namespace, &cluster, &events) else {
+                let listed = events.as_deref().unwrap_or_default();
+                let Some(view) = follow.shared.tenant(&namespace, &cluster, listed) else {
                     follow.gone = true;
                     let event = SseEvent::default()
                         .event("gone")
                         .data(no_tenant(&namespace, &cluster));
                     return Some((event, follow));
                 };
-                let data = update(pages::tenant_parts(&view, read_only));
+                let mut parts = pages::tenant_parts(&view, read_only);
+                if events.is_none() {
+                    parts.retain(|(id, _)| *id != pages::EVENTS_PART);
+                }
+                let data = update(parts);
                 if data != follow.last {
                     follow.last = data.clone();
                     return Some((SseEvent::default().event("update").data(data), follow));
@@ -555,7 +596,7 @@ async fn tenant_stream(
             }
         }
     });
-    sse(stream)
+    sse(&instance, stream)
 }
 
 // ---- actions ----
@@ -574,6 +615,25 @@ struct ActionRequest {
     force: Option<bool>,
     /// bounce: how long each wait may take (e.g. 10m).
     timeout: Option<String>,
+}
+
+impl ActionRequest {
+    /// The fields the request gives.
+    fn given(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        for (name, set) in [
+            ("scope", self.scope.is_some()),
+            ("reason", self.reason.is_some()),
+            ("rollback", self.rollback.is_some()),
+            ("force", self.force.is_some()),
+            ("timeout", self.timeout.is_some()),
+        ] {
+            if set {
+                given.push(name);
+            }
+        }
+        given
+    }
 }
 
 fn parse_request(body: &Bytes) -> Result<ActionRequest, Box<Response>> {
@@ -613,6 +673,18 @@ async fn tenant_action(
     };
     if !shared.knows(&namespace, &cluster) {
         return refuse(StatusCode::NOT_FOUND, &no_tenant(&namespace, &cluster));
+    }
+    let takes: &[&str] = match action.as_str() {
+        "pause" => &["scope", "reason"],
+        "resume" => &["scope"],
+        "abort" => &["rollback"],
+        _ => &[],
+    };
+    if let Some(field) = request.given().into_iter().find(|f| !takes.contains(f)) {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            &format!("{action} does not take {field:?}"),
+        );
     }
     let client = &shared.client;
     let scope = match request.scope.as_deref() {
@@ -656,6 +728,16 @@ async fn bounce_action(
         Ok(request) => request,
         Err(refused) => return *refused,
     };
+    if let Some(field) = request
+        .given()
+        .into_iter()
+        .find(|f| !["force", "timeout"].contains(f))
+    {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            &format!("bounce does not take {field:?}"),
+        );
+    }
     let objects = shared.objects();
     let belongs = shared.in_scope(&namespace)
         && objects

@@ -55,6 +55,14 @@ pub fn allowed_hosts(address: SocketAddr, extra: &[String]) -> Vec<String> {
         };
         hosts.push(with_port);
     }
+    // Browsers leave the default port out of Host.
+    if port == 80 {
+        let bare: Vec<String> = hosts
+            .iter()
+            .filter_map(|h| h.strip_suffix(":80").map(str::to_owned))
+            .collect();
+        hosts.extend(bare);
+    }
     hosts
 }
 
@@ -81,9 +89,16 @@ pub fn run(args: Args) -> ExitCode {
             allowed_hosts: allowed_hosts(bound, &args.allowed_hosts),
         };
         let read_only = args.read_only;
-        server::serve(c.client, settings, listener, move |address| {
+        // The URL a browser may use: the address itself on loopback, else the first
+        // --allowed-host (a wildcard address is nobody's Host).
+        let url_host = settings
+            .allowed_hosts
+            .first()
+            .cloned()
+            .unwrap_or_else(|| bound.to_string());
+        server::serve(c.client, settings, listener, move |_| {
             println!(
-                "Express dashboard at http://{address}/{} (Ctrl-C stops it)",
+                "Express dashboard at http://{url_host}/{} (Ctrl-C stops it)",
                 if read_only { " (read-only)" } else { "" }
             );
         })
@@ -106,6 +121,11 @@ mod tests {
         assert_eq!(
             allowed_hosts(any, &["ops.example".into(), "ops.example:443".into()]),
             ["ops.example:3110", "ops.example:443"]
+        );
+        let http: SocketAddr = "127.0.0.1:80".parse().unwrap_or_else(|_| unreachable!());
+        assert_eq!(
+            allowed_hosts(http, &[]),
+            ["127.0.0.1:80", "localhost:80", "127.0.0.1", "localhost"]
         );
     }
 }

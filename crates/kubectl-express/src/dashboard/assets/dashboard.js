@@ -15,6 +15,15 @@
       return;
     }
     source = new EventSource(stream + window.location.search);
+    source.addEventListener("hello", (event) => {
+      // Another dashboard process than the one that served this page: its token and view
+      // are stale, so start again from a fresh page.
+      if (body.dataset.instance && body.dataset.instance !== event.data) {
+        window.location.reload();
+        return;
+      }
+      body.dataset.instance = event.data;
+    });
     source.addEventListener("open", () => {
       banner.hidden = true;
       body.classList.remove("offline");
@@ -87,6 +96,9 @@
     option.hidden = !button.dataset.option;
     check.checked = false;
     document.getElementById("confirm-option-text").textContent = button.dataset.optionText || "";
+    // Closing with Escape keeps the last returnValue: without this, an earlier confirmation
+    // would confirm this one.
+    dialog.returnValue = "";
     dialog.showModal();
   });
 
