@@ -45,9 +45,10 @@ pub async fn express_cluster(
         .list(&ListParams::default())
         .await
         .map_err(|e| {
-            Exit::failure(format!(
-                "cannot list ExpressClusters in namespace {namespace}: {e}"
-            ))
+            Exit::api(
+                format!("cannot list ExpressClusters in namespace {namespace}"),
+                &e,
+            )
         })?;
     clusters
         .items
@@ -137,9 +138,7 @@ pub async fn set_paused(
             Api::<ExpressCluster>::namespaced(client.clone(), namespace)
                 .patch(&object, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(|e| {
-                    Exit::failure(format!("cannot update ExpressCluster {object}: {e}"))
-                })?;
+                .map_err(|e| Exit::api(format!("cannot update ExpressCluster {object}"), &e))?;
             Ok(Done {
                 warning: managed_by(&cluster).map(|tool| format!(
                     "ExpressCluster {object} is managed by {tool}: its next sync sets spec.paused back to what it declares. For a pause that outlives syncs, use `kubectl express pause --namespace-wide -n {namespace}`"
@@ -207,9 +206,10 @@ async fn write_control(
         .await
         .map(|_| ())
         .map_err(|e| {
-            Exit::failure(format!(
-                "cannot write ConfigMap {name} in namespace {namespace}: {e}"
-            ))
+            Exit::api(
+                format!("cannot write ConfigMap {name} in namespace {namespace}"),
+                &e,
+            )
         })
 }
 
@@ -251,7 +251,7 @@ pub async fn send_request(
             &Patch::Merge(serde_json::json!({"metadata": {"annotations": annotations}})),
         )
         .await
-        .map_err(|e| Exit::failure(format!("cannot annotate ExpressCluster {object}: {e}")))?;
+        .map_err(|e| Exit::api(format!("cannot annotate ExpressCluster {object}"), &e))?;
     Ok(Done {
         request_id: Some(id.clone()),
         ..Done::said(format!(
@@ -333,7 +333,7 @@ pub async fn request_bounce(
     nodes
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(|e| Exit::failure(format!("cannot request the bounce of {kind} {node}: {e}")))?;
+        .map_err(|e| Exit::api(format!("cannot request the bounce of {kind} {node}"), &e))?;
     Ok((
         kind,
         Done {

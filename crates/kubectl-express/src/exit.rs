@@ -30,6 +30,9 @@ impl From<Code> for ExitCode {
 pub struct Exit {
     pub code: Code,
     pub message: String,
+    /// The API server's status code, when it is the API server that said no (the dashboard
+    /// answers with it: a 403 from RBAC is not a 502).
+    pub api_status: Option<u16>,
 }
 
 impl Exit {
@@ -37,6 +40,18 @@ impl Exit {
         Exit {
             code,
             message: message.into(),
+            api_status: None,
+        }
+    }
+
+    /// A failure the API server answered: `message`, then the error, keeping its status code.
+    pub fn api(message: impl std::fmt::Display, error: &kube::Error) -> Exit {
+        Exit {
+            api_status: match error {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            },
+            ..Exit::failure(format!("{message}: {error}"))
         }
     }
 

@@ -235,6 +235,22 @@ fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
         .collect()
 }
 
+/// The upgrade order to show a cluster's nodes in: as its ExpressCluster reports it, else as
+/// the planner computes it.
+pub(crate) fn upgrade_order(
+    cluster: Option<&ExpressCluster>,
+    snapshot: Option<&express_planner::ClusterSnapshot>,
+) -> Vec<String> {
+    let reported = cluster
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.rollout.as_ref())
+        .map(|r| r.order.clone())
+        .filter(|order| !order.is_empty());
+    reported
+        .or_else(|| snapshot.map(|s| express_planner::plan(s, 0).upgrade_order))
+        .unwrap_or_default()
+}
+
 /// Whether a node's pod runs its desired revision, as its status says.
 pub(crate) fn on_desired_revision(node: &NodeRef<'_>) -> bool {
     node.status()
@@ -361,13 +377,7 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
     field(&mut out, "Message", &line.message);
     out.push('\n');
 
-    // Upgrade order: as the ExpressCluster reports it, else as the planner computes it.
-    let mut order: Vec<String> = rollout.map(|r| r.order.clone()).unwrap_or_default();
-    if order.is_empty()
-        && let Some(snapshot) = &snapshot
-    {
-        order = express_planner::plan(snapshot, 0).upgrade_order;
-    }
+    let order = upgrade_order(express_cluster, snapshot.as_ref());
     let mut ordered: Vec<&NodeRef<'_>> = order
         .iter()
         .filter_map(|name| nodes.iter().find(|n| n.name() == name))

@@ -438,10 +438,7 @@ pub fn tenant(
     let status = express_cluster.and_then(|c| c.status.as_ref());
     let inventory = crate::live::inventory(&group, operator_namespace);
     let snapshot = snapshot_of(&inventory, namespace, cluster);
-    let upgrade_order = snapshot
-        .as_ref()
-        .map(|s| express_planner::plan(s, 0).upgrade_order)
-        .unwrap_or_default();
+    let upgrade_order = view::upgrade_order(express_cluster, snapshot.as_ref());
     let position = |name: &str| {
         upgrade_order
             .iter()

@@ -653,8 +653,13 @@ fn answer(result: Result<Done, Exit>) -> Response {
     match result {
         Ok(done) => axum::Json(done).into_response(),
         Err(exit) => {
-            let status = match exit.code {
-                Code::Usage => StatusCode::BAD_REQUEST,
+            // What the API server said (RBAC's 403, a conflict's 409...) is passed on; a request
+            // that cannot be made is 400; anything else between us and it is 502.
+            let status = match (exit.api_status, exit.code) {
+                (Some(code), _) if (400..500).contains(&code) => {
+                    StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
+                }
+                (_, Code::Usage) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::BAD_GATEWAY,
             };
             refuse(status, &exit.message)
