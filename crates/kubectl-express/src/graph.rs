@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use express_planner::prerequisites::{self, Origin, Phase, Target};
-use express_planner::{ClusterSnapshot, plan};
+use express_planner::{ClusterSnapshot, Plan, plan};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -33,10 +33,14 @@ pub(crate) fn phase_name(phase: Phase) -> &'static str {
     }
 }
 
-/// Every edge of `phase`; Err (naming the cycle) when the prerequisites form one.
-pub(crate) fn edges(snapshot: &ClusterSnapshot, phase: Phase) -> Result<Vec<Edge>, String> {
+/// Every edge of `phase`, with what waits now as `planned` (the snapshot's plan) says; Err
+/// (naming the cycle) when the prerequisites form one.
+pub(crate) fn edges(
+    snapshot: &ClusterSnapshot,
+    planned: &Plan,
+    phase: Phase,
+) -> Result<Vec<Edge>, String> {
     let graph = prerequisites::resolve(snapshot).map_err(|cycle| cycle.to_string())?;
-    let planned = plan(snapshot, 0);
     let mut edges = Vec::new();
     for (node, observation) in snapshot.nodes.iter().enumerate() {
         if !observation.up {
@@ -105,6 +109,7 @@ fn mermaid_id(phase: Phase, name: &str) -> String {
 
 /// Both graphs of one cluster.
 pub fn render(snapshot: &ClusterSnapshot, format: Format) -> String {
+    let planned = plan(snapshot, 0);
     let mut out = String::new();
     let title = format!("{}/{}", snapshot.namespace, snapshot.cluster_name);
     match format {
@@ -168,7 +173,7 @@ pub fn render(snapshot: &ClusterSnapshot, format: Format) -> String {
                 }
             }
         }
-        match edges(snapshot, phase) {
+        match edges(snapshot, &planned, phase) {
             Err(cycle) => match format {
                 Format::Mermaid => {
                     let _ = writeln!(out, "    cycle_{name}[\"{}\"]", cycle.replace('"', "'"));

@@ -236,10 +236,10 @@ fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
 }
 
 /// The upgrade order to show a cluster's nodes in: as its ExpressCluster reports it, else as
-/// the planner computes it.
+/// the planner computes it (`planned`: the cluster's plan).
 pub(crate) fn upgrade_order(
     cluster: Option<&ExpressCluster>,
-    snapshot: Option<&express_planner::ClusterSnapshot>,
+    planned: Option<&express_planner::Plan>,
 ) -> Vec<String> {
     let reported = cluster
         .and_then(|c| c.status.as_ref())
@@ -247,7 +247,7 @@ pub(crate) fn upgrade_order(
         .map(|r| r.order.clone())
         .filter(|order| !order.is_empty());
     reported
-        .or_else(|| snapshot.map(|s| express_planner::plan(s, 0).upgrade_order))
+        .or_else(|| planned.map(|p| p.upgrade_order.clone()))
         .unwrap_or_default()
 }
 
@@ -377,7 +377,8 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
     field(&mut out, "Message", &line.message);
     out.push('\n');
 
-    let order = upgrade_order(express_cluster, snapshot.as_ref());
+    let planned = snapshot.as_ref().map(|s| express_planner::plan(s, 0));
+    let order = upgrade_order(express_cluster, planned.as_ref());
     let mut ordered: Vec<&NodeRef<'_>> = order
         .iter()
         .filter_map(|name| nodes.iter().find(|n| n.name() == name))

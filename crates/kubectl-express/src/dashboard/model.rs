@@ -438,7 +438,9 @@ pub fn tenant(
     let status = express_cluster.and_then(|c| c.status.as_ref());
     let inventory = crate::live::inventory(&group, operator_namespace);
     let snapshot = snapshot_of(&inventory, namespace, cluster);
-    let upgrade_order = view::upgrade_order(express_cluster, snapshot.as_ref());
+    // One plan for the whole page: the order, and what each graph's edges wait for.
+    let planned = snapshot.as_ref().map(|s| express_planner::plan(s, 0));
+    let upgrade_order = view::upgrade_order(express_cluster, planned.as_ref());
     let position = |name: &str| {
         upgrade_order
             .iter()
@@ -452,9 +454,11 @@ pub fn tenant(
         .iter()
         .map(|node| node_row(node, &group, namespace, now))
         .collect();
-    let graph_of = |phase| match &snapshot {
-        Some(snapshot) => graph_view(snapshot, &group, phase, &upgrade_order),
-        None => GraphView {
+    let graph_of = |phase| match (&snapshot, &planned) {
+        (Some(snapshot), Some(planned)) => {
+            graph_view(snapshot, planned, &group, phase, &upgrade_order)
+        }
+        _ => GraphView {
             phase: graph::phase_name(phase).to_owned(),
             nodes: Vec::new(),
             edges: Vec::new(),
@@ -558,11 +562,12 @@ fn phase_of(node: &NodeRef<'_>) -> String {
 /// and the layout's boxes and routes.
 fn graph_view(
     snapshot: &express_planner::ClusterSnapshot,
+    planned: &express_planner::Plan,
     group: &Objects,
     phase: Phase,
     upgrade_order: &[String],
 ) -> GraphView {
-    let (edges, cycle) = match graph::edges(snapshot, phase) {
+    let (edges, cycle) = match graph::edges(snapshot, planned, phase) {
         Ok(edges) => (edges, None),
         Err(cycle) => (Vec::new(), Some(cycle)),
     };

@@ -243,7 +243,7 @@ pub async fn serve(
     tokio::spawn(async move {
         loop {
             let objects = doctor_state.objects();
-            let fleet = crate::verbs::doctor::fleet_around(
+            let fleet = crate::live::fleet_around(
                 &doctor_state.client,
                 &doctor_state.settings.operator_namespace,
                 &objects,

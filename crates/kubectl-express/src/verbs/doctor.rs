@@ -4,29 +4,14 @@
 //! verdict. With `-n NS` it then explains that namespace's clusters. Exit 0 healthy, 1 tenant
 //! or deployment, 3 infrastructure, 2 when it cannot run.
 
-use std::collections::HashMap;
 use std::process::ExitCode;
 
-use express_api::keys::REPORTING_CONTROLLER;
-use express_api::rings;
-use express_triage::observe;
-use express_triage::{Fleet, LeaseSeen, Report, Ring, Status, Thresholds, Verdict};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
-use kube::{Client, ResourceExt as _};
+use express_triage::{Fleet, Report, Status, Thresholds, Verdict};
+use kube::Client;
 
-use super::forbidden;
 use crate::connect::ConnectArgs;
 use crate::exit::Exit;
 use crate::{live, view};
-
-/// The label the operator chart puts on every ring's Deployment.
-const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
-const NAME_LABEL: &str = "app.kubernetes.io/name";
-const OPERATOR_NAME: &str = "express-operator";
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -129,129 +114,8 @@ async fn read_fleet(
             None => return Err(everywhere),
         },
     };
-    let fleet = fleet_around(client, operator_namespace, &objects, unreadable).await;
+    let fleet = live::fleet_around(client, operator_namespace, &objects, unreadable).await;
     Ok((fleet, objects))
-}
-
-/// What triage needs besides the Express objects already read: each ring's Lease, Deployment
-/// and pods, and the operator's Warning events. What cannot be read is named in `unreadable`.
-/// The dashboard's banner calls it with the objects its watches hold.
-pub(crate) async fn fleet_around(
-    client: &Client,
-    operator_namespace: &str,
-    objects: &express_api::Objects,
-    mut unreadable: Vec<String>,
-) -> Fleet {
-    let inventory = live::inventory(objects, operator_namespace);
-    let pauses: HashMap<express_api::ClusterKey, (String, Option<String>)> =
-        express_planner::observe::snapshots(&inventory)
-            .into_iter()
-            .filter_map(|s| {
-                let pause = s.pause?;
-                Some((
-                    express_api::ClusterKey::new(s.namespace, s.cluster_name),
-                    (pause.scope.name().to_owned(), pause.reason),
-                ))
-            })
-            .collect();
-    let tenants = observe::tenants(objects, |key| pauses.get(key).cloned());
-
-    // Every ring with a tenant, and `default` always: each is checked for a live leader.
-    let mut ring_names: std::collections::BTreeSet<String> =
-        tenants.iter().map(|t| t.ring.clone()).collect();
-    ring_names.insert(rings::DEFAULT_RING.to_owned());
-    let selected = ListParams::default().labels(OPERATOR_SELECTOR);
-    let deployments = match Api::<Deployment>::namespaced(client.clone(), operator_namespace)
-        .list(&selected)
-        .await
-    {
-        Ok(list) => list.items,
-        Err(error) => {
-            unreadable.push(format!(
-                "Deployments in {operator_namespace}: {}",
-                reason(&error)
-            ));
-            Vec::new()
-        }
-    };
-    // Pods of every ring: the chart names a ring's pods `express-operator-RING`.
-    let operator_pods = match Api::<Pod>::namespaced(client.clone(), operator_namespace)
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => list
-            .items
-            .into_iter()
-            .filter(|p| {
-                p.labels().get(NAME_LABEL).is_some_and(|n| {
-                    n == OPERATOR_NAME || n.starts_with(&format!("{OPERATOR_NAME}-"))
-                })
-            })
-            .collect(),
-        Err(error) => {
-            unreadable.push(format!("pods in {operator_namespace}: {}", reason(&error)));
-            Vec::new()
-        }
-    };
-    let mut fleet_rings = Vec::new();
-    for ring in ring_names {
-        let (namespace, name) = (operator_namespace.to_owned(), rings::lease_name(&ring));
-        let lease = match Api::<Lease>::namespaced(client.clone(), operator_namespace)
-            .get_opt(&name)
-            .await
-        {
-            Ok(Some(lease)) => LeaseSeen::Seen(observe::lease(&lease)),
-            Ok(None) => LeaseSeen::Missing { namespace, name },
-            Err(error) => {
-                unreadable.push(format!("Lease {namespace}/{name}: {}", reason(&error)));
-                LeaseSeen::Unreadable { namespace, name }
-            }
-        };
-        fleet_rings.push(Ring {
-            deployment: deployments
-                .iter()
-                .find(|d| rings::ring_of(d.labels()) == ring)
-                .map(observe::deployment),
-            pods: operator_pods
-                .iter()
-                .filter(|p| rings::ring_of(p.labels()) == ring)
-                .map(observe::operator_pod)
-                .collect(),
-            name: ring,
-            lease,
-        });
-    }
-    let warnings = match Api::<Event>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(list) => list
-            .items
-            .iter()
-            .filter(|e| e.reporting_controller.as_deref() == Some(REPORTING_CONTROLLER))
-            .filter_map(observe::warning)
-            .collect(),
-        Err(error) => {
-            unreadable.push(format!("Events: {}", reason(&error)));
-            Vec::new()
-        }
-    };
-    Fleet {
-        now: k8s_openapi::jiff::Timestamp::now(),
-        rings: fleet_rings,
-        tenants,
-        warnings,
-        unreadable,
-    }
-}
-
-/// Why a read failed, in a few words.
-fn reason(error: &kube::Error) -> String {
-    if forbidden(error) {
-        "forbidden".into()
-    } else {
-        error.to_string()
-    }
 }
 
 /// The runbook's order: the verdict and why, each check with its evidence, then the tenants.
