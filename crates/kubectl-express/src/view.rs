@@ -186,8 +186,9 @@ pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
         .collect()
 }
 
-/// The rows of one namespace's objects.
-fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
+/// The rows of one namespace's objects (a group of [`by_namespace`] or [`namespace_objects`],
+/// which already holds the operator-wide control ConfigMap).
+pub(crate) fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
     let inventory = crate::live::inventory(objects, operator_namespace);
     objects
         .cluster_keys()

@@ -193,7 +193,7 @@ pub fn fleet(
 ) -> FleetView {
     let mut rows = Vec::new();
     for (namespace, group) in view::by_namespace(objects, operator_namespace) {
-        for list in view::list_rows(&group, operator_namespace) {
+        for list in view::namespace_rows(&group, operator_namespace) {
             let nodes = group.nodes_of(&namespace, &list.cluster);
             rows.push(tenant_row(list, &group, &nodes, now));
         }
@@ -429,7 +429,7 @@ pub fn tenant(
     {
         return None;
     }
-    let list = view::list_rows(&group, operator_namespace)
+    let list = view::namespace_rows(&group, operator_namespace)
         .into_iter()
         .find(|r| r.cluster == cluster)?;
     let nodes = group.nodes_of(namespace, cluster);
