@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use express_api::rings;
-use express_api::{ChangeState, ClusterPhase, ExpressCluster, NodePhase};
+use express_api::{ChangeState, ClusterPhase, ExpressCluster, NodePhase, NodeStatus};
 use express_planner::observe::{pause_of, snapshot_of};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt as _;
@@ -252,6 +252,25 @@ pub(crate) fn upgrade_order(
         .unwrap_or_default()
 }
 
+/// A bounce under way on a node: "REQUEST-ID PHASE" (None when it has none, or it ended).
+pub(crate) fn bounce_under_way(status: &NodeStatus) -> Option<String> {
+    let bounce = status.bounce.as_ref()?;
+    let phase = bounce.phase.filter(|p| !p.is_final())?;
+    Some(format!("{} {}", bounce.request_id, phase.as_str()))
+}
+
+/// The message a node's row shows: why a Failed, Waiting or Paused node does not move, when no
+/// unmet prerequisite already says so.
+pub(crate) fn why_not_moving(status: &NodeStatus) -> Option<&str> {
+    let stuck = matches!(
+        status.phase,
+        Some(NodePhase::Failed | NodePhase::Waiting | NodePhase::Paused)
+    );
+    (stuck && status.waiting_for.is_empty())
+        .then_some(status.message.as_deref())
+        .flatten()
+}
+
 /// Whether a node's pod runs its desired revision, as its status says.
 pub(crate) fn on_desired_revision(node: &NodeRef<'_>) -> bool {
     node.status()
@@ -441,18 +460,10 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
         if !waits.is_empty() {
             info.push(format!("waits for {}", waits.join(", ")));
         }
-        if let Some(bounce) = status.and_then(|s| s.bounce.as_ref()) {
-            let phase = bounce.phase.map_or("?", |p| p.as_str());
-            if bounce.phase.is_some_and(|p| !p.is_final()) {
-                info.push(format!("bounce {} {phase}", bounce.request_id));
-            }
+        if let Some(bounce) = status.and_then(bounce_under_way) {
+            info.push(format!("bounce {bounce}"));
         }
-        if matches!(
-            phase,
-            Some(NodePhase::Failed | NodePhase::Waiting | NodePhase::Paused)
-        ) && let Some(message) = status.and_then(|s| s.message.as_deref())
-            && waits.is_empty()
-        {
+        if let Some(message) = status.and_then(why_not_moving) {
             info.push(message.to_owned());
         }
         rows.push(vec![

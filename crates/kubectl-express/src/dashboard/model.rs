@@ -288,6 +288,9 @@ pub struct NodeRow {
     pub message: Option<String>,
     /// A bounce under way: "cli-... Terminating".
     pub bounce: Option<String>,
+    /// What the table shows of `message` (as `get` does): why a stuck node does not move.
+    #[serde(skip)]
+    pub shown_message: Option<String>,
 }
 
 /// One box of the drawn graph.
@@ -545,10 +548,8 @@ fn node_row(node: &NodeRef<'_>, group: &Objects, namespace: &str, now: Timestamp
         ),
         restarts: status.and_then(|s| s.restarts),
         message: status.and_then(|s| s.message.clone()),
-        bounce: status
-            .and_then(|s| s.bounce.as_ref())
-            .filter(|b| b.phase.is_some_and(|p| !p.is_final()))
-            .map(|b| format!("{} {}", b.request_id, b.phase.map_or("?", |p| p.as_str()))),
+        bounce: status.and_then(view::bounce_under_way),
+        shown_message: status.and_then(view::why_not_moving).map(str::to_owned),
     }
 }
 

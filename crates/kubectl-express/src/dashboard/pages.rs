@@ -396,9 +396,9 @@ fn node_rows(view: &TenantView, read_only: bool) -> Markup {
 fn waiting(node: &NodeRow) -> Markup {
     html! {
         @if node.waiting_for.is_empty() {
-            @match (&node.message, node.phase.as_str()) {
-                (Some(message), "Failed" | "Waiting" | "Paused") => span class="message" { (message) },
-                _ => "-",
+            @match &node.shown_message {
+                Some(message) => span class="message" { (message) },
+                None => "-",
             }
         } @else {
             @for (i, wait) in node.waiting_for.iter().enumerate() {
