@@ -227,6 +227,18 @@ pub async fn send_request(
     cluster: &str,
     request: Request,
 ) -> Result<Done, Exit> {
+    annotate(client, namespace, cluster, request)
+        .await
+        .map(|(done, _)| done)
+}
+
+/// [`send_request`], also naming the ExpressCluster annotated.
+async fn annotate(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+    request: Request,
+) -> Result<(Done, String), Exit> {
     let express_cluster = express_cluster(client, namespace, cluster).await?;
     let object = express_cluster.name_any();
     let id = crate::verbs::request_id();
@@ -252,12 +264,13 @@ pub async fn send_request(
         )
         .await
         .map_err(|e| Exit::api(format!("cannot annotate ExpressCluster {object}"), &e))?;
-    Ok(Done {
+    let done = Done {
         request_id: Some(id.clone()),
         ..Done::said(format!(
             "{what} {id} requested for Express cluster {cluster} in namespace {namespace} (ExpressCluster {object})"
         ))
-    })
+    };
+    Ok((done, object))
 }
 
 /// `abort` and `retry` on the command line: sends the request, prints its id, and with `wait`
@@ -269,16 +282,13 @@ pub async fn request(
     request: Request,
     wait: bool,
 ) -> Result<ExitCode, Exit> {
-    let done = send_request(client, namespace, cluster, request).await?;
+    let (done, object) = annotate(client, namespace, cluster, request).await?;
     let id = done.request_id.clone().unwrap_or_default();
     println!("{id}");
     eprintln!("{}", done.message);
     if !wait {
         return Ok(ExitCode::SUCCESS);
     }
-    let object = express_cluster(client, namespace, cluster)
-        .await?
-        .name_any();
     let api = Api::<ExpressCluster>::namespaced(client.clone(), namespace);
     let recorded = |c: &ExpressCluster| {
         let requests = c.status.as_ref()?.requests.as_ref()?;

@@ -636,16 +636,30 @@ impl ActionRequest {
     }
 }
 
-fn parse_request(body: &Bytes) -> Result<ActionRequest, Box<Response>> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(ActionRequest::default());
-    }
-    serde_json::from_slice(body).map_err(|e| {
-        Box::new(refuse(
+/// The action request in `body`, refused (400) when it is not one or gives a field `action`
+/// does not take (`takes`).
+fn parse_request(
+    body: &Bytes,
+    action: &str,
+    takes: &[&str],
+) -> Result<ActionRequest, Box<Response>> {
+    let request = if body.iter().all(u8::is_ascii_whitespace) {
+        ActionRequest::default()
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            Box::new(refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("the request body is not an action request: {e}"),
+            ))
+        })?
+    };
+    match request.given().into_iter().find(|f| !takes.contains(f)) {
+        Some(field) => Err(Box::new(refuse(
             StatusCode::BAD_REQUEST,
-            &format!("the request body is not an action request: {e}"),
-        ))
-    })
+            &format!("{action} does not take {field:?}"),
+        ))),
+        None => Ok(request),
+    }
 }
 
 /// The answer to an action: what it did, or why it could not.
@@ -672,24 +686,18 @@ async fn tenant_action(
     Path((namespace, cluster, action)): Path<(String, String, String)>,
     body: Bytes,
 ) -> Response {
-    let request = match parse_request(&body) {
-        Ok(request) => request,
-        Err(refused) => return *refused,
-    };
-    if !shared.knows(&namespace, &cluster) {
-        return refuse(StatusCode::NOT_FOUND, &no_tenant(&namespace, &cluster));
-    }
     let takes: &[&str] = match action.as_str() {
         "pause" => &["scope", "reason"],
         "resume" => &["scope"],
         "abort" => &["rollback"],
         _ => &[],
     };
-    if let Some(field) = request.given().into_iter().find(|f| !takes.contains(f)) {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            &format!("{action} does not take {field:?}"),
-        );
+    let request = match parse_request(&body, &action, takes) {
+        Ok(request) => request,
+        Err(refused) => return *refused,
+    };
+    if !shared.knows(&namespace, &cluster) {
+        return refuse(StatusCode::NOT_FOUND, &no_tenant(&namespace, &cluster));
     }
     let client = &shared.client;
     let scope = match request.scope.as_deref() {
@@ -704,8 +712,9 @@ async fn tenant_action(
     };
     let result = match action.as_str() {
         "pause" | "resume" => {
+            // Only pause takes a reason (refused above for resume).
             let paused = action == "pause";
-            let reason = request.reason.as_deref().filter(|_| paused);
+            let reason = request.reason.as_deref();
             control::set_paused(client, &namespace, &scope, paused, reason).await
         }
         "abort" => {
@@ -729,20 +738,10 @@ async fn bounce_action(
     Path((namespace, cluster, node)): Path<(String, String, String)>,
     body: Bytes,
 ) -> Response {
-    let request = match parse_request(&body) {
+    let request = match parse_request(&body, "bounce", &["force", "timeout"]) {
         Ok(request) => request,
         Err(refused) => return *refused,
     };
-    if let Some(field) = request
-        .given()
-        .into_iter()
-        .find(|f| !["force", "timeout"].contains(f))
-    {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            &format!("bounce does not take {field:?}"),
-        );
-    }
     let objects = shared.objects();
     let belongs = shared.in_scope(&namespace)
         && objects
