@@ -140,9 +140,11 @@ pub struct Stores {
     backends: Store<Lenient<Backend>>,
     frontends: Store<Lenient<Frontend>>,
     pods: Store<Lenient<Pod>>,
-    config_maps: Vec<Store<Lenient<ConfigMap>>>,
-    /// The operator-wide control ConfigMap: read when the user may, but never waited for (a
-    /// user limited to tenant namespaces cannot watch the operator's namespace).
+    /// The namespaces' control ConfigMaps (for the fleet).
+    controls: Option<Store<Lenient<ConfigMap>>>,
+    /// The operator-wide control ConfigMap: read when the user may, but never waited for, and
+    /// its watch's failures never fail the others (a user limited to tenant namespaces cannot
+    /// watch the operator's namespace).
     operator_control: Option<Store<Lenient<ConfigMap>>>,
 }
 
@@ -184,9 +186,9 @@ impl Watched {
             Api::namespaced(client.clone(), operator_namespace),
             watcher::Config::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_GLOBAL}")),
         );
-        stores.config_maps = vec![local];
+        stores.controls = Some(local);
         stores.operator_control = Some(global);
-        changes.extend([l.boxed(), g.boxed()]);
+        changes.extend([l.boxed(), g.map(|_| Ok(())).boxed()]);
         Watched {
             stores,
             events: Box::pin(futures::stream::select_all(changes)),
@@ -206,7 +208,7 @@ impl Watched {
             backends,
             frontends,
             pods,
-            config_maps: Vec::new(),
+            controls: None,
             operator_control: None,
         };
         (stores, vec![c.boxed(), b.boxed(), f.boxed(), p.boxed()])
@@ -220,8 +222,8 @@ impl Watched {
             let _ = stores.backends.wait_until_ready().await;
             let _ = stores.frontends.wait_until_ready().await;
             let _ = stores.pods.wait_until_ready().await;
-            for config_maps in &stores.config_maps {
-                let _ = config_maps.wait_until_ready().await;
+            if let Some(controls) = &stores.controls {
+                let _ = controls.wait_until_ready().await;
             }
         };
         tokio::pin!(ready);
@@ -261,7 +263,7 @@ impl Stores {
     pub fn objects(&self) -> Objects {
         let mut bad = Vec::new();
         let mut config_maps = Vec::new();
-        for store in self.config_maps.iter().chain(&self.operator_control) {
+        for store in self.controls.iter().chain(&self.operator_control) {
             config_maps.extend(decoded(store, &mut bad));
         }
         Objects {
