@@ -251,10 +251,18 @@ pub async fn serve(
             )
             .await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
-            if let Ok(mut doctor) = doctor_state.doctor.write() {
-                *doctor = Some(DoctorBanner::from_report(&report));
+            let banner = Some(DoctorBanner::from_report(&report));
+            // Pages re-render only for a verdict that changed, not every run.
+            let changed = match doctor_state.doctor.write() {
+                Ok(mut doctor) if *doctor != banner => {
+                    *doctor = banner;
+                    true
+                }
+                _ => false,
+            };
+            if changed {
+                bump.send_modify(|n| *n += 1);
             }
-            bump.send_modify(|n| *n += 1);
             tokio::time::sleep(DOCTOR_EVERY).await;
         }
     });
