@@ -27,6 +27,20 @@ pub enum Operation {
     CreateForBounce,
 }
 
+impl Operation {
+    /// It deletes the node's pod.
+    pub fn deletes_pod(self) -> bool {
+        matches!(
+            self,
+            Operation::ReplacePod
+                | Operation::ResumeReplacement
+                | Operation::RemovePod
+                | Operation::DeleteEndedPod
+                | Operation::DeleteForBounce
+        )
+    }
+}
+
 /// Where the spec of a pod the operator creates comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodSource {

@@ -22,6 +22,22 @@ impl ClusterSnapshot {
     pub fn indices(&self) -> impl Iterator<Item = NodeIndex> + use<> {
         (0..self.nodes.len()).map(NodeIndex)
     }
+
+    /// The cluster as deleting these nodes' pods leaves it: each of those pods terminating,
+    /// so no longer serving. A status written with a deletion then already says what the
+    /// deletion's watch event would have made the next reconcile write (one write, not two).
+    pub fn with_pods_terminating(
+        &self,
+        deleted: impl IntoIterator<Item = NodeIndex>,
+    ) -> ClusterSnapshot {
+        let mut after = self.clone();
+        for index in deleted {
+            if let Some(pod) = after.nodes.get_mut(index.0).and_then(|n| n.pod.as_mut()) {
+                pod.terminating = true;
+            }
+        }
+        after
+    }
 }
 
 /// Everything the planner knows about one Express cluster.

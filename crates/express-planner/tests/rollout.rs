@@ -414,3 +414,62 @@ fn changes_are_recorded_before_they_start() {
         (ChangeKind::Upgrade, Some(OLD), NEW)
     );
 }
+
+/// The operator writes a status with a deletion as the snapshot shows the cluster after it:
+/// that snapshot's pods are the ones the deletion's watch event brings (the deleted pod
+/// terminating, nothing else touched), so the next reconcile finds nothing new to write.
+#[test]
+fn a_deleted_pod_is_reported_as_its_watch_event_will_show_it() {
+    let snapshot = cluster(&[("fe1", Pod::Old), ("fe2", Pod::Old), ("be", Pod::Old)]);
+    let plan = plan(&snapshot, NOW);
+    let deleted: Vec<_> = plan
+        .actions
+        .iter()
+        .filter(|a| a.operation.deletes_pod())
+        .map(|a| a.node)
+        .collect();
+    assert_eq!(deleted.len(), 1, "{:?}", plan.actions);
+    let after = snapshot.with_pods_terminating(deleted);
+    let watched = cluster(&[
+        ("fe1", Pod::Terminating),
+        ("fe2", Pod::Old),
+        ("be", Pod::Old),
+    ]);
+    let pods = |s: &ClusterSnapshot| s.nodes.iter().map(|n| n.pod.clone()).collect::<Vec<_>>();
+    assert_eq!(pods(&after), pods(&watched));
+    // A node without a pod, or an index past the end, is left as it is.
+    let missing = cluster(&[("be", Pod::Missing)]);
+    assert_eq!(
+        missing
+            .with_pods_terminating([express_planner::NodeIndex(0), express_planner::NodeIndex(7)]),
+        missing
+    );
+}
+
+#[test]
+fn only_deletions_are_projected() {
+    use Operation::*;
+    let deletes: Vec<_> = [
+        CreatePod,
+        ReplacePod,
+        ResumeReplacement,
+        FinishReplacement,
+        RemovePod,
+        DeleteEndedPod,
+        DeleteForBounce,
+        CreateForBounce,
+    ]
+    .into_iter()
+    .filter(|o| o.deletes_pod())
+    .collect();
+    assert_eq!(
+        deletes,
+        [
+            ReplacePod,
+            ResumeReplacement,
+            RemovePod,
+            DeleteEndedPod,
+            DeleteForBounce
+        ]
+    );
+}

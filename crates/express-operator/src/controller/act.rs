@@ -12,6 +12,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 
 use tracing::{info, warn};
 
+use express_planner::NodeIndex;
+
 use super::events;
 use super::{Env, Error};
 
@@ -19,10 +21,18 @@ use crate::history;
 use crate::metrics::ActionLabel;
 use crate::pods::{NodeIdentity, build_pod};
 
-pub(super) async fn act(env: &Env<'_>) -> Result<(), Error> {
+/// What the actions did: the nodes whose pod this reconcile deleted (the report states them
+/// as the deletion leaves them), and the first action that failed.
+pub(super) struct Acted {
+    pub(super) deleted: Vec<NodeIndex>,
+    pub(super) result: Result<(), Error>,
+}
+
+pub(super) async fn act(env: &Env<'_>) -> Acted {
     let (ctx, pod_uids) = (env.ctx, &env.observed.pod_uids);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &env.key.namespace);
     let mut first_error = Ok(());
+    let mut deleted = Vec::new();
     for action in &env.plan.actions {
         let observation = env.snapshot.node(action.node);
         let uid = pod_uids.get(&action.name);
@@ -33,9 +43,14 @@ pub(super) async fn act(env: &Env<'_>) -> Result<(), Error> {
             Operation::ReplacePod
             | Operation::ResumeReplacement
             | Operation::RemovePod
-            | Operation::DeleteEndedPod => delete_pod(env, &pods, &action.name, uid)
-                .await
-                .map(|()| None),
+            | Operation::DeleteEndedPod => {
+                delete_pod(env, &pods, &action.name, uid).await.map(|gone| {
+                    if gone {
+                        deleted.push(action.node);
+                    }
+                    None
+                })
+            }
             Operation::DeleteForBounce => {
                 let bounced = env
                     .plan
@@ -46,7 +61,12 @@ pub(super) async fn act(env: &Env<'_>) -> Result<(), Error> {
                 disable_shutdown_protection(env, &pods, action).await;
                 delete_pod(env, &pods, &action.name, bounced.or(uid))
                     .await
-                    .map(|()| None)
+                    .map(|gone| {
+                        if gone {
+                            deleted.push(action.node);
+                        }
+                        None
+                    })
             }
         };
         let label = events::action_label(action.operation);
@@ -75,7 +95,10 @@ pub(super) async fn act(env: &Env<'_>) -> Result<(), Error> {
             }
         }
     }
-    first_error
+    Acted {
+        deleted,
+        result: first_error,
+    }
 }
 
 /// Creates a node's pod: from the node's spec (keeping that spec as a ControllerRevision
@@ -231,13 +254,14 @@ pub(super) async fn keep_revision(
 }
 
 /// Graceful delete of exactly the pod observed (uid precondition), never forced: no grace
-/// period is ever given, so the pod's own `terminationGracePeriodSeconds` applies.
+/// period is ever given, so the pod's own `terminationGracePeriodSeconds` applies. True when
+/// this call deleted it; false when it was already gone or replaced.
 pub(super) async fn delete_pod(
     env: &Env<'_>,
     pods: &Api<Pod>,
     name: &str,
     uid: Option<&String>,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let params = DeleteParams {
         preconditions: uid.map(|uid| Preconditions {
             uid: Some(uid.clone()),
@@ -251,10 +275,10 @@ pub(super) async fn delete_pod(
             if let Some(terminating) = outcome.left() {
                 env.ctx.written_pods.remember(&terminating);
             }
-            Ok(())
+            Ok(true)
         }
         // Already gone, or replaced by another pod meanwhile: nothing to do now.
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
         Err(source) => Err(Error::DeletePod {
             pod: name.to_owned(),
             source,

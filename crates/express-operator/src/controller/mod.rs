@@ -388,15 +388,29 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
         now: &now,
     };
 
-    // Record what must be durable before any pod is touched, then act.
+    // Record what must be durable before any pod is touched, then act. Statuses are written
+    // as the deletions leave the pods (terminating, not serving): the record is written
+    // expecting them, the report knowing which happened. A deletion's watch event then finds
+    // nothing left to write, and a node's change costs one status write fewer, the
+    // ExpressCluster's one fewer too (its Ready count no longer moves in a write of its own).
     let mut written = Written::default();
-    let act_result = match record(&env, &mut written).await {
-        Ok(()) => act(&env).await,
-        Err(err) => Err(err),
+    let deletions = plan
+        .actions
+        .iter()
+        .filter(|a| a.operation.deletes_pod())
+        .map(|a| a.node);
+    let expected = snapshot.with_pods_terminating(deletions);
+    let (deleted, act_result) = match record(&env.reporting(&expected), &mut written).await {
+        Ok(()) => {
+            let acted = act(&env).await;
+            (acted.deleted, acted.result)
+        }
+        Err(err) => (Vec::new(), Err(err)),
     };
 
     // Report, even when an action failed: status must say what is going on.
-    let report_result = report(&env, &mut written).await;
+    let after = snapshot.with_pods_terminating(deleted);
+    let report_result = report(&env.reporting(&after), &mut written).await;
     act_result?;
     report_result?;
     // A progress deadline passes, a settle window ends, a disagreement turns stalled: none of
@@ -420,6 +434,22 @@ struct Env<'a> {
     observed: &'a Observed,
     governing: Option<&'a ExpressCluster>,
     now: &'a Time,
+}
+
+impl<'a> Env<'a> {
+    /// The same reconcile, reporting the cluster as `snapshot` shows it (the observed one as
+    /// this reconcile's actions leave it); the plan stays the one made from the observation.
+    fn reporting(&self, snapshot: &'a ClusterSnapshot) -> Env<'a> {
+        Env {
+            ctx: self.ctx,
+            key: self.key,
+            snapshot,
+            plan: self.plan,
+            observed: self.observed,
+            governing: self.governing,
+            now: self.now,
+        }
+    }
 }
 
 /// Statuses written during one reconcile, so that the report does not write them again.
