@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::keys::LABEL_CLUSTER;
+use crate::keys::{ANNOTATION_EXPRESS_VERSION, LABEL_CLUSTER};
 
 /// An object as a list or watch delivered it: decoded, or kept aside with why it was not.
 ///
@@ -23,9 +23,11 @@ use crate::keys::LABEL_CLUSTER;
 /// each entry's manager, operation, subresource and time (triage reads when a spec or status
 /// last moved) but not its `fieldsV1`, the bulk of them; the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation (a second copy of the whole
-/// object) is dropped; a pod's spec keeps only its containers' names and images (the running
-/// version when the pod has no version annotation; the status and metadata say the rest); and
-/// the metadata is held once, inside the decoded object.
+/// object) is dropped; a pod's spec keeps only its containers' names and images, and only
+/// when the pod has no `express.dev/express-version` annotation (the image's tag is then the
+/// running version; the status and metadata say the rest): the spec's `Container` alone is
+/// 2.3 KB before a string, for two strings read; a pod's status drops its addresses and QoS
+/// class; and the metadata is held once, inside the decoded object.
 #[derive(Clone, Debug)]
 pub struct Lenient<K> {
     decoded: Result<Arc<K>, (ObjectMeta, Arc<Undecodable>)>,
@@ -37,7 +39,7 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 /// Drops from a raw object of `kind` what no decision reads (see [`Lenient`]).
 pub fn slim(kind: &str, raw: &mut Value) {
     if kind == "Pod" {
-        slim_pod_spec(raw);
+        slim_pod(raw);
     }
     let Some(metadata) = raw.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
@@ -58,9 +60,29 @@ pub fn slim(kind: &str, raw: &mut Value) {
     }
 }
 
-/// A pod's spec reduced to its containers' names and images. A spec that is not an object, or
-/// containers that are not a list, are left as they are, to be reported undecodable as sent.
-fn slim_pod_spec(raw: &mut Value) {
+/// A pod reduced to what decisions read: no spec when its version annotation says what it runs,
+/// else its containers' names and images; no addresses or QoS class in its status. A spec that
+/// is not an object, or containers that are not a list, are left as they are, to be reported
+/// undecodable as sent.
+fn slim_pod(raw: &mut Value) {
+    if let Some(status) = raw.get_mut("status").and_then(Value::as_object_mut) {
+        for unread in ["podIP", "podIPs", "hostIP", "hostIPs", "qosClass"] {
+            status.remove(unread);
+        }
+    }
+    let annotated = raw
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            ANNOTATION_EXPRESS_VERSION.replace('/', "~1")
+        ))
+        .is_some_and(Value::is_string);
+    let Some(raw) = raw.as_object_mut() else {
+        return;
+    };
+    if annotated && raw.get("spec").is_some_and(Value::is_object) {
+        raw.remove("spec");
+        return;
+    }
     let Some(spec) = raw.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -345,6 +367,23 @@ mod tests {
             pod.status.as_ref().unwrap().phase.as_deref(),
             Some("Running")
         );
+        // A pod whose annotation says its version keeps no spec, and no addresses.
+        let raw = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "acme-fe1", "namespace": "t",
+                         "annotations": {ANNOTATION_EXPRESS_VERSION: "v1"}},
+            "spec": {"containers": [{"name": "express", "image": "registry/express:v1"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.9", "hostIP": "10.0.0.1",
+                       "qosClass": "BestEffort",
+                       "containerStatuses": [{"name": "express", "image": "registry/express:v1",
+                                              "imageID": "", "ready": true, "restartCount": 2}]}
+        });
+        let pod = serde_json::from_value::<Lenient<Pod>>(raw).unwrap();
+        let pod = pod.decoded().unwrap();
+        assert!(pod.spec.is_none());
+        let status = pod.status.as_ref().unwrap();
+        assert!(status.pod_ip.is_none() && status.host_ip.is_none() && status.qos_class.is_none());
+        assert_eq!(status.container_statuses.as_ref().unwrap()[0].restart_count, 2);
         // Other kinds keep their spec whole.
         let frontend = serde_json::from_value::<Lenient<Frontend>>(frontend(
             json!({"clusterConfig": {"clusterName": "acme"}, "podTemplate": {"spec": {"containers": []}}}),
