@@ -383,7 +383,10 @@ mod tests {
         assert!(pod.spec.is_none());
         let status = pod.status.as_ref().unwrap();
         assert!(status.pod_ip.is_none() && status.host_ip.is_none() && status.qos_class.is_none());
-        assert_eq!(status.container_statuses.as_ref().unwrap()[0].restart_count, 2);
+        assert_eq!(
+            status.container_statuses.as_ref().unwrap()[0].restart_count,
+            2
+        );
         // Other kinds keep their spec whole.
         let frontend = serde_json::from_value::<Lenient<Frontend>>(frontend(
             json!({"clusterConfig": {"clusterName": "acme"}, "podTemplate": {"spec": {"containers": []}}}),

@@ -616,6 +616,12 @@ async fn main() {
             a.saturating_sub(synced).as_secs_f64()
         ))
     );
+    // A fresh operator holds the caches and nothing a provisioning left behind.
+    println!(
+        "cold start: RSS of the fresh operator, every tenant verified: {:.0} MiB ({:.1} KiB per tenant)",
+        operator.process.rss_mib(),
+        operator.process.rss_mib() * 1024.0 / args.tenants as f64
+    );
     until("the pending change", timeout, || {
         seen.lock()
             .unwrap()
@@ -693,30 +699,33 @@ async fn main() {
     }
 
     // Per-step latency: a node's new pod Ready -> the next node's old pod deleted, per tenant.
-    let seen = seen.lock().unwrap();
-    let mut deletions: HashMap<&str, Vec<(Instant, &str)>> = HashMap::new();
-    let mut ready_new: HashMap<(&str, &str), Instant> = HashMap::new();
-    for (uid, pod) in &seen.pods {
-        if old_pods.contains(uid) {
-            if let Some(at) = pod.deleting_at.filter(|at| *at >= started) {
-                deletions
-                    .entry(&pod.namespace)
-                    .or_default()
-                    .push((at, &pod.name));
-            }
-        } else if let Some(at) = pod.ready_at {
-            ready_new.insert((&pod.namespace, &pod.name), at);
-        }
-    }
-    let mut steps = Vec::new();
-    for (namespace, deleted) in &mut deletions {
-        deleted.sort();
-        for pair in deleted.windows(2) {
-            if let Some(ready) = ready_new.get(&(*namespace, pair[0].1)) {
-                steps.push(pair[1].0.saturating_duration_since(*ready).as_secs_f64() * 1000.0);
+    let mut steps = {
+        let seen = seen.lock().unwrap();
+        let mut deletions: HashMap<&str, Vec<(Instant, &str)>> = HashMap::new();
+        let mut ready_new: HashMap<(&str, &str), Instant> = HashMap::new();
+        for (uid, pod) in &seen.pods {
+            if old_pods.contains(uid) {
+                if let Some(at) = pod.deleting_at.filter(|at| *at >= started) {
+                    deletions
+                        .entry(&pod.namespace)
+                        .or_default()
+                        .push((at, &pod.name));
+                }
+            } else if let Some(at) = pod.ready_at {
+                ready_new.insert((&pod.namespace, &pod.name), at);
             }
         }
-    }
+        let mut steps = Vec::new();
+        for (namespace, deleted) in &mut deletions {
+            deleted.sort();
+            for pair in deleted.windows(2) {
+                if let Some(ready) = ready_new.get(&(*namespace, pair[0].1)) {
+                    steps.push(pair[1].0.saturating_duration_since(*ready).as_secs_f64() * 1000.0);
+                }
+            }
+        }
+        steps
+    };
     steps.sort_by(f64::total_cmp);
     println!(
         "upgrade: per-step latency (pod Ready -> next pod deleted) over {} steps: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
@@ -731,5 +740,108 @@ async fn main() {
         operator.process.peak_rss_mib()
     );
     drop(operator);
+    cache_cost_per_kind(&client, &namespace(0)).await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Counts the heap this process holds, for [`cache_cost_per_kind`]; it only forwards to the
+/// system allocator while no dhat profiler runs.
+#[global_allocator]
+static ALLOCATOR: dhat::Alloc = dhat::Alloc;
+
+/// What each cached kind costs: one tenant's objects as the API serves them, each decoded
+/// 200 times the way the operator's caches decode them (`Lenient<K>`: slimmed, then decoded,
+/// behind an `Arc`, keyed by its `ObjectRef` as the reflector's store keys it), weighed by the
+/// heap bytes they hold (requested sizes: the allocator's rounding and headers come on top).
+async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
+    use express_api::lenient::Lenient;
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    use kube::api::{ApiResource, DynamicObject, ListParams};
+    use kube::runtime::reflector::ObjectRef;
+
+    async fn raw<K: kube::Resource<DynamicType = ()>>(
+        client: &kube::Client,
+        namespace: &str,
+    ) -> Vec<serde_json::Value> {
+        let resource = ApiResource::erase::<K>(&());
+        Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .map(|o| {
+                let mut value = serde_json::to_value(o).expect("json");
+                value["apiVersion"] = json!(resource.api_version);
+                value["kind"] = json!(resource.kind);
+                // The cache keeps ControllerRevisions without their bodies.
+                if resource.kind == "ControllerRevision" {
+                    value["data"] = serde_json::Value::Null;
+                }
+                value
+            })
+            .collect()
+    }
+
+    fn weigh<K>(raw: &[serde_json::Value]) -> f64
+    where
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone,
+        Lenient<K>: kube::Resource<DynamicType = ()>,
+    {
+        const COPIES: usize = 200;
+        let texts: Vec<String> = raw.iter().map(|v| v.to_string()).collect();
+        let before = dhat::HeapStats::get().curr_bytes;
+        let mut held = Vec::with_capacity(COPIES * texts.len());
+        for _ in 0..COPIES {
+            for text in &texts {
+                let object: Lenient<K> = serde_json::from_str(text).expect("decode");
+                held.push((ObjectRef::from_obj(&object), Arc::new(object)));
+            }
+        }
+        let after = dhat::HeapStats::get().curr_bytes;
+        // The vector holding them is the measurement's, not the cache's.
+        let vector = std::mem::size_of_val(held.as_slice());
+        let bytes =
+            after.saturating_sub(before + vector) as f64 / (COPIES * texts.len().max(1)) as f64;
+        drop(held);
+        bytes
+    }
+
+    type Weigh = fn(&[serde_json::Value]) -> f64;
+    let kinds: [(&str, Vec<serde_json::Value>, Weigh); 5] = [
+        (
+            "ExpressCluster",
+            raw::<ExpressCluster>(client, namespace).await,
+            weigh::<ExpressCluster>,
+        ),
+        (
+            "Backend",
+            raw::<Backend>(client, namespace).await,
+            weigh::<Backend>,
+        ),
+        (
+            "Frontend",
+            raw::<Frontend>(client, namespace).await,
+            weigh::<Frontend>,
+        ),
+        ("Pod", raw::<Pod>(client, namespace).await, weigh::<Pod>),
+        (
+            "ControllerRevision",
+            raw::<ControllerRevision>(client, namespace).await,
+            weigh::<ControllerRevision>,
+        ),
+    ];
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let mut per_tenant = 0.0;
+    let mut parts = Vec::new();
+    for (kind, objects, weigh) in &kinds {
+        let bytes = weigh(objects);
+        per_tenant += bytes * objects.len() as f64;
+        parts.push(format!("{kind} {bytes:.0} B x {}", objects.len()));
+    }
+    println!(
+        "cache cost per kind (heap bytes per decoded object, the tenant's count): {}; {:.1} KiB per tenant",
+        parts.join(", "),
+        per_tenant / 1024.0
+    );
 }
