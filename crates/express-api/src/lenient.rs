@@ -21,7 +21,8 @@ use crate::keys::{ANNOTATION_EXPRESS_VERSION, LABEL_CLUSTER};
 ///
 /// It keeps what decisions read, for a fleet's worth of cached objects: `managedFields` keep
 /// each entry's manager, operation, subresource and time (triage reads when a spec or status
-/// last moved) but not its `fieldsV1`, the bulk of them; the
+/// last moved) but not its `fieldsV1`, the bulk of them, and pods and ControllerRevisions keep
+/// none; the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation (a second copy of the whole
 /// object) is dropped; a pod's spec keeps only its containers' names and images, and only
 /// when the pod has no `express.dev/express-version` annotation (the image's tag is then the
@@ -44,6 +45,11 @@ pub fn slim(kind: &str, raw: &mut Value) {
     let Some(metadata) = raw.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
+    // Triage reads when an ExpressCluster's or a node's spec or status last moved; nothing
+    // reads who wrote a pod or a ControllerRevision, the most numerous objects cached.
+    if matches!(kind, "Pod" | "ControllerRevision") {
+        metadata.remove("managedFields");
+    }
     if let Some(entries) = metadata
         .get_mut("managedFields")
         .and_then(Value::as_array_mut)
@@ -371,7 +377,9 @@ mod tests {
         let raw = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "acme-fe1", "namespace": "t",
-                         "annotations": {ANNOTATION_EXPRESS_VERSION: "v1"}},
+                         "annotations": {ANNOTATION_EXPRESS_VERSION: "v1"},
+                         "managedFields": [{"manager": "express-operator", "operation": "Update",
+                                            "time": "2026-11-24T10:00:00Z"}]},
             "spec": {"containers": [{"name": "express", "image": "registry/express:v1"}]},
             "status": {"phase": "Running", "podIP": "10.0.0.9", "hostIP": "10.0.0.1",
                        "qosClass": "BestEffort",
@@ -381,6 +389,7 @@ mod tests {
         let pod = serde_json::from_value::<Lenient<Pod>>(raw).unwrap();
         let pod = pod.decoded().unwrap();
         assert!(pod.spec.is_none());
+        assert!(pod.metadata.managed_fields.is_none());
         let status = pod.status.as_ref().unwrap();
         assert!(status.pod_ip.is_none() && status.host_ip.is_none() && status.qos_class.is_none());
         assert_eq!(
