@@ -40,6 +40,11 @@ bash scripts/image.sh --profile dev
 
 echo "== acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
+
+echo "== fleet benchmark, smoke run: 2 tenants on the debug binaries (figures: docs/benchmarks.md)"
+cargo test --locked -p express-operator --bench fleet -- --tenants 2 \
+    --kubesim "$target_dir/debug/kubesim" --operator "$target_dir/debug/express-operator" \
+    --timeout-seconds 300
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
 EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \
