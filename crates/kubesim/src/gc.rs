@@ -1,7 +1,7 @@
 //! Background controllers of the API server: owner-reference garbage collection (background,
 //! foreground and orphan propagation) and namespace deletion.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -47,11 +47,17 @@ pub async fn run(shared: Arc<Shared>) {
     });
     loop {
         if dirty.swap(false, Ordering::SeqCst) {
+            let started = std::time::Instant::now();
             let changed = collect(&mut shared.lock());
+            let took = started.elapsed();
             if changed {
                 shared.changed.notify_waiters();
                 dirty.store(true, Ordering::SeqCst);
             }
+            // A pass reads the whole store under its lock: at fleet scale, passes back to back
+            // (every pod's status change wakes the collector) would hold it most of the time.
+            // Idle three times as long as the pass took: the collector keeps a quarter of it.
+            tokio::time::sleep(took * 3).await;
         }
         tokio::select! {
             _ = wake_collector.notified() => {}
@@ -62,16 +68,73 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
-struct Live {
-    key: String,
-    namespace: String,
-    name: String,
+/// An object as the collector sees it, borrowed from the store's index.
+struct Live<'a> {
+    key: &'a str,
+    namespace: &'a str,
+    name: &'a str,
     deleting: bool,
-    finalizers: Vec<String>,
+    finalizers: &'a [String],
+}
+
+/// What one pass decided, applied once the scan (which only borrows the store) is over.
+enum Step {
+    /// Drop references to owners being deleted with orphan propagation.
+    DropReferences {
+        key: String,
+        namespace: String,
+        name: String,
+        owners: Vec<String>,
+    },
+    Delete {
+        key: String,
+        namespace: String,
+        name: String,
+        propagation: &'static str,
+    },
+    RemoveFinalizer {
+        key: String,
+        namespace: String,
+        name: String,
+        finalizer: &'static str,
+    },
+    FinishNamespace(String),
 }
 
 /// One pass of garbage collection; returns whether it changed anything.
 pub fn collect(cluster: &mut Cluster) -> bool {
+    let steps = scan(cluster);
+    let mut changed = false;
+    for step in steps {
+        changed |= match step {
+            Step::DropReferences {
+                key,
+                namespace,
+                name,
+                owners,
+            } => drop_references(cluster, &key, &namespace, &name, &owners),
+            Step::Delete {
+                key,
+                namespace,
+                name,
+                propagation,
+            } => delete(cluster, &key, &namespace, &name, propagation),
+            Step::RemoveFinalizer {
+                key,
+                namespace,
+                name,
+                finalizer,
+            } => remove_finalizer(cluster, &key, &namespace, &name, finalizer),
+            Step::FinishNamespace(namespace) => finish_namespace(cluster, &namespace),
+        };
+    }
+    changed
+}
+
+/// Reads every object's index once, copying nothing but what a step needs: at fleet scale
+/// (hundreds of thousands of objects) a pass that cloned every key, name and uid held the
+/// store's lock for most of the server's time.
+fn scan(cluster: &Cluster) -> Vec<Step> {
     let mut keys: Vec<String> = cluster
         .registry
         .all()
@@ -80,38 +143,32 @@ pub fn collect(cluster: &mut Cluster) -> bool {
         .collect();
     keys.sort();
     keys.dedup();
-    let mut by_uid: HashMap<String, Live> = HashMap::new();
-    // Read from each object's index only: a scan never parses an object.
-    let mut dependents: Vec<(String, String, String, Vec<String>)> = Vec::new();
+    let mut by_uid: HashMap<&str, Live<'_>> = HashMap::new();
+    let mut dependents: Vec<(&str, &str, &str, &[String])> = Vec::new();
     for key in &keys {
         for ((namespace, name), object) in cluster.store.list(key, None) {
             let index = &object.index;
             if !index.uid.is_empty() {
                 by_uid.insert(
-                    index.uid.clone(),
+                    &index.uid,
                     Live {
-                        key: key.clone(),
-                        namespace: namespace.clone(),
-                        name: name.clone(),
+                        key,
+                        namespace,
+                        name,
                         deleting: index.deleting,
-                        finalizers: index.finalizers.clone(),
+                        finalizers: &index.finalizers,
                     },
                 );
             }
             if !index.owner_uids.is_empty() {
-                dependents.push((
-                    key.clone(),
-                    namespace.clone(),
-                    name.clone(),
-                    index.owner_uids.clone(),
-                ));
+                dependents.push((key, namespace, name, &index.owner_uids));
             }
         }
     }
-    let mut changed = false;
-    let mut has_dependents: HashMap<String, bool> = HashMap::new();
+    let mut steps = Vec::new();
+    let mut has_dependents: HashSet<&str> = HashSet::new();
     for (key, namespace, name, owners) in dependents {
-        let owner_of = |uid: &String| by_uid.get(uid);
+        let owner_of = |uid: &String| by_uid.get(uid.as_str());
         let orphaned_by: Vec<String> = owners
             .iter()
             .filter(|uid| {
@@ -121,29 +178,31 @@ pub fn collect(cluster: &mut Cluster) -> bool {
             .cloned()
             .collect();
         if !orphaned_by.is_empty() {
-            changed |= drop_references(cluster, &key, &namespace, &name, &orphaned_by);
+            steps.push(Step::DropReferences {
+                key: key.to_owned(),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                owners: orphaned_by,
+            });
             continue;
         }
-        for uid in &owners {
-            has_dependents.insert(uid.clone(), true);
-        }
+        has_dependents.extend(owners.iter().map(String::as_str));
         let all_gone = owners.iter().all(|uid| owner_of(uid).is_none());
         let owner_in_foreground = owners.iter().any(|uid| {
             owner_of(uid)
                 .is_some_and(|o| o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND))
         });
         if all_gone || owner_in_foreground {
-            changed |= delete(
-                cluster,
-                &key,
-                &namespace,
-                &name,
-                if owner_in_foreground {
+            steps.push(Step::Delete {
+                key: key.to_owned(),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                propagation: if owner_in_foreground {
                     "Foreground"
                 } else {
                     "Background"
                 },
-            );
+            });
         }
     }
     for (uid, owner) in &by_uid {
@@ -152,24 +211,23 @@ pub fn collect(cluster: &mut Cluster) -> bool {
         }
         let release = |f: &str| {
             owner.finalizers.iter().any(|x| x == f)
-                && (f == ORPHAN || !has_dependents.contains_key(uid))
+                && (f == ORPHAN || !has_dependents.contains(uid))
         };
         for finalizer in [FOREGROUND, ORPHAN] {
             if release(finalizer) {
-                changed |= remove_finalizer(
-                    cluster,
-                    &owner.key,
-                    &owner.namespace,
-                    &owner.name,
+                steps.push(Step::RemoveFinalizer {
+                    key: owner.key.to_owned(),
+                    namespace: owner.namespace.to_owned(),
+                    name: owner.name.to_owned(),
                     finalizer,
-                );
+                });
             }
         }
         if owner.key == NAMESPACE_KEY {
-            changed |= finish_namespace(cluster, &owner.name);
+            steps.push(Step::FinishNamespace(owner.name.to_owned()));
         }
     }
-    changed
+    steps
 }
 
 fn delete(
