@@ -774,16 +774,16 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
                 let mut value = serde_json::to_value(o).expect("json");
                 value["apiVersion"] = json!(resource.api_version);
                 value["kind"] = json!(resource.kind);
-                // The cache keeps ControllerRevisions without their bodies.
-                if resource.kind == "ControllerRevision" {
-                    value["data"] = serde_json::Value::Null;
-                }
                 value
             })
             .collect()
     }
 
-    fn weigh<K>(raw: &[serde_json::Value]) -> f64
+    /// What the cache keeps of each decoded object (`Selection::keep`): all of it, except for
+    /// ControllerRevisions.
+    fn whole<K>(_: &mut K) {}
+
+    fn weigh<K>(raw: &[serde_json::Value], keep: fn(&mut K)) -> f64
     where
         K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone,
         Lenient<K>: kube::Resource<DynamicType = ()>,
@@ -794,7 +794,10 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
         let mut held = Vec::with_capacity(COPIES * texts.len());
         for _ in 0..COPIES {
             for text in &texts {
-                let object: Lenient<K> = serde_json::from_str(text).expect("decode");
+                let mut object: Lenient<K> = serde_json::from_str(text).expect("decode");
+                if let Some(decoded) = object.decoded_mut() {
+                    keep(decoded);
+                }
                 held.push((ObjectRef::from_obj(&object), Arc::new(object)));
             }
         }
@@ -812,23 +815,28 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
         (
             "ExpressCluster",
             raw::<ExpressCluster>(client, namespace).await,
-            weigh::<ExpressCluster>,
+            |raw| weigh::<ExpressCluster>(raw, whole),
         ),
-        (
-            "Backend",
-            raw::<Backend>(client, namespace).await,
-            weigh::<Backend>,
-        ),
+        ("Backend", raw::<Backend>(client, namespace).await, |raw| {
+            weigh::<Backend>(raw, whole)
+        }),
         (
             "Frontend",
             raw::<Frontend>(client, namespace).await,
-            weigh::<Frontend>,
+            |raw| weigh::<Frontend>(raw, whole),
         ),
-        ("Pod", raw::<Pod>(client, namespace).await, weigh::<Pod>),
+        ("Pod", raw::<Pod>(client, namespace).await, |raw| {
+            weigh::<Pod>(raw, whole)
+        }),
         (
             "ControllerRevision",
             raw::<ControllerRevision>(client, namespace).await,
-            weigh::<ControllerRevision>,
+            |raw| {
+                weigh::<ControllerRevision>(
+                    raw,
+                    express_operator::controller::keep_revision_metadata,
+                )
+            },
         ),
     ];
     let _profiler = dhat::Profiler::builder().testing().build();

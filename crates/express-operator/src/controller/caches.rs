@@ -630,14 +630,44 @@ impl<K> Selection<K> {
 /// For [`Selection::keep`]: a ControllerRevision without its body. The operator reads a kept spec only to
 /// roll a node back (or restart it on the revision it runs), and then fetches that one
 /// revision; the cache holds each node's history (up to `revisionHistoryLimit` copies of its
-/// effective spec) as names, labels and numbers.
-pub(super) fn keep_revision_metadata(revision: &mut ControllerRevision) {
+/// effective spec) as names, labels, numbers and resourceVersions. A settled tenant keeps ten
+/// per node by default, the most numerous objects cached: their owner references (the node
+/// they belong to is in their labels), annotations and timestamps go too.
+pub fn keep_revision_metadata(revision: &mut ControllerRevision) {
     revision.data = Default::default();
+    let meta = &mut revision.metadata;
+    meta.owner_references = None;
+    meta.annotations = None;
+    meta.creation_timestamp = None;
+    meta.generation = None;
+    meta.managed_fields = None;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cached_revision_keeps_what_the_history_reads() {
+        let node = crate::pods::test_identity(express_api::NodeKind::Frontend, "acme-fe1", "u1");
+        let spec = express_api::EffectiveNodeSpec {
+            express_version: "v1".into(),
+            config_changeset: None,
+            image_repository: "reg/express".into(),
+            pod_template: serde_json::json!({}),
+        };
+        let mut kept = crate::history::build(&node, &spec, "r1", 3).unwrap();
+        kept.metadata.resource_version = Some("7".into());
+        let labels = kept.metadata.labels.clone();
+        keep_revision_metadata(&mut kept);
+        assert_eq!(kept.data, Default::default());
+        assert!(kept.metadata.owner_references.is_none());
+        assert_eq!(kept.metadata.labels, labels);
+        assert_eq!(kept.revision, Some(3));
+        assert_eq!(version_of(&kept.metadata), 7);
+        let history = crate::history::of_node([&kept], &node);
+        assert_eq!(history.len(), 1, "still found as the node's revision");
+    }
 
     fn named(name: &str, uid: &str, version: &str, terminating: bool) -> Pod {
         Pod {

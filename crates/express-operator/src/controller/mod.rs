@@ -14,7 +14,7 @@ mod observe;
 mod record;
 mod report;
 
-pub use caches::{Caches, Scoped, Tasks, WrittenPods, WrittenStatuses};
+pub use caches::{Caches, Scoped, Tasks, WrittenPods, WrittenStatuses, keep_revision_metadata};
 pub use error::Error;
 
 use std::collections::HashMap;
