@@ -282,9 +282,12 @@ impl WrittenStatuses {
 /// a graceful delete), kept until the pod cache has caught up. Without it, a reconcile started
 /// by the status write that precedes a bounce's deletion could see the pod not yet terminating
 /// and delete it a second time; and one started while the pod watch relists (a watch cut, a
-/// compacted history) would miss the pod it just created and create it again.
+/// compacted history) would miss the pod it just created and create it again. Kept by
+/// namespace, then name: a reconcile reads its own namespace's writes, never the whole fleet's
+/// (walking every namespace's on each reconcile was half of the operator's CPU while it
+/// provisioned 10,000 tenants).
 #[derive(Default)]
-pub struct WrittenPods(Mutex<HashMap<(String, String), WrittenPod>>);
+pub struct WrittenPods(Mutex<HashMap<String, HashMap<String, WrittenPod>>>);
 
 struct WrittenPod {
     /// The resourceVersion the write returned.
@@ -319,8 +322,8 @@ impl WrittenPods {
         };
         if let Ok(mut written) = self.0.lock() {
             let pod = pod.clone();
-            written.insert(
-                (namespace, name),
+            written.entry(namespace).or_default().insert(
+                name,
                 WrittenPod {
                     version,
                     pod,
@@ -336,20 +339,23 @@ impl WrittenPods {
     /// place of the pod it replaced while the cache still has that one. Otherwise a pod gone
     /// from the cache stays gone, and one replaced by another (a different uid) is not touched.
     pub(super) fn refresh(&self, namespace: &str, synced: Synced, pods: &mut Vec<Arc<Pod>>) {
-        let Ok(mut written) = self.0.lock() else {
+        let Ok(mut by_namespace) = self.0.lock() else {
             return;
         };
-        if written.is_empty() {
+        let Some(written) = by_namespace.get_mut(namespace) else {
             return;
-        }
+        };
         let mut cached_names = HashSet::new();
         for pod in pods.iter_mut() {
             let meta = &pod.metadata;
-            let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+            if meta.namespace.as_deref() != Some(namespace) {
+                continue;
+            }
+            let Some(name) = meta.name.clone() else {
                 continue;
             };
             cached_names.insert(name.clone());
-            let key = (namespace, name);
+            let key = name;
             let cached: Option<u64> = meta
                 .resource_version
                 .as_deref()
@@ -369,11 +375,11 @@ impl WrittenPods {
                 }
             }
         }
-        written.retain(|(pod_namespace, name), write| {
+        written.retain(|name, write| {
             let Some(relists_begun) = write.created else {
                 return true;
             };
-            if pod_namespace != namespace || cached_names.contains(name) {
+            if cached_names.contains(name) {
                 return true;
             }
             // Created, and not in the cache: gone since, if the cache has seen past the
@@ -384,6 +390,9 @@ impl WrittenPods {
             }
             !gone
         });
+        if written.is_empty() {
+            by_namespace.remove(namespace);
+        }
     }
 }
 
@@ -718,6 +727,30 @@ mod tests {
         let mut stale_again = vec![Arc::new(pod("old", "10", false))];
         written.refresh("tenant", synced(10, 0), &mut stale_again);
         assert!(stale_again[0].metadata.deletion_timestamp.is_none());
+    }
+
+    #[test]
+    fn a_namespace_reads_only_its_own_writes_and_forgets_them_once_caught_up() {
+        let written = WrittenPods::default();
+        let mut elsewhere = named("other-fe1", "o1", "12", false);
+        elsewhere.metadata.namespace = Some("other".into());
+        written.remember_created(&elsewhere, 0);
+        written.remember_created(&pod("new", "11", false), 0);
+        let mut cached: Vec<Arc<Pod>> = Vec::new();
+        written.refresh("tenant", synced(10, 0), &mut cached);
+        assert_eq!(
+            uids(&cached),
+            ["new"],
+            "the other namespace's creation is not shown"
+        );
+        // Caught up in "tenant": its entry goes, the other namespace's stays.
+        let mut caught_up = vec![Arc::new(pod("new", "11", false))];
+        written.refresh("tenant", synced(11, 0), &mut caught_up);
+        let namespaces: Vec<String> = written.0.lock().unwrap().keys().cloned().collect();
+        assert_eq!(namespaces, ["other"]);
+        let mut other: Vec<Arc<Pod>> = Vec::new();
+        written.refresh("other", synced(10, 0), &mut other);
+        assert_eq!(uids(&other), ["o1"]);
     }
 
     #[test]
