@@ -16,6 +16,7 @@ mod report;
 
 pub use caches::{Caches, Scoped, Tasks, WrittenPods, WrittenStatuses, keep_revision_metadata};
 pub use error::Error;
+pub use events::Recorders;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -92,7 +93,7 @@ impl Settings {
 pub struct Context {
     pub client: kube::Client,
     pub caches: Caches,
-    pub recorder: Recorder,
+    pub recorders: Recorders,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub leader: watch::Receiver<bool>,
@@ -217,9 +218,9 @@ pub async fn run(
         &mut tasks,
     );
 
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
+    let recorders = Recorders::new(
+        &client,
+        &Reporter {
             controller: express_api::keys::REPORTING_CONTROLLER.into(),
             instance: Some(settings.identity.clone()),
         },
@@ -235,7 +236,7 @@ pub async fn run(
             operator_control,
             revisions,
         },
-        recorder,
+        recorders,
         metrics: metrics.clone(),
         settings,
         leader: leader.clone(),
