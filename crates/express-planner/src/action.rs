@@ -28,15 +28,15 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// It deletes the node's pod.
-    pub fn deletes_pod(self) -> bool {
+    /// It deletes a pod the node may still serve from, as a step of a change or a removal: the
+    /// statuses written with it count the node out of service at once. A bounce's deletion is
+    /// not one of them (its own record tells each step, and a change the node just finished must
+    /// still be seen finished on the pod being bounced), nor is an ended pod's (not serving, and
+    /// often deleted at once).
+    pub fn retires_pod(self) -> bool {
         matches!(
             self,
-            Operation::ReplacePod
-                | Operation::ResumeReplacement
-                | Operation::RemovePod
-                | Operation::DeleteEndedPod
-                | Operation::DeleteForBounce
+            Operation::ReplacePod | Operation::ResumeReplacement | Operation::RemovePod
         )
     }
 }

@@ -47,9 +47,11 @@ pub async fn run(shared: Arc<Shared>) {
     });
     loop {
         if dirty.swap(false, Ordering::SeqCst) {
-            let started = std::time::Instant::now();
-            let changed = collect(&mut shared.lock());
-            let took = started.elapsed();
+            let (changed, took) = {
+                let mut cluster = shared.lock();
+                let started = std::time::Instant::now();
+                (collect(&mut cluster), started.elapsed())
+            };
             if changed {
                 shared.changed.notify_waiters();
                 dirty.store(true, Ordering::SeqCst);

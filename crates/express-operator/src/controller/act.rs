@@ -21,10 +21,10 @@ use crate::history;
 use crate::metrics::ActionLabel;
 use crate::pods::{NodeIdentity, build_pod};
 
-/// What the actions did: the nodes whose pod this reconcile deleted (the report states them
-/// as the deletion leaves them), and the first action that failed.
+/// What the actions did: the nodes whose pod this reconcile retired (`Operation::retires_pod`:
+/// the report states them as the deletion leaves them), and the first action that failed.
 pub(super) struct Acted {
-    pub(super) deleted: Vec<NodeIndex>,
+    pub(super) retired: Vec<NodeIndex>,
     pub(super) result: Result<(), Error>,
 }
 
@@ -32,7 +32,7 @@ pub(super) async fn act(env: &Env<'_>) -> Acted {
     let (ctx, pod_uids) = (env.ctx, &env.observed.pod_uids);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &env.key.namespace);
     let mut first_error = Ok(());
-    let mut deleted = Vec::new();
+    let mut retired = Vec::new();
     for action in &env.plan.actions {
         let observation = env.snapshot.node(action.node);
         let uid = pod_uids.get(&action.name);
@@ -45,8 +45,8 @@ pub(super) async fn act(env: &Env<'_>) -> Acted {
             | Operation::RemovePod
             | Operation::DeleteEndedPod => {
                 delete_pod(env, &pods, &action.name, uid).await.map(|gone| {
-                    if gone {
-                        deleted.push(action.node);
+                    if gone && action.operation.retires_pod() {
+                        retired.push(action.node);
                     }
                     None
                 })
@@ -61,12 +61,7 @@ pub(super) async fn act(env: &Env<'_>) -> Acted {
                 disable_shutdown_protection(env, &pods, action).await;
                 delete_pod(env, &pods, &action.name, bounced.or(uid))
                     .await
-                    .map(|gone| {
-                        if gone {
-                            deleted.push(action.node);
-                        }
-                        None
-                    })
+                    .map(|_| None)
             }
         };
         let label = events::action_label(action.operation);
@@ -96,7 +91,7 @@ pub(super) async fn act(env: &Env<'_>) -> Acted {
         }
     }
     Acted {
-        deleted,
+        retired,
         result: first_error,
     }
 }

@@ -395,23 +395,32 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
     // nothing left to write, and a node's change costs one status write fewer, the
     // ExpressCluster's one fewer too (its Ready count no longer moves in a write of its own).
     let mut written = Written::default();
-    let deletions = plan
-        .actions
-        .iter()
-        .filter(|a| a.operation.deletes_pod())
-        .map(|a| a.node);
-    let expected = snapshot.with_pods_terminating(deletions);
-    let (deleted, act_result) = match record(&env.reporting(&expected), &mut written).await {
+    // Copies of the snapshot only when a pod is retired: most reconciles delete nothing.
+    let retiring =
+        |nodes: Vec<NodeIndex>| (!nodes.is_empty()).then(|| snapshot.with_pods_terminating(nodes));
+    let expected = retiring(
+        plan.actions
+            .iter()
+            .filter(|a| a.operation.retires_pod())
+            .map(|a| a.node)
+            .collect(),
+    );
+    let record_env = env.reporting(expected.as_ref().unwrap_or(snapshot));
+    let (retired, act_result) = match record(&record_env, &mut written).await {
         Ok(()) => {
             let acted = act(&env).await;
-            (acted.deleted, acted.result)
+            (acted.retired, acted.result)
         }
         Err(err) => (Vec::new(), Err(err)),
     };
 
     // Report, even when an action failed: status must say what is going on.
-    let after = snapshot.with_pods_terminating(deleted);
-    let report_result = report(&env.reporting(&after), &mut written).await;
+    let after = retiring(retired);
+    let report_result = report(
+        &env.reporting(after.as_ref().unwrap_or(snapshot)),
+        &mut written,
+    )
+    .await;
     act_result?;
     report_result?;
     // A progress deadline passes, a settle window ends, a disagreement turns stalled: none of

@@ -148,17 +148,17 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
         {
             continue;
         }
-        // A node whose pod was just created is reported by the reconcile its watch event
-        // brings: the state seen before acting is already stale. One whose pod was just
-        // deleted is reported now, as the snapshot shows it: terminating.
+        // A node whose pod was just created (or deleted for a bounce, or ended) is reported by
+        // the reconcile its watch event brings: the state seen before acting is already stale.
+        // One whose pod was just retired is reported now, as the snapshot shows it: terminating.
         let action = plan.action_on(index);
-        let deleted_now = action.is_some_and(|a| a.operation.deletes_pod())
+        let retired_now = action.is_some_and(|a| a.operation.retires_pod())
             && snapshot
                 .node(index)
                 .pod
                 .as_ref()
                 .is_some_and(|p| p.terminating);
-        if action.is_some() && !deleted_now && !written.nodes.contains_key(&index) {
+        if action.is_some() && !retired_now && !written.nodes.contains_key(&index) {
             continue;
         }
         let observation = snapshot.node(index);
