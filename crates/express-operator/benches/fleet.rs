@@ -371,10 +371,13 @@ impl Seen {
 }
 
 fn watch_fleet(client: &kube::Client, seen: Arc<Mutex<Seen>>) {
+    // With a backoff: at the end kubesim goes first, and a watch retrying at once never yields,
+    // which kept the runtime from shutting down.
     let clusters = watcher(
         Api::<ExpressCluster>::all(client.clone()),
         watcher::Config::default(),
-    );
+    )
+    .default_backoff();
     let seen_clusters = seen.clone();
     tokio::spawn(async move {
         let mut events = std::pin::pin!(clusters);
@@ -741,7 +744,10 @@ async fn main() {
     );
     drop(operator);
     cache_cost_per_kind(&client, &namespace(0)).await;
+    drop(sim);
     let _ = std::fs::remove_dir_all(&dir);
+    // The watches still running would only retry against the stopped kubesim.
+    std::process::exit(0);
 }
 
 /// Counts the heap this process holds, for [`cache_cost_per_kind`]; it only forwards to the
