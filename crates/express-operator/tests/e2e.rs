@@ -294,17 +294,23 @@ async fn a_cycle_is_reported_and_changes_nothing() {
     );
 }
 
-/// Every version of the objects of `api` written from `since` on, as `seen` reads them, until
-/// the test ends.
-fn record_versions<K, T>(
+/// Every version of the objects of `api` written from now on (the list's resourceVersion), as
+/// `seen` reads them, until the test ends.
+async fn record_versions<K, T>(
     api: Api<K>,
-    since: String,
     seen: impl Fn(&K) -> T + Send + 'static,
 ) -> Arc<Mutex<Vec<T>>>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     T: Send + 'static,
 {
+    let since = api
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("resourceVersion");
     let versions = Arc::new(Mutex::new(Vec::new()));
     let log = versions.clone();
     tokio::spawn(async move {
@@ -332,10 +338,6 @@ async fn a_node_being_replaced_is_out_of_service_from_its_first_status_write() {
     let env = env().await;
     tenant(&env, 3).await;
     healthy(&env, 4).await;
-    let since = |list: kube::core::ListMeta| list.resource_version.expect("resourceVersion");
-    let frontends = Api::<Frontend>::namespaced(env.client.clone(), NS);
-    let backends = Api::<Backend>::namespaced(env.client.clone(), NS);
-    let clusters = Api::<ExpressCluster>::namespaced(env.client.clone(), NS);
     let node_seen = |name: Option<String>, status: Option<&express_api::NodeStatus>| {
         (
             name.unwrap_or_default(),
@@ -344,36 +346,17 @@ async fn a_node_being_replaced_is_out_of_service_from_its_first_status_write() {
         )
     };
     let frontend_versions = record_versions(
-        frontends.clone(),
-        since(
-            frontends
-                .list_metadata(&ListParams::default())
-                .await
-                .expect("list")
-                .metadata,
-        ),
+        Api::<Frontend>::namespaced(env.client.clone(), NS),
         move |f: &Frontend| node_seen(f.metadata.name.clone(), f.status.as_ref()),
-    );
+    )
+    .await;
     let backend_versions = record_versions(
-        backends.clone(),
-        since(
-            backends
-                .list_metadata(&ListParams::default())
-                .await
-                .expect("list")
-                .metadata,
-        ),
+        Api::<Backend>::namespaced(env.client.clone(), NS),
         move |b: &Backend| node_seen(b.metadata.name.clone(), b.status.as_ref()),
-    );
+    )
+    .await;
     let cluster_versions = record_versions(
-        clusters.clone(),
-        since(
-            clusters
-                .list_metadata(&ListParams::default())
-                .await
-                .expect("list")
-                .metadata,
-        ),
+        Api::<ExpressCluster>::namespaced(env.client.clone(), NS),
         |c: &ExpressCluster| {
             let status = c.status.as_ref();
             let ready = status
@@ -382,7 +365,8 @@ async fn a_node_being_replaced_is_out_of_service_from_its_first_status_write() {
             let up_to_date = status.and_then(|s| s.nodes.as_ref()).map(|n| n.up_to_date);
             (ready, up_to_date)
         },
-    );
+    )
+    .await;
 
     set_version(&env, Some("v2"), Some("v2")).await;
     healthy(&env, 4).await;

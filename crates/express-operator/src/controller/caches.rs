@@ -355,12 +355,11 @@ impl WrittenPods {
                 continue;
             };
             cached_names.insert(name.clone());
-            let key = name;
             let cached: Option<u64> = meta
                 .resource_version
                 .as_deref()
                 .and_then(|v| v.parse().ok());
-            let Some(write) = written.get(&key) else {
+            let Some(write) = written.get(&name) else {
                 continue;
             };
             let same_pod = write.pod.metadata.uid == pod.metadata.uid;
@@ -371,7 +370,7 @@ impl WrittenPods {
                     *pod = Arc::new(write.pod.clone());
                 }
                 _ => {
-                    written.remove(&key);
+                    written.remove(&name);
                 }
             }
         }
