@@ -55,6 +55,11 @@ enum Command {
         /// API requests that may be sent at once after a quiet spell.
         #[arg(long, default_value_t = ApiLimits::DEFAULT.burst)]
         kube_burst: u32,
+        /// Publish the per-tenant metric families (`express_operator_nodes`, a series per
+        /// tenant and node phase); `false` for a large fleet: the fleet-level families and
+        /// the alerts do not need them.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+        per_tenant_metrics: bool,
     },
     /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
     #[cfg(feature = "dev")]
@@ -143,6 +148,7 @@ fn main() -> ExitCode {
             concurrency,
             kube_qps,
             kube_burst,
+            per_tenant_metrics,
         } => {
             init_tracing();
             let operator_namespace = operator_namespace
@@ -155,7 +161,10 @@ fn main() -> ExitCode {
                         namespaces,
                         leader_elect,
                         ring,
-                        metrics_addr,
+                        MetricsOptions {
+                            addr: metrics_addr,
+                            per_tenant: per_tenant_metrics,
+                        },
                         operator_namespace,
                         concurrency,
                         ApiLimits {
@@ -198,16 +207,26 @@ fn ring_name(value: &str) -> Result<String, String> {
     }
 }
 
+/// Where `/metrics` is served, and whether it names each tenant.
+struct MetricsOptions {
+    addr: SocketAddr,
+    per_tenant: bool,
+}
+
 async fn run(
     namespaces: Vec<String>,
     leader_elect: bool,
     ring: String,
-    metrics_addr: SocketAddr,
+    metrics_options: MetricsOptions,
     operator_namespace: String,
     concurrency: usize,
     limits: ApiLimits,
 ) -> Result<(), Error> {
-    let metrics = Metrics::new();
+    let MetricsOptions {
+        addr: metrics_addr,
+        per_tenant,
+    } = metrics_options;
+    let metrics = Metrics::with_per_tenant(per_tenant);
     let config = kube::Config::infer()
         .await
         .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;

@@ -290,6 +290,10 @@ pub async fn run(
                 every.tick().await;
                 let objects = context.caches.objects(None);
                 let mut tenants = express_triage::observe::tenants(&objects, |_| None);
+                context.metrics.set_ring_tenants(
+                    &context.settings.ring,
+                    tenants.iter().map(|t| t.ring.as_str()),
+                );
                 // Each ring's operator reports its own ring's tenants, so that rings add up.
                 tenants.retain(|t| t.ring == context.settings.ring);
                 context.metrics.set_fleet(
