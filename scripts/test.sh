@@ -3,7 +3,8 @@
 # and end-to-end tests, then kubesim's acceptance tests through kubectl 1.37, the Python
 # kubernetes client and the Helm engine, and the dashboard's tests in headless Chromium. Installs
 # what the tests need first: a project-local virtualenv in .venv from
-# tests/acceptance/requirements.txt, and Debian's chromium and chromium-driver.
+# tests/acceptance/requirements.txt, Debian's chromium and chromium-driver, and Debian's prometheus
+# (its promtool tests the chart's alerts; the tests start their own prometheus on loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -18,6 +19,12 @@ echo "== browser for the dashboard's tests (Debian's chromium and chromium-drive
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
+echo "== Prometheus for the alert and dashboard tests (Debian's prometheus, with promtool)"
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
 
 echo "== cargo fmt --check"
@@ -38,7 +45,7 @@ fi
 echo "== container image (built from the dev binaries, and run from its own root filesystem)"
 bash scripts/image.sh --profile dev
 
-echo "== acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium"
+echo "== acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium; the alerts under promtool and a real Prometheus"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
 
 echo "== fleet benchmark, smoke run: 2 tenants on the debug binaries (figures: docs/benchmarks.md)"

@@ -88,7 +88,7 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
     ({"metrics": {"prometheusRule": {"enabled": True}}},
      lambda o: {r["alert"] for r in find(o, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]}
      == {"ExpressRolloutFailed", "ExpressClusterHalted", "ExpressOperatorReconcileErrors", "ExpressOperatorNoLeader",
-         "ExpressOperatorBacklog", "ExpressFleetSpread"}),
+         "ExpressOperatorBacklog", "ExpressFleetSpread", "ExpressOperatorDown"}),
     ({"image": {"repository": "registry.example/express-operator", "tag": "1.2.3"}},
      lambda o: find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
      == "registry.example/express-operator:1.2.3"),
@@ -124,7 +124,7 @@ def test_the_alert_metrics_exist():
     for rule in find(objects, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]:
         for metric in ("rollout_failures", "nodes", "reconcile_errors", "leader", "tenants",
                        "unhealthy_tenants", "unhealthy_namespaces",
-                       "oldest_unobserved_generation_seconds"):
+                       "oldest_unobserved_generation_seconds", "ring_tenants", "build_info"):
             if f"express_operator_{metric}" in rule["expr"]:
                 assert f'"{metric}"' in source, metric
 
