@@ -381,3 +381,26 @@ def test_the_fleet_panels_say_what_the_scenario_left(scenario):
         if got != expected:
             wrong.append(f"panel {title!r}: {got}, expected {expected}\n  {expr}")
     assert wrong == [], "\n".join(wrong)
+
+
+def test_without_per_tenant_metrics_no_series_names_a_tenant(sim, tmp_path):
+    # `--per-tenant-metrics=false` (chart value metrics.perTenant=false): the fleet-level
+    # families the alerts read are all there, and no series carries a tenant's namespace.
+    install(sim)
+    sim.kubectl("create", "namespace", "express-system")
+    url = f"http://127.0.0.1:{free_port()}/metrics"
+    process = start_operator(sim, tmp_path / "operator.log", "--per-tenant-metrics=false",
+                             pod_name="fleet-only", metrics_addr=url.split("/")[2])
+    try:
+        sim.kubectl("apply", "-f", "-", input=tenant_yaml("team-a"))
+        eventually(lambda: settled_on_nodes(sim, "team-a", "v1", 2), timeout=60, what="team-a provisioned")
+        text = eventually(lambda: (s := scrape(url)) and "express_operator_ring_tenants{" in s[2] and s[2],
+                          timeout=30, what="the fleet figures")
+        assert "express_operator_nodes" not in text
+        assert "team-a" not in text
+        for family in ("express_operator_leader{", "express_operator_build_info{", "express_operator_tenants{",
+                       "express_operator_unhealthy_tenants{", "express_operator_rollout_failures_total ",
+                       "express_operator_oldest_unobserved_generation_seconds "):
+            assert family in text, family
+    finally:
+        stop_process(process)
