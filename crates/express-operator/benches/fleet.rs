@@ -559,6 +559,8 @@ async fn main() {
         operator.process.peak_rss_mib()
     );
 
+    print_series(&operator, "at rest after provisioning", args.tenants).await;
+
     // 2. Cold start: the operator killed, a pending change on one tenant, a fresh operator.
     drop(operator);
     Api::<ExpressCluster>::namespaced(client.clone(), &namespace(0))
@@ -742,12 +744,37 @@ async fn main() {
         operator.process.rss_mib(),
         operator.process.peak_rss_mib()
     );
+    print_series(&operator, "after the upgrade", args.tenants).await;
     drop(operator);
     cache_cost_per_kind(&client, &namespace(0)).await;
     drop(sim);
     let _ = std::fs::remove_dir_all(&dir);
     // The watches still running would only retry against the stopped kubesim.
     std::process::exit(0);
+}
+
+/// The series the operator's `/metrics` exposes (its sample lines, as Prometheus stores
+/// them), and how many belong to the per-tenant families that `--per-tenant-metrics=false`
+/// leaves out.
+async fn print_series(operator: &Operator, when: &str, tenants: usize) {
+    let Some((200, text)) = http_get(&format!("{}/metrics", operator.metrics)).await else {
+        println!("series exposed {when}: /metrics did not answer");
+        return;
+    };
+    let samples: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    let per_tenant = samples
+        .iter()
+        .filter(|line| line.starts_with("express_operator_nodes{"))
+        .count();
+    println!(
+        "series exposed {when}: {} ({per_tenant} per-tenant express_operator_nodes, {:.2} per tenant; {} fleet-level, all that --per-tenant-metrics=false leaves)",
+        samples.len(),
+        per_tenant as f64 / tenants as f64,
+        samples.len() - per_tenant
+    );
 }
 
 /// Counts the heap this process holds, for [`cache_cost_per_kind`]; it only forwards to the
