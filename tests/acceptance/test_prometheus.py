@@ -46,10 +46,10 @@ GRAFANA_DURATIONS = {"$__rate_interval": "5m", "$__interval": "5m", "$__range": 
 # The `for:` of the alerts this scenario makes fire, shortened through the chart's values.
 SHORT_FOR = {"ExpressOperatorNoLeader": "10s", "ExpressClusterHalted": "5s"}
 COMPARISONS = {"==", "!=", ">", "<", ">=", "<="}
-# Expressions that may legitimately have no data over this scenario, with the reason.
-NO_DATA_EXPECTED = {
-    # absent() is empty while any instance is scraped: its argument is checked instead.
-}
+# Expressions (as queried) that may legitimately have no data over this scenario, each with its
+# reason. None so far: the scenario makes every figure, and an alert's absent() is checked
+# through its argument (figures()).
+NO_DATA_EXPECTED = {}
 
 
 def free_port():
