@@ -38,6 +38,11 @@ pub mod reason {
     pub const NODES_NOT_READY: &str = "NodesNotReady";
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
     pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    /// Ready and Progressing: a node lost its pod and gets it back on the revision it ran (a
+    /// recovery, not a rollout: `express_api::delivery`).
+    pub const NODE_RECOVERING: &str = "NodeRecovering";
+    /// Ready and Progressing: a bounce restarts a node's pod on the revision it runs.
+    pub const NODE_BOUNCING: &str = "NodeBouncing";
     pub const PAUSED: &str = "Paused";
     pub const NOT_PAUSED: &str = "NotPaused";
     pub const INVALID_SPEC: &str = "InvalidSpec";

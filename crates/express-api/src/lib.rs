@@ -9,6 +9,7 @@
 pub mod bounce;
 pub mod conditions;
 pub mod crd;
+pub mod delivery;
 pub mod effective;
 pub mod history;
 pub mod keys;
@@ -20,6 +21,7 @@ pub mod rings;
 pub mod types;
 
 pub use bounce::{BouncePhase, BounceStatus};
+pub use delivery::Work;
 pub use effective::{EffectiveNodeSpec, EffectiveSpecError, effective_spec};
 pub use objects::{ClusterKey, NodeRef, Objects};
 pub use types::*;

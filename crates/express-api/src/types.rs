@@ -284,6 +284,10 @@ pub struct NodeChange {
     /// Express cluster when it started.
     #[serde(default)]
     pub rollout: String,
+    /// The change brings back the revision the node ran (its pod was lost and is re-created):
+    /// a recovery, part of no rollout (`express_api::delivery`, DESIGN section 12).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovery: bool,
     /// Why the change failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

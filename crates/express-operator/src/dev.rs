@@ -19,7 +19,6 @@ use kube::core::ObjectMeta;
 use kubesim::kubelet::KubeletConfig;
 use kubesim::{Config, KubeSim};
 use serde_json::json;
-use tokio::sync::watch;
 
 use crate::controller::{self, Settings};
 use crate::install::{create_namespace, install_crds};
@@ -36,6 +35,8 @@ pub enum DevError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("leader election: {0}")]
+    Lease(String),
     #[error("the demo did not finish within {0:?}")]
     Timeout(Duration),
 }
@@ -136,12 +137,23 @@ async fn start(options: &DevOptions) -> Result<(KubeSim, kube::Client), DevError
     })?;
     let client = sim.client()?;
     install_crds(&client).await?;
-    let operator_client = client.clone();
+    // As the chart runs it: leader election on, holding ring default's Lease in the operator's
+    // namespace, so that `kubectl express doctor` and `rings` see the cluster an SRE has.
+    let settings = Settings::cluster_wide("express-operator-dev", 8);
+    crate::install::create_namespace(&client, &settings.operator_namespace).await?;
+    let (leader, _election) = crate::leader::elect(
+        client.clone(),
+        &settings.operator_namespace,
+        &settings.ring,
+        &settings.identity,
+    )
+    .await
+    .map_err(|e| DevError::Lease(e.to_string()))?;
     tokio::spawn(controller::run(
-        operator_client,
-        Settings::cluster_wide("express-operator-dev", 8),
+        client.clone(),
+        settings,
         Metrics::new(),
-        watch::channel(true).1,
+        leader,
     ));
     Ok((sim, client))
 }

@@ -241,6 +241,7 @@ impl<'a> Grouped<'a> {
                         to: c.to_revision.clone(),
                         sequence: c.sequence,
                         rollout: c.rollout.clone(),
+                        recovery: c.recovery,
                     });
                     // Recorded, and the pod on the new revision not created yet.
                     let replacing = change.as_ref().is_some_and(|c| {

@@ -381,6 +381,11 @@ fn record_for(node: &NodeObservation, operation: Operation, rollout_id: &str) ->
             return None;
         }
     };
+    // A pod created for a node that ran its desired revision brings that revision back: a
+    // recovery, no rollout (`express_api::delivery`); an upgrade's record keeps its `from`,
+    // so that a rollback of its rollout still returns the node.
+    let recovery =
+        operation == Operation::CreatePod && previous.is_some_and(|c| c.ran(&desired.revision));
     Some(Change {
         kind,
         state: ChangeState::InProgress,
@@ -388,6 +393,7 @@ fn record_for(node: &NodeObservation, operation: Operation, rollout_id: &str) ->
         to: desired.revision.clone(),
         sequence: 0,
         rollout: rollout_id.to_owned(),
+        recovery,
     })
 }
 
@@ -449,6 +455,7 @@ fn plan_halted(
         to: to.to_owned(),
         sequence: 0,
         rollout: assessment.rollout_id.clone(),
+        recovery: false,
     };
     let kept = |node: &NodeObservation, revision: &str| node.history.iter().any(|r| r == revision);
 

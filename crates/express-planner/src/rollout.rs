@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use express_api::{ChangeKind, ChangeState};
+use express_api::{ChangeKind, ChangeState, Work};
 
 use crate::snapshot::{Abort, Change, ClusterSnapshot, NodeIndex, NodeObservation};
 use crate::state::{NodeState, classify};
@@ -245,8 +245,12 @@ fn detect_failures(
         else {
             continue;
         };
+        // A recovery brings back a revision the node ran: its pod failing now says nothing
+        // about the revision, so it neither fails the rollout nor refuses the revision (the
+        // cluster shows the node down, and triage counts it as a symptom).
         let changing_to_desired = change.in_progress()
             && change.kind != ChangeKind::Rollback
+            && change.work() == Work::Delivery
             && change.to == desired.revision;
         let new_pod = pod.owned
             && !pod.terminating
@@ -360,4 +364,46 @@ pub fn rollback_in_flight(node: &NodeObservation) -> bool {
     !node.pod.as_ref().is_some_and(|p| {
         !p.terminating && p.revision.as_deref() == Some(change.to.as_str()) && p.is_ready()
     })
+}
+
+/// What moves a node, if anything does (`express_api::delivery`): a delivery (a provision, an
+/// upgrade, a removal or a rollback: the node goes to a revision or a state it did not have), a
+/// recovery (the node lost its pod and gets it back on the revision it ran) or a bounce. `state`
+/// is the node's state in the plan (a bounce is known only there).
+pub fn node_work(node: &NodeObservation, state: &NodeState) -> Option<Work> {
+    let desired = node.desired.as_ref().ok().map(|d| d.revision.as_str());
+    let change = node.change.as_ref();
+    let ran_desired = || desired.is_some_and(|d| change.is_some_and(|c| c.ran(d)));
+    let changing = change.filter(|c| c.in_progress()).map(Change::work);
+    match state {
+        NodeState::Bouncing => Some(Work::Bounce),
+        NodeState::NeedsProvision | NodeState::NeedsRecreate if ran_desired() => {
+            Some(Work::Recovery)
+        }
+        NodeState::NeedsProvision
+        | NodeState::NeedsRecreate
+        | NodeState::NeedsUpgrade
+        | NodeState::NeedsRemoval
+        | NodeState::Removing => Some(Work::Delivery),
+        // Recorded, its pod not created yet: what the record says.
+        NodeState::Replacing => Some(changing.unwrap_or(Work::Delivery)),
+        // A pod on its desired revision going away that no change deletes (an eviction, a
+        // person): it comes back on the revision the node runs. On another revision, its
+        // replacement is a delivery.
+        NodeState::Terminating => Some(changing.unwrap_or_else(|| {
+            let pod_revision = node.pod.as_ref().and_then(|p| p.revision.as_deref());
+            if pod_revision.is_some() && pod_revision == desired {
+                Work::Recovery
+            } else {
+                Work::Delivery
+            }
+        })),
+        // Not Ready on its desired revision with no change under way: a node that ran it went
+        // unready on its own (nothing moves it); one that never ran it is being provisioned.
+        NodeState::Starting => changing.or_else(|| (!ran_desired()).then_some(Work::Delivery)),
+        NodeState::UpToDate
+        | NodeState::Down
+        | NodeState::InvalidSpec(_)
+        | NodeState::PodNotOwned => None,
+    }
 }

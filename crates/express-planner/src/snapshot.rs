@@ -221,11 +221,23 @@ pub struct Change {
     pub sequence: u64,
     /// The rollout it belongs to (see [`crate::rollout::rollout_id`]).
     pub rollout: String,
+    /// It brings back the revision the node ran (`express_api::delivery`).
+    pub recovery: bool,
 }
 
 impl Change {
     pub fn in_progress(&self) -> bool {
         self.state == ChangeState::InProgress
+    }
+
+    /// Delivery or recovery (`express_api::delivery`).
+    pub fn work(&self) -> express_api::Work {
+        express_api::delivery::classify_change(self.recovery)
+    }
+
+    /// The node ran `revision`, by this record (`express_api::delivery::ran`).
+    pub fn ran(&self, revision: &str) -> bool {
+        express_api::delivery::ran(self.state, self.recovery, &self.to, revision)
     }
 }
 

@@ -585,6 +585,7 @@ fn arb_change() -> impl Strategy<Value = Option<express_planner::Change>> {
                 sequence,
                 // Patched to the snapshot's rollout id when `current`.
                 rollout: if current { "current".into() } else { "other".into() },
+                recovery: false,
             })
         ),
     ]

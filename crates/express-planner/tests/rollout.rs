@@ -29,6 +29,7 @@ fn record(
         to: NEW.into(),
         sequence,
         rollout: rollout_id(snapshot),
+        recovery: false,
     }
 }
 

@@ -280,6 +280,7 @@ fn a_lost_pod_is_recreated_at_once_while_the_state_settles() {
         to: NEW.into(),
         sequence: 3,
         rollout: "r".into(),
+        recovery: false,
     });
     let p = plan(&s, CHANGED + 1);
     assert!(!p.settle.is_settled());
@@ -309,6 +310,7 @@ fn a_pod_lost_whose_desired_revision_changed_waits() {
         to: OLD.into(),
         sequence: 1,
         rollout: "r".into(),
+        recovery: false,
     });
     let p = plan(&s, CHANGED + 1);
     assert!(p.actions.is_empty());
@@ -328,6 +330,7 @@ fn a_change_in_flight_finishes_while_the_state_settles() {
         to: NEW.into(),
         sequence: 1,
         rollout: "r".into(),
+        recovery: false,
     });
     let p = plan(&s, CHANGED + 1);
     assert!(!p.settle.is_settled());
@@ -347,6 +350,7 @@ fn a_rollback_is_never_delayed_by_the_settle_rules() {
         to: NEW.into(),
         sequence: 1,
         rollout: id,
+        recovery: false,
     });
     for node in &mut s.nodes {
         node.history = vec![OLD.into(), NEW.into()];

@@ -2,8 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::jiff::Timestamp;
-
+use crate::explain::{Assessed, assess, seconds_between};
 use crate::{
     Check, Fleet, LeaseSeen, Report, Status, Symptom, Tenant, TenantReport, Thresholds, Verdict,
 };
@@ -19,10 +18,6 @@ pub const ACCESS: &str = "access";
 
 /// Evidence lists stop here (the count says how many more).
 const EVIDENCE_LINES: usize = 10;
-
-fn seconds_between(later: Timestamp, earlier: Timestamp) -> i64 {
-    later.as_second() - earlier.as_second()
-}
 
 /// "95s", "3m10s", "2h5m" (as durations are written to and read from every flag).
 pub fn age(seconds: i64) -> String {
@@ -48,91 +43,11 @@ fn check(name: &'static str, status: Status, summary: String, evidence: Vec<Stri
     }
 }
 
-/// One tenant assessed: whether a rollout explains its trouble, and how far behind the operator
-/// is on it (with why).
-struct Assessed<'a> {
-    tenant: &'a Tenant,
-    explained: bool,
-    behind: Option<(i64, String)>,
-}
-
-fn assess<'a>(now: Timestamp, tenant: &'a Tenant, limits: &Thresholds) -> Assessed<'a> {
-    // A rollout explains trouble when its latest node change followed a change of the desired
-    // state, and a failure came while that change could still fail (within its progress
-    // deadline). The operator also replaces a lost pod long after any change, and fails the
-    // node's last change record when that pod fails: that is no deployment.
-    let carries_a_change = |r: &crate::Rollout| {
-        let change_started = tenant.last_node_change.or(r.started);
-        let follows_desired = match (change_started, tenant.desired_changed) {
-            (Some(started), Some(changed)) => {
-                seconds_between(started, changed) <= limits.recent_rollout_seconds
-            }
-            _ => true,
-        };
-        let failed_during_change = match (tenant.failed_at, change_started) {
-            (Some(failed), Some(started)) if r.halted() => {
-                seconds_between(failed, started)
-                    <= tenant.progress_deadline_seconds + limits.recent_rollout_seconds
-            }
-            _ => true,
-        };
-        follows_desired && failed_during_change
-    };
-    let explained = !tenant.symptoms.is_empty()
-        && tenant.rollout.as_ref().is_some_and(|r| {
-            carries_a_change(r)
-                && (r.active()
-                    || r.halted()
-                    || r.finished
-                        .is_some_and(|f| seconds_between(now, f) <= limits.recent_rollout_seconds))
-        });
-    let mut behind: Option<(i64, String)> = None;
-    if tenant.observed_generation < Some(tenant.generation) {
-        let since = tenant.spec_changed.map_or(0, |t| seconds_between(now, t));
-        if since > limits.stale_after_seconds {
-            behind = Some((
-                since,
-                format!(
-                    "generation {} not observed (observed {}) for {}",
-                    tenant.generation,
-                    tenant
-                        .observed_generation
-                        .map_or_else(|| "none".into(), |g| g.to_string()),
-                    age(since)
-                ),
-            ));
-        }
-    }
-    if let Some(pods) = tenant.pods_changed
-        && tenant.status_changed.is_none_or(|s| s < pods)
-    {
-        let since = seconds_between(now, pods);
-        if since > limits.stale_after_seconds && behind.as_ref().is_none_or(|(b, _)| *b < since) {
-            behind = Some((
-                since,
-                format!(
-                    "pods changed {} ago, status last written {}",
-                    age(since),
-                    tenant.status_changed.map_or_else(
-                        || "never".into(),
-                        |s| format!("{} ago", age(seconds_between(now, s)))
-                    )
-                ),
-            ));
-        }
-    }
-    Assessed {
-        tenant,
-        explained,
-        behind,
-    }
-}
-
 fn worst(statuses: impl IntoIterator<Item = Status>) -> Status {
     statuses.into_iter().max().unwrap_or(Status::Ok)
 }
 
-fn operator_check(fleet: &Fleet) -> Check {
+fn operator_check(fleet: &Fleet, assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
     if fleet.rings.is_empty() {
         return check(
             OPERATOR,
@@ -188,10 +103,29 @@ fn operator_check(fleet: &Fleet) -> Check {
                     }
                 }
             }
-            LeaseSeen::Missing { namespace, name } => findings.push((
-                Status::Fail,
-                format!("ring {r}: no Lease {namespace}/{name}: no operator has led this ring"),
-            )),
+            LeaseSeen::Missing { namespace, name } => {
+                // An operator run without leader election holds no Lease: its tenants being
+                // observed tells it from a ring nobody drives.
+                let members: Vec<&Assessed<'_>> =
+                    assessed.iter().filter(|a| &a.tenant.ring == r).collect();
+                if !members.is_empty() && members.iter().all(|a| a.behind.is_none()) {
+                    findings.push((
+                        Status::Warn,
+                        format!(
+                            "ring {r}: no Lease {namespace}/{name}, yet its {} tenant(s) are observed within {}: an operator drives it without leader election (run it with --leader-elect, as the chart does, so that two replicas never act at once)",
+                            members.len(),
+                            age(limits.stale_after_seconds)
+                        ),
+                    ));
+                } else {
+                    findings.push((
+                        Status::Fail,
+                        format!(
+                            "ring {r}: no Lease {namespace}/{name}: no operator has led this ring"
+                        ),
+                    ));
+                }
+            }
             LeaseSeen::Unreadable { namespace, name } => findings.push((
                 Status::Warn,
                 format!("ring {r}: cannot read Lease {namespace}/{name}: leadership unknown"),
@@ -342,6 +276,20 @@ fn spread_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
             ));
         }
         evidence.push(line);
+    }
+    // Nodes a recovery has left down past `--stuck-recovery`, and bounces under way.
+    for a in assessed {
+        for node in a
+            .nodes_down
+            .iter()
+            .filter(|n| n.stuck || n.work == Some(crate::Work::Bounce))
+        {
+            evidence.push(format!(
+                "{}: {}",
+                name(a.tenant),
+                node.describe(limits.stuck_recovery_seconds)
+            ));
+        }
     }
     let explained = assessed
         .iter()
@@ -573,7 +521,7 @@ pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
         .map(|t| assess(fleet.now, t, limits))
         .collect();
     let checks = vec![
-        operator_check(fleet),
+        operator_check(fleet, &assessed, limits),
         keeping_up_check(&assessed, limits),
         spread_check(&assessed, limits),
         deployment_check(fleet, limits),
@@ -642,6 +590,7 @@ pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
     let notable = |a: &Assessed<'_>| {
         !a.tenant.symptoms.is_empty()
             || a.behind.is_some()
+            || !a.nodes_down.is_empty()
             || a.tenant.rollout.as_ref().is_some_and(|r| r.active())
     };
     let tenants = assessed
@@ -654,6 +603,7 @@ pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
             rollout: a.tenant.rollout.clone(),
             explained_by_rollout: a.explained,
             behind_seconds: a.behind.as_ref().map(|(s, _)| *s),
+            nodes_down: a.nodes_down.clone(),
         })
         .collect();
     Report {
@@ -668,6 +618,7 @@ pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
 mod tests {
     use super::*;
     use crate::{Deployment, Lease, OperatorPod, Ring, Rollout, Warning};
+    use k8s_openapi::jiff::Timestamp;
 
     const NOW: i64 = 1_800_000_000;
 
@@ -701,6 +652,7 @@ mod tests {
             spec_changed: Some(at(3600)),
             desired_changed: Some(at(3600)),
             last_node_change: None,
+            nodes_down: Vec::new(),
             failed_at: None,
             progress_deadline_seconds: 600,
             status_changed: Some(at(3000)),
@@ -828,10 +780,13 @@ mod tests {
                 "infrastructure outranks deployment",
                 {
                     let mut f = fleet(vec![rolling(sick("a", Symptom::Failed), "Failed")]);
-                    f.rings[0].lease = LeaseSeen::Missing {
+                    f.rings[0].lease = LeaseSeen::Seen(Lease {
                         namespace: "express-system".into(),
                         name: "express-operator".into(),
-                    };
+                        holder: Some("op-1".into()),
+                        renewed: Some(at(600)),
+                        duration_seconds: Some(15),
+                    });
                     f
                 },
                 Verdict::Infrastructure,
@@ -1012,6 +967,188 @@ mod tests {
         };
         assert_eq!(finished(600), Verdict::Deployment);
         assert_eq!(finished(601), Verdict::Tenant);
+    }
+
+    /// DESIGN section 12: per kind of node change, with the tenant's desired state changed
+    /// inside or outside `--recent-rollout` (600 s) and the rollout record as the operator
+    /// writes it, the verdict for one tenant and for the same in three of four namespaces.
+    #[test]
+    fn a_recovery_never_explains_trouble_and_a_delivery_does() {
+        use crate::{NodeDown, Work};
+        // (what, the rollout's state, the node down and what moves it)
+        let kinds: [(&str, &str, Option<Work>, Option<Symptom>); 6] = [
+            (
+                "a new node provisioned, failing",
+                "Failed",
+                Some(Work::Delivery),
+                Some(Symptom::Failed),
+            ),
+            (
+                "a revision change, failing",
+                "Failed",
+                Some(Work::Delivery),
+                Some(Symptom::Failed),
+            ),
+            (
+                "a rollback under way",
+                "RollingBack",
+                Some(Work::Delivery),
+                Some(Symptom::RollingBack),
+            ),
+            (
+                "a lost pod re-created at its revision, never Ready",
+                "Complete",
+                Some(Work::Recovery),
+                Some(Symptom::NodesNotReady),
+            ),
+            (
+                "a lost pod not re-created yet",
+                "Complete",
+                None,
+                Some(Symptom::NodesNotReady),
+            ),
+            ("a bounce under way", "Complete", Some(Work::Bounce), None),
+        ];
+        for (what, state, work, symptom) in kinds {
+            for desired_changed_ago in [30, 5000] {
+                let recent = desired_changed_ago < 600;
+                let make = |ns: &str| {
+                    let mut t = tenant(ns);
+                    t.desired_changed = Some(at(desired_changed_ago));
+                    // The node change that put the node down started 15 s ago.
+                    t.last_node_change = Some(at(15));
+                    t.failed_at = (state == "Failed").then(|| at(10));
+                    if let Some(r) = t.rollout.as_mut() {
+                        r.state = Some(state.into());
+                        r.started = Some(at(desired_changed_ago - 5));
+                        r.finished = (state == "Complete").then(|| at(desired_changed_ago - 20));
+                    }
+                    t.symptoms = symptom.into_iter().collect();
+                    t.nodes_down = vec![NodeDown {
+                        node: "c-fe2".into(),
+                        work,
+                        since: Some(at(20)),
+                    }];
+                    t
+                };
+                let delivery = work == Some(Work::Delivery);
+                let expected_one = match (symptom, delivery) {
+                    (None, _) => Verdict::Healthy,
+                    // A delivery explains its trouble while it is under way or halted, and
+                    // only when its change followed one of the desired state.
+                    (Some(_), true) if recent => Verdict::Deployment,
+                    (Some(_), _) => Verdict::Tenant,
+                };
+                let one = run(&fleet(vec![
+                    make("a"),
+                    tenant("b"),
+                    tenant("c"),
+                    tenant("d"),
+                ]));
+                assert_eq!(
+                    one.verdict, expected_one,
+                    "{what}, desired state changed {desired_changed_ago}s ago: one tenant"
+                );
+                let spread = run(&fleet(vec![make("a"), make("b"), make("c"), tenant("d")]));
+                let expected_spread = match expected_one {
+                    Verdict::Tenant => Verdict::Infrastructure,
+                    other => other,
+                };
+                assert_eq!(
+                    spread.verdict, expected_spread,
+                    "{what}, desired state changed {desired_changed_ago}s ago: three of four namespaces"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_stuck_recovery_and_a_bounce_are_named_in_the_evidence() {
+        use crate::{NodeDown, Work};
+        let down = |ns: &str, work, ago| {
+            let mut t = sick(ns, Symptom::NodesNotReady);
+            t.nodes_down = vec![NodeDown {
+                node: format!("{ns}-fe2"),
+                work,
+                since: Some(at(ago)),
+            }];
+            t
+        };
+        let mut bouncing = tenant("c");
+        bouncing.nodes_down = vec![NodeDown {
+            node: "c-fe1".into(),
+            work: Some(Work::Bounce),
+            since: Some(at(5)),
+        }];
+        let report = run(&fleet(vec![
+            down("a", Some(Work::Recovery), 121),
+            down("b", Some(Work::Recovery), 119),
+            bouncing,
+        ]));
+        let spread = report.checks.iter().find(|c| c.name == SPREAD).unwrap();
+        assert!(
+            spread
+                .evidence
+                .contains(&"a/c: a-fe2 recovering for 2m1s, stuck (over 2m)".to_string()),
+            "{:?}",
+            spread.evidence
+        );
+        assert!(
+            !spread.evidence.iter().any(|e| e.starts_with("b/c")),
+            "{:?}",
+            spread.evidence
+        );
+        assert!(
+            spread
+                .evidence
+                .contains(&"c/c: c-fe1 bouncing for 5s".to_string()),
+            "{:?}",
+            spread.evidence
+        );
+        let a = report.tenants.iter().find(|t| t.namespace == "a").unwrap();
+        assert!(a.nodes_down[0].stuck);
+        assert!(!a.explained_by_rollout);
+        let c = report.tenants.iter().find(|t| t.namespace == "c").unwrap();
+        assert!(c.symptoms.is_empty(), "a bounce under way is no symptom");
+        assert_eq!(report.verdict, Verdict::Tenant);
+    }
+
+    #[test]
+    fn a_ring_without_a_lease_is_driven_when_its_tenants_are_observed() {
+        let no_lease = Ring {
+            lease: LeaseSeen::Missing {
+                namespace: "express-system".into(),
+                name: "express-operator".into(),
+            },
+            ..leading()
+        };
+        let with = |tenants: Vec<Tenant>| {
+            let mut f = fleet(tenants);
+            f.rings = vec![no_lease.clone()];
+            run(&f)
+        };
+        // Every tenant observed: an operator without leader election; a warning.
+        let driven = with(vec![tenant("a"), tenant("b")]);
+        assert_eq!(status_of(&driven, OPERATOR), Status::Warn);
+        assert_eq!(driven.verdict, Verdict::Healthy);
+        let operator = driven.checks.iter().find(|c| c.name == OPERATOR).unwrap();
+        assert!(
+            operator
+                .summary
+                .contains("no Lease express-system/express-operator")
+                && operator.summary.contains("without leader election"),
+            "{}",
+            operator.summary
+        );
+        // A generation unobserved past --stale-after: nobody drives the ring.
+        let mut moved = tenant("b");
+        moved.generation = 3;
+        moved.spec_changed = Some(at(121));
+        let nobody = with(vec![tenant("a"), moved]);
+        assert_eq!(status_of(&nobody, OPERATOR), Status::Fail);
+        assert_eq!(nobody.verdict, Verdict::Infrastructure);
+        // No tenant at all: nothing says anyone drives it.
+        assert_eq!(status_of(&with(Vec::new()), OPERATOR), Status::Fail);
     }
 
     #[test]

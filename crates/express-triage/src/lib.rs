@@ -10,11 +10,14 @@ pub mod figures;
 pub mod observe;
 
 mod checks;
+mod explain;
 
+pub use express_api::Work;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 pub use checks::{age, triage};
+pub use explain::explained_by_rollout;
 pub use figures::{FleetFigures, fleet_figures};
 
 /// The thresholds of the decision table (`docs/doctor.md`), each a flag of `doctor`.
@@ -31,6 +34,9 @@ pub struct Thresholds {
     pub since_seconds: i64,
     /// A rollout that finished this recently still explains a tenant's trouble.
     pub recent_rollout_seconds: i64,
+    /// A node down this long while a recovery re-creates its pod is stuck (said in the
+    /// evidence; well under the progress deadline, since a recovery never fails a rollout).
+    pub stuck_recovery_seconds: i64,
 }
 
 impl Default for Thresholds {
@@ -41,6 +47,7 @@ impl Default for Thresholds {
             spread_fraction: 0.25,
             since_seconds: 900,
             recent_rollout_seconds: 600,
+            stuck_recovery_seconds: 120,
         }
     }
 }
@@ -123,9 +130,11 @@ pub struct Tenant {
     /// The last write to the ExpressCluster or any of its nodes other than their status: when
     /// the desired state last changed (a version, a node's spec, a bounce request...).
     pub desired_changed: Option<Timestamp>,
-    /// When the latest change of one of its nodes (a pod provisioned, replaced or rolled back)
-    /// started.
+    /// When the latest delivery to one of its nodes (a pod provisioned, replaced or rolled
+    /// back; never a recovery) started.
     pub last_node_change: Option<Timestamp>,
+    /// Its up nodes that are not Ready, and what moves each.
+    pub nodes_down: Vec<NodeDown>,
     /// When the rollout halted on a failure (the `Halted` condition's transition).
     pub failed_at: Option<Timestamp>,
     /// `spec.rollout.progressDeadlineSeconds`: how long a node change may take to fail.
@@ -166,6 +175,26 @@ impl Rollout {
             self.state.as_deref(),
             Some("Failed" | "Aborted" | "RollingBack")
         )
+    }
+}
+
+/// An up node that is not Ready, and what moves it (`express_api::delivery::down_node_work`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeDown {
+    pub node: String,
+    /// A delivery, a recovery or a bounce; `None` when nothing moves it yet.
+    pub work: Option<Work>,
+    /// Since when: the start of the change or bounce that moves it, else when its status last
+    /// said it was Ready.
+    pub since: Option<Timestamp>,
+}
+
+impl NodeDown {
+    /// No delivery can explain this node being down: a recovery, or nothing at all, moves it
+    /// (DESIGN section 12). A bounce under way is neither explained nor a symptom: the operator
+    /// fails it at its own timeout.
+    pub fn unexplained(&self) -> bool {
+        matches!(self.work, None | Some(Work::Recovery))
     }
 }
 
@@ -273,6 +302,44 @@ pub struct TenantReport {
     pub explained_by_rollout: bool,
     /// Seconds the operator is behind on this tenant, past the threshold.
     pub behind_seconds: Option<i64>,
+    /// Its up nodes that are not Ready, and what moves each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes_down: Vec<NodeDownReport>,
+}
+
+/// One node down, in the report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDownReport {
+    pub node: String,
+    /// `delivery`, `recovery`, `bounce`, or null when nothing moves it.
+    pub work: Option<Work>,
+    /// Seconds since it went down or its recovery started, when known.
+    pub for_seconds: Option<i64>,
+    /// A recovery (or nothing) has left it down for longer than `--stuck-recovery`.
+    pub stuck: bool,
+}
+
+impl NodeDownReport {
+    /// "acme-fe2 recovering for 45s", "acme-fe2 down 3m10s, recovery stuck (over 2m)".
+    pub fn describe(&self, stuck_after_seconds: i64) -> String {
+        let during = self
+            .for_seconds
+            .map(|s| format!(" for {}", age(s)))
+            .unwrap_or_default();
+        let doing = match self.work {
+            Some(Work::Recovery) => "recovering",
+            Some(Work::Bounce) => "bouncing",
+            Some(Work::Delivery) => "changing",
+            None => "down, not recovered yet",
+        };
+        let stuck = if self.stuck {
+            format!(", stuck (over {})", age(stuck_after_seconds))
+        } else {
+            String::new()
+        };
+        format!("{} {doing}{during}{stuck}", self.node)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

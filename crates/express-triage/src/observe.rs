@@ -15,7 +15,7 @@ use k8s_openapi::api::events::v1 as events;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::{Deployment, Lease, OperatorPod, Rollout, Symptom, Tenant, Warning};
+use crate::{Deployment, Lease, NodeDown, OperatorPod, Rollout, Symptom, Tenant, Warning, Work};
 
 /// The latest write to `meta`'s object: to its status subresource (`status: true`) or to
 /// anything else.
@@ -175,12 +175,17 @@ fn tenant(
             symptoms.push(Symptom::Unreadable);
         }
     }
-    // A node being replaced is briefly not Ready: only a rollout at rest makes it a symptom.
+    let nodes_down = nodes_down(nodes);
+    // A node a delivery replaces is briefly not Ready: only a rollout at rest makes it a
+    // symptom. A node down that no delivery moves (recovered, or not at all) always is; a
+    // bounce under way is not, until the operator fails it at its timeout.
     let changing = rollout.as_ref().is_some_and(|r| r.active());
-    let not_ready = nodes
-        .iter()
-        .any(|n| n.spec().up && n.status().and_then(|s| s.ready) == Some(false));
-    if (!changing && not_ready) || status.and_then(|s| s.phase) == Some(ClusterPhase::Degraded) {
+    let symptomatic = nodes_down.iter().any(|n| match n.work {
+        Some(Work::Delivery) => !changing,
+        Some(Work::Bounce) => false,
+        Some(Work::Recovery) | None => true,
+    });
+    if symptomatic || status.and_then(|s| s.phase) == Some(ClusterPhase::Degraded) {
         symptoms.push(Symptom::NodesNotReady);
     }
     let node_meta = |n: &NodeRef<'_>| n.meta().clone();
@@ -218,14 +223,11 @@ fn tenant(
         last_node_change: nodes
             .iter()
             .filter_map(|n| {
-                n.status()?
-                    .change
-                    .as_ref()?
-                    .started_at
-                    .as_ref()
-                    .map(|t| t.0)
+                let change = n.status()?.change.as_ref()?;
+                (change.work() == Work::Delivery).then_some(change.started_at.as_ref()?.0)
             })
             .max(),
+        nodes_down,
         failed_at: status
             .into_iter()
             .flat_map(|s| s.conditions.iter())
@@ -240,6 +242,34 @@ fn tenant(
         pause,
         aborted: status.is_some_and(|s| s.abort.is_some()),
     }
+}
+
+/// The up nodes whose status says they are not Ready, and what moves each.
+fn nodes_down(nodes: &[NodeRef<'_>]) -> Vec<NodeDown> {
+    nodes
+        .iter()
+        .filter(|n| n.spec().up)
+        .filter_map(|n| {
+            let status = n.status().filter(|s| s.ready == Some(false))?;
+            let work = express_api::delivery::down_node_work(status);
+            let since = match work {
+                Some(Work::Bounce) => status.bounce.as_ref().and_then(|b| b.started_at.as_ref()),
+                Some(Work::Delivery | Work::Recovery) => {
+                    status.change.as_ref().and_then(|c| c.started_at.as_ref())
+                }
+                None => status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == conditions::READY)
+                    .map(|c| &c.last_transition_time),
+            };
+            Some(NodeDown {
+                node: n.name().to_owned(),
+                work,
+                since: since.map(|t| t.0),
+            })
+        })
+        .collect()
 }
 
 pub fn lease(lease: &coordination::Lease) -> Lease {

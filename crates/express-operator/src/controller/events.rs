@@ -83,7 +83,17 @@ pub(super) fn pod_operation(
     };
     let name = &action.name;
     let upgrading = if rollback { "RollingBack" } else { "Upgrading" };
+    let recovery = action
+        .record
+        .as_ref()
+        .is_some_and(|r| r.work() == express_api::Work::Recovery);
     let (reason, note) = match (action.operation, created) {
+        (Operation::CreatePod, Some(revision)) if recovery => (
+            "Recovering",
+            format!(
+                "created pod {name} on revision {revision}, the one it ran: it had lost its pod (a recovery, not a rollout){waited}"
+            ),
+        ),
         (Operation::CreatePod, Some(revision)) if !rollback => (
             "Provisioning",
             format!("created pod {name} on revision {revision}{waited}"),

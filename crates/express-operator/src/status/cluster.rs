@@ -1,14 +1,15 @@
 //! The status of an ExpressCluster (DESIGN section 7): phase and message, node counts, the
 //! rollout, abort and handled requests, conditions, pure.
 
+use express_api::Work;
 use express_api::conditions::{self, reason};
 use express_api::{
     AbortRecord, ClusterPhase, ExpressClusterStatus, HandledRequests, NodeCounts, RolloutState,
     RolloutStatus,
 };
-use express_planner::rollout::{Halt, HaltCause};
+use express_planner::rollout::{Halt, HaltCause, node_work};
 use express_planner::settle::SettleState;
-use express_planner::{Blocked, ClusterSnapshot, NodePlan, NodeState, Plan};
+use express_planner::{Blocked, ClusterSnapshot, NodeState, Plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions::condition;
@@ -55,8 +56,29 @@ pub fn cluster_status(
             .count() as u32,
         down: (snapshot.nodes.len() - up.len()) as u32,
     };
-    let changing = plan.in_flight > 0 || !plan.actions.is_empty();
-    let pending = plan.nodes.iter().any(|p| p.state.needs_change());
+    // What moves the nodes: only a delivery is a rollout; a recovery or a bounce leaves the
+    // rollout block describing the last delivery (`express_api::delivery`).
+    let work: Vec<Option<Work>> = snapshot
+        .nodes
+        .iter()
+        .zip(&plan.nodes)
+        .map(|(node, node_plan)| node_work(node, &node_plan.state))
+        .collect();
+    let names_doing = |wanted: Work| -> Vec<&str> {
+        work.iter()
+            .zip(&snapshot.nodes)
+            .filter(|(w, _)| **w == Some(wanted))
+            .map(|(_, n)| n.name.as_str())
+            .collect()
+    };
+    let delivering = work.contains(&Some(Work::Delivery))
+        || plan.actions.iter().any(|a| {
+            a.record
+                .as_ref()
+                .is_some_and(|r| r.work() == Work::Delivery)
+        });
+    let recovering = names_doing(Work::Recovery);
+    let bouncing_nodes = names_doing(Work::Bounce);
     let invalid = match &plan.blocked {
         Some(Blocked::InvalidSpec(why)) => Some(why.clone()),
         _ => None,
@@ -73,7 +95,7 @@ pub fn cluster_status(
             .nodes
             .iter()
             .any(express_planner::rollout::rollback_in_flight);
-    let (phase, message) = match (&plan.blocked, changing || pending) {
+    let (phase, message) = match (&plan.blocked, delivering) {
         (Some(Blocked::Paused(pause)), _) => (ClusterPhase::Paused, pause.to_string()),
         (Some(Blocked::InvalidSpec(why)), _) => {
             (ClusterPhase::Failed, format!("invalid spec: {why}"))
@@ -117,6 +139,25 @@ pub fn cluster_status(
                 ),
             },
         ),
+        (None, false) if !recovering.is_empty() => (
+            ClusterPhase::Degraded,
+            format!(
+                "recovering {}: lost its pod, which is re-created on the revision it ran (no rollout); {} of {} up nodes Ready{}",
+                recovering.join(", "),
+                counts.ready,
+                up.len(),
+                bouncing(snapshot, plan)
+            ),
+        ),
+        (None, false) if !bouncing_nodes.is_empty() => (
+            ClusterPhase::Progressing,
+            format!(
+                "bouncing {}; {} of {} up nodes Ready",
+                bouncing_nodes.join(", "),
+                counts.ready,
+                up.len()
+            ),
+        ),
         (None, false) if node_failed || counts.ready < up.len() as u32 => (
             ClusterPhase::Degraded,
             format!("{} of {} up nodes Ready", counts.ready, up.len()),
@@ -131,7 +172,19 @@ pub fn cluster_status(
         .halt
         .as_ref()
         .filter(|_| plan.blocked.is_none() || matches!(plan.blocked, Some(Blocked::Paused(_))));
-    let rollout = rollout_status(snapshot, plan, phase, halt, rolling_back, previous, now);
+    let rollout = rollout_status(
+        snapshot,
+        plan,
+        RolloutInputs {
+            phase,
+            delivering,
+            work: &work,
+        },
+        halt,
+        rolling_back,
+        previous,
+        now,
+    );
     let abort = plan.rollout.abort.as_ref().map(|abort| AbortRecord {
         request_id: abort.request_id.clone(),
         rollback: abort.rollback,
@@ -178,6 +231,10 @@ pub fn cluster_status(
                 all_ready,
                 if all_ready {
                     reason::ALL_NODES_READY
+                } else if !recovering.is_empty() {
+                    reason::NODE_RECOVERING
+                } else if !bouncing_nodes.is_empty() {
+                    reason::NODE_BOUNCING
                 } else {
                     reason::NODES_NOT_READY
                 },
@@ -188,9 +245,11 @@ pub fn cluster_status(
             condition(
                 previous_conditions,
                 conditions::PROGRESSING,
-                changing || pending,
-                if changing || pending {
+                delivering || !bouncing_nodes.is_empty(),
+                if delivering {
                     reason::ROLLOUT_IN_PROGRESS
+                } else if !bouncing_nodes.is_empty() {
+                    reason::NODE_BOUNCING
                 } else {
                     reason::ROLLOUT_COMPLETE
                 },
@@ -273,22 +332,35 @@ pub fn settle_reason(state: &SettleState) -> &'static str {
 
 /// The rollout record: its state, order, nodes changing and done, the failed node, and when it
 /// started and finished (kept from the previous status while the state allows).
+/// What the rollout record is drawn from besides the plan: the cluster's phase, whether a
+/// delivery moves its nodes, and what moves each node.
+struct RolloutInputs<'a> {
+    phase: ClusterPhase,
+    delivering: bool,
+    work: &'a [Option<Work>],
+}
+
 fn rollout_status(
     snapshot: &ClusterSnapshot,
     plan: &Plan,
-    phase: ClusterPhase,
+    inputs: RolloutInputs<'_>,
     halt: Option<&Halt>,
     rolling_back: bool,
     previous: Option<&ExpressClusterStatus>,
     now: &Time,
 ) -> RolloutStatus {
+    let RolloutInputs {
+        phase,
+        delivering,
+        work,
+    } = inputs;
     let state = match (phase, halt.map(|h| &h.cause)) {
         (ClusterPhase::Paused, _) => RolloutState::Paused,
         (_, Some(_)) if rolling_back => RolloutState::RollingBack,
         (_, Some(HaltCause::Failed { .. })) => RolloutState::Failed,
         (_, Some(HaltCause::Aborted { .. })) => RolloutState::Aborted,
         (ClusterPhase::Failed, None) => RolloutState::Blocked,
-        (ClusterPhase::Progressing, None) => RolloutState::Progressing,
+        (ClusterPhase::Progressing, None) if delivering => RolloutState::Progressing,
         _ => RolloutState::Complete,
     };
     let failed_node = match halt.map(|h| &h.cause) {
@@ -300,7 +372,7 @@ fn rollout_status(
     let was_active = previous_rollout
         .and_then(|r| r.state)
         .is_some_and(RolloutState::is_active);
-    let names = |filter: &dyn Fn(&NodePlan) -> bool| -> Vec<String> {
+    let names = |filter: &dyn Fn(usize) -> bool| -> Vec<String> {
         plan.upgrade_order
             .iter()
             .filter(|name| {
@@ -308,16 +380,21 @@ fn rollout_status(
                     .nodes
                     .iter()
                     .position(|n| &n.name == *name)
-                    .is_some_and(|i| filter(&plan.nodes[i]))
+                    .is_some_and(filter)
             })
             .cloned()
             .collect()
     };
+    let delivered_to = |i: usize| work.get(i).copied().flatten() == Some(Work::Delivery);
     RolloutStatus {
         state: Some(state),
         order: plan.upgrade_order.clone(),
-        current: names(&|p| p.state.in_flight() || p.action.is_some()),
-        completed: names(&|p| p.state == NodeState::UpToDate),
+        // The nodes this rollout changes now: a node recovering or bouncing is not one.
+        current: names(&|i| {
+            let p = &plan.nodes[i];
+            (p.state.in_flight() || p.action.is_some()) && (delivered_to(i) || halt.is_some())
+        }),
+        completed: names(&|i| plan.nodes[i].state == NodeState::UpToDate),
         failed_node,
         started_at: match (state, was_progressing) {
             (RolloutState::Progressing, false) => Some(now.clone()),
@@ -395,6 +472,7 @@ mod tests {
             to: "r2".into(),
             sequence: 2,
             rollout: "x".into(),
+            recovery: false,
         });
         cluster(vec![node("be", Some(pod("r2", true))), fe1])
     }

@@ -4,11 +4,12 @@
 use express_api::conditions::{self, reason};
 use express_api::{
     BouncePhase, BounceStatus, ChangeState, InvalidRevision, NodeChange, NodePhase, NodeStatus,
-    WaitingFor,
+    WaitingFor, Work,
 };
 use express_planner::BouncePlan;
 use express_planner::UnmetReason;
 use express_planner::plan::Deferred;
+use express_planner::rollout::node_work;
 use express_planner::{Blocked, NodeIndex, NodeObservation, NodePlan, NodeState, Plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
@@ -53,6 +54,7 @@ fn next_change(
             to_revision: record.to.clone(),
             sequence: record.sequence,
             rollout: record.rollout.clone(),
+            recovery: record.recovery,
             reason: None,
             started_at: Some(now.clone()),
             finished_at: None,
@@ -320,6 +322,14 @@ fn phase_and_message(
             "intentionally down; removing its pod".into(),
         ),
         NodeState::UpToDate => (NodePhase::Ready, "running its desired revision".into()),
+        NodeState::Starting if node_work(node, &plan.state) == Some(Work::Recovery) => (
+            NodePhase::NotReady,
+            "recovering: its pod, re-created on the revision it ran, is not Ready yet".into(),
+        ),
+        NodeState::Terminating if node_work(node, &plan.state) == Some(Work::Recovery) => (
+            NodePhase::NotReady,
+            "its pod is terminating (no rollout deleted it); it is re-created on the revision it ran once gone".into(),
+        ),
         NodeState::Starting => {
             let was = previous.and_then(|p| p.phase);
             match was {
@@ -374,6 +384,14 @@ fn phase_and_message(
                 )
             } else if upgrading {
                 (NodePhase::Upgrading, "replacing its pod".into())
+            } else if node_work(node, &plan.state) == Some(Work::Recovery) {
+                (
+                    NodePhase::NotReady,
+                    format!(
+                        "lost its pod: re-creating it on revision {}, the one it ran (a recovery, not a rollout)",
+                        desired.map_or("?", |d| d.revision.as_str())
+                    ),
+                )
             } else {
                 (NodePhase::Provisioning, "creating its pod".into())
             }
@@ -608,6 +626,7 @@ mod tests {
             to: "r2".into(),
             sequence: 1,
             rollout: "x".into(),
+            recovery: false,
         });
         let snapshot = cluster(vec![started]);
         let plan = plan(&snapshot, NOW_MS);
@@ -619,6 +638,7 @@ mod tests {
                 to_revision: "r2".into(),
                 sequence: 1,
                 rollout: "x".into(),
+                recovery: false,
                 reason: None,
                 started_at: None,
                 finished_at: None,

@@ -27,6 +27,10 @@ pub struct Args {
     /// A rollout finished this recently still explains a tenant's trouble.
     #[arg(long, default_value = "10m", value_parser = express_api::bounce::parse_duration)]
     recent_rollout: u64,
+    /// A node a recovery (a lost pod re-created on the revision it ran) has left down this
+    /// long is called stuck in the evidence.
+    #[arg(long, default_value = "2m", value_parser = express_api::bounce::parse_duration)]
+    stuck_recovery: u64,
     /// One symptom is spread when it is in at least this many namespaces...
     #[arg(long, default_value_t = 3)]
     spread_namespaces: usize,
@@ -59,6 +63,7 @@ pub fn run(args: Args) -> ExitCode {
             spread_fraction: args.spread_fraction,
             since_seconds: seconds(args.since),
             recent_rollout_seconds: seconds(args.recent_rollout),
+            stuck_recovery_seconds: seconds(args.stuck_recovery),
         };
         let (fleet, objects) = read_fleet(&client, &args.operator_namespace, focus.as_deref())
             .await
@@ -71,7 +76,7 @@ pub fn run(args: Args) -> ExitCode {
                     .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?
             ),
             _ => {
-                print!("{}", render(&report));
+                print!("{}", render(&report, thresholds.stuck_recovery_seconds));
                 if let Some(namespace) = &focus {
                     let rows: Vec<view::ListRow> =
                         view::list_rows(&objects, &args.operator_namespace)
@@ -119,7 +124,7 @@ async fn read_fleet(
 }
 
 /// The runbook's order: the verdict and why, each check with its evidence, then the tenants.
-pub fn render(report: &Report) -> String {
+pub fn render(report: &Report, stuck_after_seconds: i64) -> String {
     let mut out = format!(
         "VERDICT: {}\n  {}\n\nCHECKS\n",
         report.verdict.as_str(),
@@ -172,11 +177,28 @@ pub fn render(report: &Report) -> String {
                 rollout
                     .and_then(|r| r.version.clone())
                     .unwrap_or_else(|| "-".into()),
-                match (t.explained_by_rollout, t.behind_seconds) {
-                    (_, Some(s)) => format!("operator behind {}", express_triage::age(s)),
-                    (true, None) => "follows the rollout".into(),
-                    (false, None) if t.symptoms.is_empty() => "rolling out".into(),
-                    (false, None) => "no rollout explains it".into(),
+                {
+                    let why = match (t.explained_by_rollout, t.behind_seconds) {
+                        (_, Some(s)) => format!("operator behind {}", express_triage::age(s)),
+                        (true, None) => "follows the rollout".into(),
+                        (false, None) if t.symptoms.is_empty() && t.nodes_down.is_empty() => {
+                            "rolling out".into()
+                        }
+                        (false, None) if t.symptoms.is_empty() => "-".into(),
+                        (false, None) => "no rollout explains it".into(),
+                    };
+                    // The nodes down no delivery moves (and bounces): what L2 looks at next.
+                    let nodes: Vec<String> = t
+                        .nodes_down
+                        .iter()
+                        .filter(|n| n.work != Some(express_triage::Work::Delivery))
+                        .map(|n| n.describe(stuck_after_seconds))
+                        .collect();
+                    if nodes.is_empty() {
+                        why
+                    } else {
+                        format!("{why}: {}", nodes.join("; "))
+                    }
                 },
             ]
         })

@@ -56,6 +56,10 @@ pub struct RingRow {
     pub rolling_out: usize,
     /// Of those, `namespace/cluster` of each while the ring has no live leader.
     pub tenants_without_leader: Vec<String>,
+    /// The ring has no Lease, yet an operator of the ring observed every one of its tenants'
+    /// generations: it runs without leader election (a warning, not a ring nobody serves).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub driven_without_lease: bool,
 }
 
 /// What `rings` reports.
@@ -77,6 +81,9 @@ struct Tally {
     rolling_out: usize,
     /// `namespace/cluster` of each tenant labelled for the ring.
     members: Vec<String>,
+    /// Tenants labelled for the ring whose owner is not the ring, or whose generation it has
+    /// not observed.
+    unobserved: usize,
 }
 
 /// The rings seen in `clusters` and `leases` at `now`; `leases` None when they could not be
@@ -130,6 +137,15 @@ pub fn survey(
         tally
             .members
             .push(format!("{}/{}", key.namespace, key.cluster));
+        let observed_by_ring = status.is_some_and(|s| {
+            s.observed_generation == cluster.metadata.generation
+                && s.operator
+                    .as_ref()
+                    .is_some_and(|o| o.ring == rings::ring_of(cluster.labels()))
+        });
+        if !observed_by_ring {
+            tally.unobserved += 1;
+        }
         // The version belongs to the ring that still owns the tenant, wherever its label points:
         // mid-move that is the ring it is leaving.
         if let Some(owner) = status
@@ -150,7 +166,9 @@ pub fn survey(
                 leases.map(|_| rings::leadership(leases_by_ring.get(ring.as_str()).copied(), now));
             // Unknown leadership names nobody: only a Lease read as vacant leaves tenants
             // without a leader.
-            let vacant = matches!(leadership, Some(Leadership::Vacant));
+            let lease_missing = leases.is_some() && !leases_by_ring.contains_key(ring.as_str());
+            let driven_without_lease = lease_missing && tally.tenants > 0 && tally.unobserved == 0;
+            let vacant = matches!(leadership, Some(Leadership::Vacant)) && !driven_without_lease;
             let (leader, lease_expires) = match leadership {
                 Some(Leadership::Live { holder, expires }) => (Some(holder), Some(expires)),
                 Some(Leadership::Vacant) | None => (None, None),
@@ -163,6 +181,7 @@ pub fn survey(
                 tenants: tally.tenants,
                 rolling_out: tally.rolling_out,
                 tenants_without_leader: if vacant { tally.members } else { Vec::new() },
+                driven_without_lease,
             }
         })
         .collect();
@@ -195,6 +214,7 @@ pub fn render(survey: &Survey) -> String {
                 r.ring.clone(),
                 match (&r.leader, survey.leaders_known) {
                     (Some(holder), _) => holder.clone(),
+                    (None, _) if r.driven_without_lease => "<no lease>".into(),
                     (None, true) => NONE.into(),
                     (None, false) => "<unknown>".into(),
                 },
@@ -212,6 +232,21 @@ pub fn render(survey: &Survey) -> String {
         &["RING", "LEADER", "VERSION", "TENANTS", "ROLLING OUT"],
         &rows,
     )
+}
+
+/// One warning per ring an operator drives without leader election.
+pub fn without_lease_lines(survey: &Survey) -> Vec<String> {
+    survey
+        .rings
+        .iter()
+        .filter(|r| r.driven_without_lease)
+        .map(|r| {
+            format!(
+                "warning: ring {} has no Lease, yet its operator observed all {} of its tenants: it runs without leader election (run it with --leader-elect, as the chart does)",
+                r.ring, r.tenants
+            )
+        })
+        .collect()
 }
 
 /// One line per ring whose tenants no live operator serves.
@@ -276,6 +311,9 @@ pub fn run(args: Args) -> ExitCode {
                     .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?
             ),
             _ => print!("{}", render(&survey)),
+        }
+        for line in without_lease_lines(&survey) {
+            eprintln!("kubectl-express rings: {line}");
         }
         let lines = unserved_lines(&survey);
         for line in &lines {
