@@ -139,3 +139,73 @@ def test_a_user_who_cannot_read_leases_gets_a_warning_and_still_a_verdict(fleet)
     access = check(report, "access")
     assert access["status"] == "warn"
     assert "Lease express-system/express-operator: forbidden" in access["summary"], access
+
+
+def test_the_readmes_dev_cluster_is_healthy_for_doctor_and_rings(tmp_path):
+    """`express-operator dev`, the README's main command, as a newcomer meets it: the operator
+    holds ring default's Lease as the chart runs it, so doctor says healthy (exit 0) and
+    `rings` exits 0 once both sample tenants are Healthy."""
+    from conftest import OPERATOR
+    kubeconfig = tmp_path / "dev.kubeconfig"
+    dev = subprocess.Popen(
+        [OPERATOR, "dev", "--startup-seconds", "0.2", "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "dev.log", "w"))
+    try:
+        eventually(kubeconfig.exists, timeout=60, what="the dev kubeconfig")
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+
+        def express(*args):
+            return subprocess.run([KUBECTL_EXPRESS, *args], env=env, capture_output=True, text=True, timeout=30)
+
+        def both_healthy():
+            listed = express("list", "-A")
+            return listed.returncode == 0 and sum(
+                " Healthy " in f" {line} " for line in listed.stdout.splitlines()) == 2
+
+        eventually(both_healthy, timeout=90, what="both sample tenants Healthy")
+        result = express("doctor")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.startswith("VERDICT: healthy"), result.stdout
+        rings = express("rings")
+        assert rings.returncode == 0, rings.stdout + rings.stderr
+        assert "express-operator-dev" in rings.stdout, rings.stdout
+    finally:
+        stop_process(dev)
+
+
+def test_an_operator_without_leader_election_warns_and_none_at_all_is_the_infrastructure(sim, tmp_path):
+    """An operator run without --leader-elect holds no Lease: while its tenants are observed,
+    doctor warns (naming the missing Lease) and `rings` warns, exit 0; once it is gone and
+    generations move, nobody drives the ring: infrastructure, and `rings` fails."""
+    install(sim)
+    sim.kubectl("create", "namespace", "express-system")
+    operator = start_operator(sim, tmp_path / "operator.log", leader_elect=False)
+    for team in TEAMS:
+        sim.kubectl("apply", "-f", "-", input=tenant_yaml(team))
+
+    def healthy():
+        clusters = sim.kubectl_json("get", "expressclusters", "-A")["items"]
+        return len(clusters) == len(TEAMS) and all(
+            c.get("status", {}).get("phase") == "Healthy" for c in clusters)
+
+    eventually(healthy, timeout=60, what="three healthy tenants")
+    report = doctor_until(sim, "healthy")
+    operator_check = check(report, "operator")
+    assert operator_check["status"] == "warn", operator_check
+    assert "no Lease express-system/express-operator" in operator_check["summary"], operator_check
+    assert "without leader election" in operator_check["summary"], operator_check
+    rings = subprocess.run([KUBECTL_EXPRESS, "rings"], env={**os.environ, "KUBECONFIG": str(sim.kubeconfig)},
+                           capture_output=True, text=True, timeout=30)
+    assert rings.returncode == 0, rings.stdout + rings.stderr
+    assert "without leader election" in rings.stderr, rings.stderr
+
+    stop_process(operator, signal.SIGKILL)
+    for team in TEAMS:
+        sim.kubectl("patch", "expresscluster", "shop", "-n", team, "--type", "merge",
+                    "-p", json.dumps({"spec": {"defaults": {"frontend": {"expressVersion": "v2"}}}}))
+    report = doctor_until(sim, "infrastructure", "--stale-after", "2s",
+                          because=lambda r: check(r, "operator")["status"] == "fail")
+    assert "no operator has led this ring" in check(report, "operator")["summary"]
+    rings = subprocess.run([KUBECTL_EXPRESS, "rings"], env={**os.environ, "KUBECONFIG": str(sim.kubeconfig)},
+                           capture_output=True, text=True, timeout=30)
+    assert rings.returncode == 1, rings.stdout + rings.stderr

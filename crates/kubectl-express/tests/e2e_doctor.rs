@@ -414,3 +414,164 @@ async fn pods_failing_in_every_namespace_with_no_rollout_is_the_infrastructure()
     assert_eq!(check(&report, "operator")["status"], "ok");
     assert_eq!(check(&report, "keeping-up")["status"], "ok");
 }
+
+/// The pods of `namespaces` run but never turn Ready (a broken node pool, a readiness
+/// dependency failing), and one pod of each is lost (an eviction): the operator re-creates it
+/// on the revision its node ran. Nothing in the desired state changed.
+async fn pods_lost_and_never_ready_in(env: &Env, namespaces: &[&str]) {
+    // Every node provisioned and Ready first (a cluster is Healthy as soon as its first node
+    // is, before its frontend object is seen).
+    for ns in namespaces {
+        wait_until("both nodes Ready", async || {
+            Api::<ExpressCluster>::namespaced(env.client.clone(), ns)
+                .get("shop")
+                .await
+                .ok()
+                .and_then(|c| c.status)
+                .and_then(|s| s.nodes)
+                .is_some_and(|n| n.total == 2 && n.ready == 2)
+        })
+        .await;
+    }
+    for ns in namespaces {
+        env.sim.kubelet().add_rule(KubeletRule {
+            labels: [("team".to_owned(), (*ns).to_owned())].into(),
+            behavior: Some(Behavior::NeverReady),
+            ..KubeletRule::default()
+        });
+    }
+    for ns in namespaces {
+        Api::<Pod>::namespaced(env.client.clone(), ns)
+            .delete("shop-fe1", &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {ns}/shop-fe1: {e}"));
+    }
+}
+
+/// The node the recovery re-creates, as the operator's status says it: a recovery in
+/// progress, on the revision the node ran.
+async fn recovering(env: &Env, ns: &str) -> bool {
+    Api::<Frontend>::namespaced(env.client.clone(), ns)
+        .get("shop-fe1")
+        .await
+        .ok()
+        .and_then(|f| f.status)
+        .and_then(|s| s.change)
+        .is_some_and(|c| c.recovery && c.state == express_api::ChangeState::InProgress)
+}
+
+/// DESIGN section 12: right after the tenants were provisioned (no `--recent-rollout`
+/// shortening), a lost pod re-created on its revision and never Ready is the tenant's trouble,
+/// not a deployment, from the first samples; the ExpressCluster keeps its last rollout
+/// Complete and shows the node down (Degraded, NodeRecovering), and so do `list` and the Argo
+/// CD health check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_pod_never_ready_again_is_the_tenant_not_a_rollout() {
+    let (env, _operator) = fleet(["v1", "v1", "v1"]).await;
+    pods_lost_and_never_ready_in(&env, &["team-b"]).await;
+    let lost = Instant::now();
+    wait_until("the recovery recorded", async || {
+        recovering(&env, "team-b").await
+    })
+    .await;
+    let report = doctor_until_with(&env, "tenant", &[], |r| {
+        unhealthy_namespaces(r) == ["team-b"]
+    })
+    .await;
+    assert!(
+        lost.elapsed() < Duration::from_secs(15),
+        "doctor said tenant {:?} after the pod was lost",
+        lost.elapsed()
+    );
+    let tenant = report["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["namespace"] == "team-b")
+        .unwrap();
+    assert_eq!(tenant["explainedByRollout"], false, "{tenant}");
+    assert_eq!(tenant["symptoms"], json!(["NodesNotReady"]), "{tenant}");
+    assert_eq!(tenant["rollout"]["state"], "Complete", "{tenant}");
+    assert_eq!(tenant["nodesDown"][0]["node"], "shop-fe1", "{tenant}");
+    assert_eq!(tenant["nodesDown"][0]["work"], "recovery", "{tenant}");
+
+    // The status every reader reads: the last delivery, and the node down being recovered.
+    let cluster = Api::<ExpressCluster>::namespaced(env.client.clone(), "team-b")
+        .get("shop")
+        .await
+        .unwrap();
+    let status = cluster.status.clone().unwrap();
+    assert_eq!(status.phase, Some(ClusterPhase::Degraded), "{status:?}");
+    assert_eq!(
+        status.rollout.as_ref().and_then(|r| r.state),
+        Some(express_api::RolloutState::Complete),
+        "{status:?}"
+    );
+    assert!(
+        status.rollout.as_ref().unwrap().current.is_empty(),
+        "{status:?}"
+    );
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NodeRecovering")
+    );
+    let progressing = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Progressing")
+        .unwrap();
+    assert_eq!(progressing.status, "False", "{progressing:?}");
+
+    let (code, list, _) = kubectl_express(&env, &["list", "-n", "team-b"]).await;
+    assert_eq!(code, 0, "{list}");
+    let row = list.lines().find(|l| l.contains("shop")).unwrap();
+    assert!(
+        row.contains("Degraded") && row.contains("Complete") && !row.contains("Progressing"),
+        "{list}"
+    );
+
+    let script =
+        argocd_checks::read(&argocd_checks::kind_dir("ExpressCluster").join("health.lua")).unwrap();
+    let health = argocd_checks::health(&script, &serde_json::to_value(&cluster).unwrap()).unwrap();
+    assert_eq!(health.status, "Degraded", "{health:?}");
+    assert!(
+        health.message.starts_with("recovering shop-fe1"),
+        "{health:?}"
+    );
+}
+
+/// The same in three of four namespaces: the infrastructure, not three rollouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_pods_never_ready_in_three_of_four_namespaces_is_the_infrastructure() {
+    let (env, _operator) = fleet(["v1", "v1", "v1"]).await;
+    shop(&env, "team-d", "v1").await;
+    wait_until("team-d healthy", async || {
+        Api::<ExpressCluster>::namespaced(env.client.clone(), "team-d")
+            .get("shop")
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .is_some_and(|s| s.phase == Some(ClusterPhase::Healthy))
+    })
+    .await;
+    pods_lost_and_never_ready_in(&env, &TEAMS).await;
+    let report = doctor_until_with(&env, "infrastructure", &[], |r| {
+        check(r, "spread")["status"] == "fail"
+    })
+    .await;
+    let spread = check(&report, "spread");
+    assert!(
+        spread["summary"]
+            .as_str()
+            .unwrap()
+            .contains("NodesNotReady in 3 namespaces"),
+        "{spread}"
+    );
+    assert_eq!(check(&report, "operator")["status"], "ok");
+    assert_eq!(check(&report, "keeping-up")["status"], "ok");
+}

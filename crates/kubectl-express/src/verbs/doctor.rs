@@ -181,7 +181,10 @@ pub fn render(report: &Report, stuck_after_seconds: i64) -> String {
                     let why = match (t.explained_by_rollout, t.behind_seconds) {
                         (_, Some(s)) => format!("operator behind {}", express_triage::age(s)),
                         (true, None) => "follows the rollout".into(),
-                        (false, None) if t.symptoms.is_empty() && t.nodes_down.is_empty() => {
+                        (false, None)
+                            if t.symptoms.is_empty()
+                                && t.rollout.as_ref().is_some_and(|r| r.active()) =>
+                        {
                             "rolling out".into()
                         }
                         (false, None) if t.symptoms.is_empty() => "-".into(),
