@@ -118,7 +118,12 @@ mod tests {
             phase: Some(phase),
             ..BounceStatus::default()
         };
-        type Row = (&'static str, Option<NodeChange>, Option<BounceStatus>, Option<Work>);
+        type Row = (
+            &'static str,
+            Option<NodeChange>,
+            Option<BounceStatus>,
+            Option<Work>,
+        );
         let rows: [Row; 9] = [
             (
                 "never changed: provisioning to come",
