@@ -248,9 +248,16 @@ fn detect_failures(
         // A recovery brings back a revision the node ran: its pod failing now says nothing
         // about the revision, so it neither fails the rollout nor refuses the revision (the
         // cluster shows the node down, and triage counts it as a symptom).
+        // Except while the rollout that upgraded the node is still under way elsewhere: a new
+        // revision Ready for a moment and lost right after must still fail that rollout (and
+        // be rolled back), not hold a slot for ever as a recovery.
+        let judged = change.work() == Work::Delivery
+            || (change.kind == ChangeKind::Upgrade
+                && change.rollout == assessment.rollout_id
+                && others_delivering(snapshot, index));
         let changing_to_desired = change.in_progress()
             && change.kind != ChangeKind::Rollback
-            && change.work() == Work::Delivery
+            && judged
             && change.to == desired.revision;
         let new_pod = pod.owned
             && !pod.terminating
@@ -292,6 +299,15 @@ fn detect_failures(
         });
     }
     (failures, next_deadline)
+}
+
+/// Some node other than `index` still needs, or is under, a delivery.
+fn others_delivering(snapshot: &ClusterSnapshot, index: usize) -> bool {
+    snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .any(|(j, node)| j != index && node_work(node, &classify(node)) == Some(Work::Delivery))
 }
 
 /// The failed node that halts the rollout (the most recently changed one when several have),

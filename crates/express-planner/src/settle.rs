@@ -371,8 +371,11 @@ pub fn restores_lost_pod(node: &NodeObservation) -> bool {
     };
     match &node.pod {
         Some(pod) => pod.has_ended() && pod.revision.as_deref() == Some(desired.revision.as_str()),
-        None => node.change.as_ref().is_some_and(|c| {
-            c.state == express_api::ChangeState::Succeeded && c.to == desired.revision
-        }),
+        // The one rule of what a node ran (`express_api::delivery::ran`): a recovery lost
+        // again is restored again.
+        None => node
+            .change
+            .as_ref()
+            .is_some_and(|c| c.ran(&desired.revision)),
     }
 }

@@ -366,3 +366,29 @@ fn a_failing_recovery_neither_fails_the_rollout_nor_refuses_the_revision() {
     assert_eq!(p.rollout.failures.len(), 1);
     assert!(p.rollout.halt.is_some());
 }
+
+#[test]
+fn a_new_revision_lost_right_after_ready_still_fails_its_rollout_while_it_runs() {
+    // fe1 upgraded (Ready once), then lost its pod: re-created as a recovery of the upgrade.
+    // While be still waits for the same rollout, the re-created pod crash-looping fails the
+    // rollout as any upgrade would; once nothing else is delivered, it is a plain recovery.
+    let recovered_upgrade = |s: &ClusterSnapshot| Change {
+        recovery: true,
+        ..upgrading(s)
+    };
+    let mut mid = cluster(&[("fe1", Pod::NewNotReady), ("be", Pod::Old)]);
+    let record = recovered_upgrade(&mid);
+    node_mut(&mut mid, "fe1").change = Some(record);
+    node_mut(&mut mid, "fe1").pod.as_mut().unwrap().restarts = CRASH_LOOP_RESTARTS;
+    let p = plan(&mid, NOW);
+    assert_eq!(p.rollout.failures.len(), 1, "{:?}", p.rollout.failures);
+    assert!(p.rollout.halt.is_some());
+
+    let mut done = cluster(&[("fe1", Pod::NewNotReady), ("be", Pod::New)]);
+    let record = recovered_upgrade(&done);
+    node_mut(&mut done, "fe1").change = Some(record);
+    node_mut(&mut done, "fe1").pod.as_mut().unwrap().restarts = CRASH_LOOP_RESTARTS;
+    let p = plan(&done, NOW);
+    assert!(p.rollout.failures.is_empty(), "{:?}", p.rollout.failures);
+    assert!(p.rollout.halt.is_none());
+}
