@@ -108,7 +108,11 @@ fn operator_check(fleet: &Fleet, assessed: &[Assessed<'_>], limits: &Thresholds)
                 // observed tells it from a ring nobody drives.
                 let members: Vec<&Assessed<'_>> =
                     assessed.iter().filter(|a| &a.tenant.ring == r).collect();
-                if !members.is_empty() && members.iter().all(|a| a.behind.is_none()) {
+                // Owned by this ring (not relabelled into it and left there), and kept up.
+                let driven = |a: &&Assessed<'_>| {
+                    a.behind.is_none() && a.tenant.owner_ring.as_deref() == Some(r.as_str())
+                };
+                if !members.is_empty() && members.iter().all(driven) {
                     findings.push((
                         Status::Warn,
                         format!(
@@ -647,6 +651,7 @@ mod tests {
             namespace: ns.into(),
             cluster: "c".into(),
             ring: "default".into(),
+            owner_ring: Some("default".into()),
             generation: 2,
             observed_generation: Some(2),
             spec_changed: Some(at(3600)),
@@ -976,40 +981,58 @@ mod tests {
     fn a_recovery_never_explains_trouble_and_a_delivery_does() {
         use crate::{NodeDown, Work};
         // (what, the rollout's state, the node down and what moves it)
-        let kinds: [(&str, &str, Option<Work>, Option<Symptom>); 6] = [
+        let kinds: [(&str, &str, Option<Work>, Option<Symptom>, bool); 7] = [
             (
                 "a new node provisioned, failing",
                 "Failed",
                 Some(Work::Delivery),
                 Some(Symptom::Failed),
+                false,
             ),
             (
                 "a revision change, failing",
                 "Failed",
                 Some(Work::Delivery),
                 Some(Symptom::Failed),
+                false,
             ),
             (
                 "a rollback under way",
                 "RollingBack",
                 Some(Work::Delivery),
                 Some(Symptom::RollingBack),
+                false,
             ),
             (
                 "a lost pod re-created at its revision, never Ready",
                 "Complete",
                 Some(Work::Recovery),
                 Some(Symptom::NodesNotReady),
+                false,
             ),
             (
                 "a lost pod not re-created yet",
                 "Complete",
                 None,
                 Some(Symptom::NodesNotReady),
+                false,
             ),
-            ("a bounce under way", "Complete", Some(Work::Bounce), None),
+            (
+                "a bounce under way",
+                "Complete",
+                Some(Work::Bounce),
+                None,
+                false,
+            ),
+            (
+                "a new revision Ready, then NotReady with its pod (mid-rollout)",
+                "Progressing",
+                None,
+                Some(Symptom::NodesNotReady),
+                true,
+            ),
         ];
-        for (what, state, work, symptom) in kinds {
+        for (what, state, work, symptom, delivered) in kinds {
             for desired_changed_ago in [30, 5000] {
                 let recent = desired_changed_ago < 600;
                 let make = |ns: &str| {
@@ -1028,10 +1051,11 @@ mod tests {
                         node: "c-fe2".into(),
                         work,
                         since: Some(at(20)),
+                        delivered: delivered.then(|| at(15)),
                     }];
                     t
                 };
-                let delivery = work == Some(Work::Delivery);
+                let delivery = work == Some(Work::Delivery) || delivered;
                 let expected_one = match (symptom, delivery) {
                     (None, _) => Verdict::Healthy,
                     // A delivery explains its trouble while it is under way or halted, and
@@ -1071,6 +1095,7 @@ mod tests {
                 node: format!("{ns}-fe2"),
                 work,
                 since: Some(at(ago)),
+                delivered: None,
             }];
             t
         };
@@ -1079,6 +1104,7 @@ mod tests {
             node: "c-fe1".into(),
             work: Some(Work::Bounce),
             since: Some(at(5)),
+            delivered: None,
         }];
         let report = run(&fleet(vec![
             down("a", Some(Work::Recovery), 121),
@@ -1147,6 +1173,12 @@ mod tests {
         let nobody = with(vec![tenant("a"), moved]);
         assert_eq!(status_of(&nobody, OPERATOR), Status::Fail);
         assert_eq!(nobody.verdict, Verdict::Infrastructure);
+        // A tenant labelled into the ring and owned by nobody (released by its old ring):
+        // nobody drives the ring.
+        let mut moved_in = tenant("b");
+        moved_in.owner_ring = None;
+        let stranded = with(vec![tenant("a"), moved_in]);
+        assert_eq!(status_of(&stranded, OPERATOR), Status::Fail);
         // No tenant at all: nothing says anyone drives it.
         assert_eq!(status_of(&with(Vec::new()), OPERATOR), Status::Fail);
     }

@@ -48,6 +48,7 @@ pub(crate) fn assess<'a>(now: Timestamp, tenant: &'a Tenant, limits: &Thresholds
         };
         follows_desired && failed_during_change
     };
+    let window = tenant.progress_deadline_seconds + limits.recent_rollout_seconds;
     let nodes_down: Vec<NodeDownReport> = tenant
         .nodes_down
         .iter()
@@ -57,13 +58,13 @@ pub(crate) fn assess<'a>(now: Timestamp, tenant: &'a Tenant, limits: &Thresholds
                 node: n.node.clone(),
                 work: n.work,
                 for_seconds,
-                stuck: n.unexplained()
+                stuck: n.unexplained(now, window)
                     && for_seconds.is_some_and(|s| s > limits.stuck_recovery_seconds),
             }
         })
         .collect();
     let explained = !tenant.symptoms.is_empty()
-        && !tenant.nodes_down.iter().any(crate::NodeDown::unexplained)
+        && !tenant.nodes_down.iter().any(|n| n.unexplained(now, window))
         && tenant.rollout.as_ref().is_some_and(|r| {
             carries_a_change(r)
                 && (r.active()

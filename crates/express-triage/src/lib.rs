@@ -122,6 +122,9 @@ pub struct Tenant {
     pub cluster: String,
     /// The operator ring its label names (`default` without one, or without an ExpressCluster).
     pub ring: String,
+    /// The ring whose operator owns it, as `status.operator` says (none while released or
+    /// never owned).
+    pub owner_ring: Option<String>,
     pub generation: i64,
     pub observed_generation: Option<i64>,
     /// The last write to the ExpressCluster other than its status (when its spec could have
@@ -187,14 +190,25 @@ pub struct NodeDown {
     /// Since when: the start of the change or bounce that moves it, else when its status last
     /// said it was Ready.
     pub since: Option<Timestamp>,
+    /// When a delivery to its desired revision finished, if that is its last change and its
+    /// pod is still there: a node a delivery just made Ready that went NotReady on its own is
+    /// the new revision's doing, not a lost pod.
+    pub delivered: Option<Timestamp>,
 }
 
 impl NodeDown {
-    /// No delivery can explain this node being down: a recovery, or nothing at all, moves it
-    /// (DESIGN section 12). A bounce under way is neither explained nor a symptom: the operator
-    /// fails it at its own timeout.
-    pub fn unexplained(&self) -> bool {
-        matches!(self.work, None | Some(Work::Recovery))
+    /// No delivery can explain this node being down at `now` (DESIGN section 12): a recovery
+    /// moves it, or nothing does, and no delivery made it Ready within `window_seconds` (the
+    /// progress deadline plus `--recent-rollout`) with the pod it still has. A bounce under way
+    /// is neither explained nor a symptom: the operator fails it at its own timeout.
+    pub fn unexplained(&self, now: Timestamp, window_seconds: i64) -> bool {
+        match self.work {
+            Some(Work::Recovery) => true,
+            None => self
+                .delivered
+                .is_none_or(|at| now.as_second() - at.as_second() > window_seconds),
+            Some(Work::Delivery | Work::Bounce) => false,
+        }
     }
 }
 

@@ -203,6 +203,10 @@ fn tenant(
                 express_api::rings::ring_of(kube::ResourceExt::labels(c))
             })
             .to_owned(),
+        owner_ring: status
+            .and_then(|s| s.operator.as_ref())
+            .filter(|o| o.released.is_none() && !o.ring.is_empty())
+            .map(|o| o.ring.clone()),
         generation: cluster.and_then(|c| c.metadata.generation).unwrap_or(0),
         observed_generation: match cluster {
             Some(c) => c.status.as_ref().and_then(|s| s.observed_generation),
@@ -263,10 +267,23 @@ fn nodes_down(nodes: &[NodeRef<'_>]) -> Vec<NodeDown> {
                     .find(|c| c.type_ == conditions::READY)
                     .map(|c| &c.last_transition_time),
             };
+            let delivered = status
+                .change
+                .as_ref()
+                .filter(|c| {
+                    work.is_none()
+                        && status.pod_name.is_some()
+                        && !c.recovery
+                        && c.state == express_api::ChangeState::Succeeded
+                        && status.desired_revision.as_deref() == Some(c.to_revision.as_str())
+                })
+                .and_then(|c| c.finished_at.as_ref())
+                .map(|t| t.0);
             Some(NodeDown {
                 node: n.name().to_owned(),
                 work,
                 since: since.map(|t| t.0),
+                delivered,
             })
         })
         .collect()
