@@ -981,7 +981,16 @@ mod tests {
     fn a_recovery_never_explains_trouble_and_a_delivery_does() {
         use crate::{NodeDown, Work};
         // (what, the rollout's state, the node down and what moves it)
-        let kinds: [(&str, &str, Option<Work>, Option<Symptom>, bool); 7] = [
+        // (what, the rollout's state, what moves the node down, the tenant's symptom, whether
+        // a delivery made the node Ready 15 s ago with the pod it still has)
+        type Kind = (
+            &'static str,
+            &'static str,
+            Option<Work>,
+            Option<Symptom>,
+            bool,
+        );
+        let kinds: [Kind; 7] = [
             (
                 "a new node provisioned, failing",
                 "Failed",
