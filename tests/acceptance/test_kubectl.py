@@ -135,3 +135,19 @@ def test_logs_and_previous_logs_of_a_crash_looping_pod(sim):
     assert "restarted (restart" in current, current
     missing = sim.kubectl("logs", "nope", "-n", "tenant-acme", check=False)
     assert missing.returncode != 0 and "not found" in missing.stderr, missing.stderr
+
+
+def test_a_custom_resource_applied_before_its_crd_says_to_install_the_crds(sim):
+    """kubectl validates a kind OpenAPI v3 does not serve against /openapi/v2, asked for in
+    protobuf: kubesim answers in protobuf as the API server does, so the user sees kubectl's
+    "no matches for kind ... ensure CRDs are installed first", not a protobuf parse error."""
+    release = json.dumps({
+        "apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+        "metadata": {"name": "to-0-2-0", "namespace": "default"},
+        "spec": {"fromRing": "default", "toRing": "canary"},
+    })
+    result = sim.kubectl("apply", "-f", "-", input=release, check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert 'no matches for kind "OperatorRelease" in version "express.dev/v1alpha1"' in result.stderr, result.stderr
+    assert "ensure CRDs are installed first" in result.stderr, result.stderr
+    assert "proto:" not in result.stderr, result.stderr

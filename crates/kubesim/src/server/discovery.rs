@@ -22,6 +22,32 @@ pub(super) fn openapi_v2() -> Value {
     json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.37.0"}, "paths": {}, "definitions": {}})
 }
 
+/// The media type kubectl asks `/openapi/v2` for: gnostic's `openapi_v2.Document` in protobuf.
+pub(super) const OPENAPI_V2_PROTOBUF: &str =
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+
+/// [`openapi_v2`] as gnostic's `openapi_v2.Document` protobuf, which is what kubectl asks for
+/// when it validates an object whose kind OpenAPI v3 does not serve (a custom resource whose
+/// CRD is not installed): answered with JSON, kubectl fails with "proto: cannot parse invalid
+/// wire-format data" instead of the API server's "no matches for kind". Fields: `swagger` (1),
+/// `info` (2: `title` 1, `version` 2), empty `paths` (8) and `definitions` (9).
+pub(super) fn openapi_v2_protobuf() -> Vec<u8> {
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        // Length-delimited (wire type 2); every length here is under 128, one varint byte.
+        let mut out = vec![(number << 3) | 2, u8::try_from(bytes.len()).unwrap_or(0)];
+        out.extend_from_slice(bytes);
+        out
+    }
+    let info = [field(1, b"Kubernetes"), field(2, b"v1.37.0")].concat();
+    [
+        field(1, b"2.0"),
+        field(2, &info),
+        field(8, &[]),
+        field(9, &[]),
+    ]
+    .concat()
+}
+
 /// The OpenAPI v3 index: one document per served group-version.
 pub(super) fn openapi_v3_root(shared: &Shared) -> Value {
     let cluster = shared.lock();

@@ -77,7 +77,24 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     match segments.as_slice() {
         ["version"] => return json_response(StatusCode::OK, &version()),
         ["healthz" | "readyz" | "livez"] => return (StatusCode::OK, "ok").into_response(),
-        ["openapi", "v2"] => return json_response(StatusCode::OK, &openapi_v2()),
+        ["openapi", "v2"] => {
+            let accept = parts
+                .headers
+                .get(header::ACCEPT)
+                .and_then(|a| a.to_str().ok())
+                .unwrap_or_default();
+            if accept.contains(discovery::OPENAPI_V2_PROTOBUF) {
+                return (
+                    StatusCode::OK,
+                    // As the API server labels it: the media type asked for is not one that
+                    // Go's mime parser (kubectl's) accepts back.
+                    [(header::CONTENT_TYPE, "application/octet-stream")],
+                    discovery::openapi_v2_protobuf(),
+                )
+                    .into_response();
+            }
+            return json_response(StatusCode::OK, &openapi_v2());
+        }
         ["openapi", "v3"] => return json_response(StatusCode::OK, &openapi_v3_root(&shared)),
         ["openapi", "v3", "api", "v1"] => {
             return openapi_v3_group_version(&shared, "", "v1", &path);
