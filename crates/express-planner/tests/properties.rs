@@ -576,8 +576,8 @@ fn arb_change() -> impl Strategy<Value = Option<express_planner::Change>> {
     ];
     prop_oneof![
         1 => Just(None),
-        3 => (kind, state, prop::option::of(arb_revision()), arb_revision(), 0..12u64, any::<bool>()).prop_map(
-            |(kind, state, from, to, sequence, current)| Some(express_planner::Change {
+        3 => (kind, state, prop::option::of(arb_revision()), arb_revision(), 0..12u64, any::<bool>(), any::<bool>()).prop_map(
+            |(kind, state, from, to, sequence, current, recovery)| Some(express_planner::Change {
                 kind,
                 state,
                 from,
@@ -585,7 +585,7 @@ fn arb_change() -> impl Strategy<Value = Option<express_planner::Change>> {
                 sequence,
                 // Patched to the snapshot's rollout id when `current`.
                 rollout: if current { "current".into() } else { "other".into() },
-                recovery: false,
+                recovery,
             })
         ),
     ]
