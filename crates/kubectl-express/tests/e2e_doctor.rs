@@ -187,17 +187,22 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap()
 }
 
+/// Every pod of the teams of `namespaces` (by their `team` label) behaves so from now on.
+fn teams_pods_behave(env: &Env, namespaces: &[&str], behavior: Behavior) {
+    for ns in namespaces {
+        env.sim.kubelet().add_rule(KubeletRule {
+            labels: [("team".to_owned(), (*ns).to_owned())].into(),
+            behavior: Some(behavior),
+            ..KubeletRule::default()
+        });
+    }
+}
+
 /// The pods of `namespaces` fail as on a broken node pool: the kubelet crash-loops every pod
 /// of those teams, and the running ones are lost (deleted); the operator replaces them with no
 /// change to any spec.
 async fn pods_fail_in(env: &Env, namespaces: &[&str]) {
-    for ns in namespaces {
-        env.sim.kubelet().add_rule(KubeletRule {
-            labels: [("team".to_owned(), (*ns).to_owned())].into(),
-            behavior: Some(Behavior::CrashLoop),
-            ..KubeletRule::default()
-        });
-    }
+    teams_pods_behave(env, namespaces, Behavior::CrashLoop);
     for ns in namespaces {
         let pods = Api::<Pod>::namespaced(env.client.clone(), ns);
         for pod in ["shop-be", "shop-fe1"] {
@@ -433,13 +438,7 @@ async fn pods_lost_and_never_ready_in(env: &Env, namespaces: &[&str]) {
         })
         .await;
     }
-    for ns in namespaces {
-        env.sim.kubelet().add_rule(KubeletRule {
-            labels: [("team".to_owned(), (*ns).to_owned())].into(),
-            behavior: Some(Behavior::NeverReady),
-            ..KubeletRule::default()
-        });
-    }
+    teams_pods_behave(env, namespaces, Behavior::NeverReady);
     for ns in namespaces {
         Api::<Pod>::namespaced(env.client.clone(), ns)
             .delete("shop-fe1", &DeleteParams::default())
