@@ -26,16 +26,6 @@ pub enum Work {
     Bounce,
 }
 
-impl Work {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Work::Delivery => "delivery",
-            Work::Recovery => "recovery",
-            Work::Bounce => "bounce",
-        }
-    }
-}
-
 /// A change recorded with `recovery` set: a recovery; any other: a delivery.
 pub fn classify_change(recovery: bool) -> Work {
     if recovery {
@@ -82,10 +72,6 @@ impl NodeChange {
     /// Delivery or recovery, by [`classify_change`].
     pub fn work(&self) -> Work {
         classify_change(self.recovery)
-    }
-
-    pub fn is_recovery(&self) -> bool {
-        self.work() == Work::Recovery
     }
 }
 

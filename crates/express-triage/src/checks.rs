@@ -980,7 +980,6 @@ mod tests {
     #[test]
     fn a_recovery_never_explains_trouble_and_a_delivery_does() {
         use crate::{NodeDown, Work};
-        // (what, the rollout's state, the node down and what moves it)
         // (what, the rollout's state, what moves the node down, the tenant's symptom, whether
         // a delivery made the node Ready 15 s ago with the pod it still has)
         type Kind = (

@@ -330,8 +330,6 @@ pub fn settle_reason(state: &SettleState) -> &'static str {
     }
 }
 
-/// The rollout record: its state, order, nodes changing and done, the failed node, and when it
-/// started and finished (kept from the previous status while the state allows).
 /// What the rollout record is drawn from besides the plan: the cluster's phase, whether a
 /// delivery moves its nodes, and what moves each node.
 struct RolloutInputs<'a> {
@@ -340,6 +338,8 @@ struct RolloutInputs<'a> {
     work: &'a [Option<Work>],
 }
 
+/// The rollout record: its state, order, nodes changing and done, the failed node, and when it
+/// started and finished (kept from the previous status while the state allows).
 fn rollout_status(
     snapshot: &ClusterSnapshot,
     plan: &Plan,

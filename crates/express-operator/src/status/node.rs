@@ -261,6 +261,7 @@ fn phase_and_message(
             .map(|(revision, reason)| (revision.to_owned(), reason.to_owned()))
     });
     let action = cluster.action_on(index);
+    let recovering = node_work(node, &plan.state) == Some(Work::Recovery);
     let (phase, message) = match &plan.state {
         NodeState::Bouncing => {
             let bounce = plan.bounce.as_ref();
@@ -322,11 +323,11 @@ fn phase_and_message(
             "intentionally down; removing its pod".into(),
         ),
         NodeState::UpToDate => (NodePhase::Ready, "running its desired revision".into()),
-        NodeState::Starting if node_work(node, &plan.state) == Some(Work::Recovery) => (
+        NodeState::Starting if recovering => (
             NodePhase::NotReady,
             "recovering: its pod, re-created on the revision it ran, is not Ready yet".into(),
         ),
-        NodeState::Terminating if node_work(node, &plan.state) == Some(Work::Recovery) => (
+        NodeState::Terminating if recovering => (
             NodePhase::NotReady,
             "its pod is terminating (no rollout deleted it); it is re-created on the revision it ran once gone".into(),
         ),
@@ -384,7 +385,7 @@ fn phase_and_message(
                 )
             } else if upgrading {
                 (NodePhase::Upgrading, "replacing its pod".into())
-            } else if node_work(node, &plan.state) == Some(Work::Recovery) {
+            } else if recovering {
                 (
                     NodePhase::NotReady,
                     format!(
