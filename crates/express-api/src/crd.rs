@@ -3,11 +3,16 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{Backend, ExpressCluster, Frontend};
+use crate::{Backend, ExpressCluster, Frontend, OperatorRelease};
 
 /// Every CRD of the API, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![ExpressCluster::crd(), Backend::crd(), Frontend::crd()]
+    vec![
+        ExpressCluster::crd(),
+        Backend::crd(),
+        Frontend::crd(),
+        OperatorRelease::crd(),
+    ]
 }
 
 /// File name under `deploy/crds` for a CRD.

@@ -17,6 +17,7 @@ pub mod lenient;
 pub mod names;
 pub mod natural;
 pub mod objects;
+pub mod release;
 pub mod rings;
 pub mod types;
 
@@ -24,4 +25,5 @@ pub use bounce::{BouncePhase, BounceStatus};
 pub use delivery::Work;
 pub use effective::{EffectiveNodeSpec, EffectiveSpecError, effective_spec};
 pub use objects::{ClusterKey, NodeRef, Objects};
+pub use release::{OperatorRelease, OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase};
 pub use types::*;
