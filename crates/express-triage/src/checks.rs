@@ -639,6 +639,7 @@ mod tests {
                 holder: Some("op-1".into()),
                 renewed: Some(at(3)),
                 duration_seconds: Some(15),
+                version: None,
             }),
             deployment: None,
             pods: Vec::new(),
@@ -791,6 +792,7 @@ mod tests {
                         holder: Some("op-1".into()),
                         renewed: Some(at(600)),
                         duration_seconds: Some(15),
+                        version: None,
                     });
                     f
                 },
@@ -812,6 +814,7 @@ mod tests {
                 holder: holder.map(Into::into),
                 renewed: renewed_ago.map(at),
                 duration_seconds: Some(15),
+                version: None,
             });
             f
         };

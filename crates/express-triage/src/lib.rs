@@ -8,6 +8,7 @@
 
 pub mod figures;
 pub mod observe;
+pub mod rings;
 
 mod checks;
 mod explain;
@@ -97,6 +98,9 @@ pub struct Lease {
     pub holder: Option<String>,
     pub renewed: Option<Timestamp>,
     pub duration_seconds: Option<i64>,
+    /// The build the holder reports (`express_api::release::ANNOTATION_LEADER_VERSION`), when
+    /// the holder itself wrote it.
+    pub version: Option<String>,
 }
 
 #[derive(Clone, Debug)]

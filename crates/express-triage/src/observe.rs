@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use express_api::conditions::{self, reason};
 use express_api::keys::LABEL_CLUSTER;
+use express_api::release;
 use express_api::{ClusterKey, ClusterPhase, ExpressCluster, NodeKind, NodeRef, Objects};
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::coordination::v1 as coordination;
@@ -299,7 +300,18 @@ pub fn lease(lease: &coordination::Lease) -> Lease {
             .and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref()))
             .map(|t| t.0),
         duration_seconds: spec.and_then(|s| s.lease_duration_seconds).map(i64::from),
+        version: leader_version(lease),
     }
+}
+
+/// The build a Lease's holder reports: the version annotation, counted only when the identity
+/// written beside it is the holder's (a former holder's version says nothing of the current).
+pub fn leader_version(lease: &coordination::Lease) -> Option<String> {
+    let holder = lease.spec.as_ref()?.holder_identity.as_deref()?;
+    let annotations = lease.metadata.annotations.as_ref()?;
+    (annotations.get(release::ANNOTATION_LEADER_IDENTITY)? == holder)
+        .then(|| annotations.get(release::ANNOTATION_LEADER_VERSION).cloned())
+        .flatten()
 }
 
 pub fn deployment(deployment: &apps::Deployment) -> Deployment {
