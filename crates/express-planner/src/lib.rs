@@ -13,6 +13,7 @@ pub mod observe;
 pub mod ownership;
 pub mod plan;
 pub mod prerequisites;
+pub mod release;
 pub mod rollout;
 pub mod settle;
 pub mod simulate;
