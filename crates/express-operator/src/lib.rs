@@ -10,6 +10,7 @@ pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod pods;
+pub mod release_metrics;
 pub mod runner;
 pub mod status;
 pub mod throttle;

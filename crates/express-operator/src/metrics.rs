@@ -84,6 +84,8 @@ pub struct Metrics {
     /// Every ring's tenants as this instance sees them (by the ring their label names): a
     /// ring whose operator is gone entirely still shows here, through the other rings.
     pub ring_tenants: Family<RingLabel, Gauge>,
+    /// The OperatorReleases this instance judges.
+    pub release: crate::release_metrics::ReleaseGauges,
     /// The rings `ring_tenants` was last published for (a ring left with no tenant is dropped).
     ring_tenants_published: Mutex<BTreeSet<String>>,
     /// Whether the per-tenant families (`express_operator_nodes{namespace,cluster,phase}`) are
@@ -242,7 +244,10 @@ impl Metrics {
             "Express clusters this instance sees, by the ring their operator-ring label names (every ring)",
             ring_tenants.clone(),
         );
+        let release = crate::release_metrics::ReleaseGauges::default();
+        release.register(&mut registry);
         Arc::new(Metrics {
+            release,
             reconciles,
             errors,
             actions,

@@ -47,7 +47,7 @@ impl Default for QueueMetrics {
 }
 
 /// Exponential backoff per key: 200 ms doubling to 5 minutes, reset by a success.
-fn backoff(failures: u32) -> Duration {
+pub(crate) fn backoff(failures: u32) -> Duration {
     let millis = 200u64.saturating_mul(1u64 << failures.min(11));
     Duration::from_millis(millis.min(300_000))
 }

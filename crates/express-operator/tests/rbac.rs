@@ -262,6 +262,54 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
     })
     .await;
 
+    // An OperatorRelease the default ring judges: a canary ring whose leader holds its Lease
+    // (by hand: no canary operator runs here) but never adopts, so the release moves the
+    // tenant, samples both rings, fails at the adoption deadline and moves it back.
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), OPERATOR_NS)
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "express-operator-canary"},
+                "spec": {"holderIdentity": "canary-1", "leaseDurationSeconds": 3600,
+                         "acquireTime": now.to_string(), "renewTime": now.to_string()}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    Api::<express_api::OperatorRelease>::namespaced(env.client.clone(), OPERATOR_NS)
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+                "metadata": {"name": "to-canary"},
+                "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 100}],
+                         "bakeSeconds": 1, "intervalSeconds": 1, "failureLimit": 0,
+                         "adoptionDeadlineSeconds": 1}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        "the release rolled back and the tenant driven by default again",
+        async || {
+            let release =
+                Api::<express_api::OperatorRelease>::namespaced(env.client.clone(), OPERATOR_NS)
+                    .get("to-canary")
+                    .await
+                    .ok();
+            let rolled_back = release
+                .and_then(|r| r.status)
+                .is_some_and(|s| s.phase == Some(express_api::ReleasePhase::RolledBack));
+            let owner = cluster(&env).await.status.and_then(|s| s.operator);
+            rolled_back
+                && owner.is_some_and(|o| o.ring == "default" && o.released.is_none() && !o.adopting)
+        },
+    )
+    .await;
+
     let counters = env.sim.counters();
     counters
         .by_agent_namespace

@@ -314,6 +314,20 @@ pub fn leader_version(lease: &coordination::Lease) -> Option<String> {
         .flatten()
 }
 
+/// The label the operator chart puts on every ring's Deployment and pods, and its value (a
+/// ring's pods may carry `express-operator-RING`).
+pub const OPERATOR_NAME_LABEL: &str = "app.kubernetes.io/name";
+pub const OPERATOR_NAME: &str = "express-operator";
+
+/// Whether a pod of the operator's namespace is one of the operator's (any ring).
+pub fn is_operator_pod(labels: &BTreeMap<String, String>) -> bool {
+    labels.get(OPERATOR_NAME_LABEL).is_some_and(|n| {
+        n == OPERATOR_NAME
+            || n.strip_prefix(OPERATOR_NAME)
+                .is_some_and(|rest| rest.starts_with('-'))
+    })
+}
+
 pub fn deployment(deployment: &apps::Deployment) -> Deployment {
     Deployment {
         namespace: deployment.metadata.namespace.clone().unwrap_or_default(),

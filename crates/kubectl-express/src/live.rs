@@ -314,8 +314,6 @@ pub async fn find_node(
 
 /// The label the operator chart puts on every ring's Deployment.
 const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
-const NAME_LABEL: &str = "app.kubernetes.io/name";
-const OPERATOR_NAME: &str = "express-operator";
 
 /// What triage needs besides the Express objects already read: each ring's Lease, Deployment
 /// and pods, and the operator's Warning events. What cannot be read is named in `unreadable`.
@@ -367,11 +365,7 @@ pub(crate) async fn fleet_around(
         Ok(list) => list
             .items
             .into_iter()
-            .filter(|p| {
-                p.labels().get(NAME_LABEL).is_some_and(|n| {
-                    n == OPERATOR_NAME || n.starts_with(&format!("{OPERATOR_NAME}-"))
-                })
-            })
+            .filter(|p| observe::is_operator_pod(p.labels()))
             .collect(),
         Err(error) => {
             unreadable.push(format!("pods in {operator_namespace}: {}", reason(&error)));

@@ -40,6 +40,20 @@ pub enum Error {
         "cannot move pod {pod} into this operator ring's watch (its ring label) while adopting the tenant: {source}"
     )]
     Restamp { pod: String, source: kube::Error },
+    #[error(
+        "cannot record the status of OperatorRelease {release} before moving tenants: {source}"
+    )]
+    RecordRelease {
+        release: String,
+        source: kube::Error,
+    },
+    #[error("cannot move tenant {tenant} to ring {ring} for OperatorRelease {release}: {source}")]
+    MoveTenant {
+        tenant: String,
+        ring: String,
+        release: String,
+        source: kube::Error,
+    },
 }
 
 impl Error {
@@ -55,6 +69,8 @@ impl Error {
             Error::WriteOwner { .. } => "write_owner",
             Error::ReadForAdoption { .. } => "read_for_adoption",
             Error::Restamp { .. } => "restamp",
+            Error::RecordRelease { .. } => "record_release",
+            Error::MoveTenant { .. } => "move_tenant",
         }
     }
 }

@@ -364,6 +364,27 @@ impl Env<'_> {
     }
 }
 
+/// What a release step decided to tell, on the OperatorRelease (action `release`).
+pub(super) fn release_notice(notice: &express_planner::release::Notice) -> Notice {
+    if notice.warning {
+        Notice::warning(notice.reason, "release", notice.message.clone())
+    } else {
+        Notice::normal(notice.reason, "release", notice.message.clone())
+    }
+}
+
+/// A release moved a tenant (forward to the build under test, or back), on its ExpressCluster.
+pub(super) fn tenant_moved(release: &str, ring: &str, back: bool) -> Notice {
+    let note = if back {
+        format!(
+            "OperatorRelease {release} rolled back: moved back to ring {ring}, whose operator adopts it"
+        )
+    } else {
+        format!("OperatorRelease {release} moved it to ring {ring}, whose operator adopts it")
+    };
+    Notice::normal("MovedByRelease", "move_ring", note)
+}
+
 /// Event recorders, one per shard of namespaces. kube's `Recorder` keeps every event it
 /// published in the last six minutes (to count a repeat as a series) and walks all of them on
 /// each publish: one recorder for a whole fleet walked every tenant's recent events on every

@@ -12,6 +12,7 @@ mod events;
 mod handover;
 mod observe;
 mod record;
+mod release;
 mod report;
 
 pub use caches::{Caches, Scoped, Tasks, WrittenPods, WrittenStatuses, keep_revision_metadata};
@@ -118,13 +119,20 @@ pub async fn run(
     let mut tasks = Tasks::default();
     let all_keys: Arc<std::sync::OnceLock<Arc<Context>>> = Arc::new(std::sync::OnceLock::new());
 
+    // Releases step again whenever a tenant's ExpressCluster changes (a move adopted) or a
+    // release does.
+    let release_wake = Arc::new(tokio::sync::Notify::new());
+    let wake_releases = release_wake.clone();
     let clusters = cache::<ExpressCluster, _>(
         &client,
         &scopes,
         Selection::whole(watcher::Config::default()),
-        |c| match (c.metadata.namespace.as_deref(), c.cluster_name()) {
-            (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
-            _ => Vec::new(),
+        move |c| {
+            wake_releases.notify_one();
+            match (c.metadata.namespace.as_deref(), c.cluster_name()) {
+                (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
+                _ => Vec::new(),
+            }
         },
         triggers.clone(),
         &metrics,
@@ -218,6 +226,20 @@ pub async fn run(
         &mut tasks,
     );
 
+    let wake_releases = release_wake.clone();
+    let releases = cache::<express_api::OperatorRelease, _>(
+        &client,
+        &[Some(settings.operator_namespace.clone())],
+        Selection::whole(watcher::Config::default()),
+        move |_| {
+            wake_releases.notify_one();
+            Vec::new()
+        },
+        triggers.clone(),
+        &metrics,
+        &mut tasks,
+    );
+
     let recorders = Recorders::new(
         &client,
         &Reporter {
@@ -279,6 +301,10 @@ pub async fn run(
             }
         });
     }
+
+    // Releases run beside the tenants, on their own loop: an OperatorRelease CRD not installed
+    // yet keeps only this loop waiting.
+    tasks.spawn(release::run(context.clone(), releases, release_wake));
 
     // The fleet view for alerts: recomputed from the caches on a timer, never per reconcile
     // (that would cost the whole fleet on every tenant's reconcile).
