@@ -15,6 +15,7 @@ mod history;
 mod live;
 mod manifests;
 mod plan;
+mod release;
 mod revisions;
 mod status;
 mod verbs;
@@ -80,6 +81,13 @@ enum Command {
     /// tenants it has and how many are rolling out. Exit 0 every tenant's ring has a live
     /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run.
     Rings(verbs::rings::Args),
+    /// The operator's own releases: a new build promoted ring by ring, or rolled back
+    ///
+    /// Without NAME, every OperatorRelease of the operator's namespace; with it, its waves,
+    /// the last samples and the phase's reason. `release pause|resume|promote [--full]|abort
+    /// NAME` steer one. Exit 0 pending, progressing, paused or succeeded, 1 rolled back or
+    /// inconclusive, 2 cannot run.
+    Release(verbs::release::Args),
     /// Serve a live web UI of the fleet and each tenant's order graph, with the CLI's actions
     ///
     /// Listens on 127.0.0.1:3110 by default, with the kubeconfig's identity; every action asks
@@ -113,6 +121,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => verbs::diff::run(args),
         Command::Doctor(args) => verbs::doctor::run(args),
         Command::Rings(args) => verbs::rings::run(args),
+        Command::Release(args) => verbs::release::run(args),
         Command::Dashboard(args) => verbs::dashboard::run(args),
         Command::Completion(args) => verbs::completion::run::<Cli>(args),
         Command::Version(args) => verbs::version::run(args),

@@ -13,6 +13,7 @@ pub mod history;
 pub mod list;
 pub mod pause;
 pub mod plan;
+pub mod release;
 pub mod retry;
 pub mod revisions;
 pub mod rings;
