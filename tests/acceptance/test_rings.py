@@ -78,6 +78,7 @@ def settled_on(sim, namespace, version, ring):
         and status.get("observedGeneration") == c["metadata"]["generation"]
         and status.get("operator", {}).get("ring") == ring
         and "released" not in status.get("operator", {})
+        and not status.get("operator", {}).get("adopting")
         and len(running) == 4
         and all(p["metadata"].get("annotations", {}).get("express.dev/express-version") == version
                 for p in running.values())

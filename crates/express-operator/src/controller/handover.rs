@@ -252,9 +252,11 @@ async fn write_owner(
     let name = cluster.name_any();
     let namespace = cluster.namespace().unwrap_or_default();
     let mut operator = serde_json::to_value(&operator).unwrap_or_default();
-    // A merge patch keeps what it does not name: an adoption must remove `released` outright.
+    // A merge patch keeps what it does not name: an adoption must remove `released` outright,
+    // and a finished one `adopting` (left `true`, the tenant would read as never adopted).
     if let Some(fields) = operator.as_object_mut() {
         fields.entry("released").or_insert(serde_json::Value::Null);
+        fields.entry("adopting").or_insert(serde_json::Value::Null);
     }
     let patch = serde_json::json!({
         "metadata": {"resourceVersion": cluster.resource_version()},
