@@ -18,7 +18,7 @@ spec:
 
 def install(sim):
     sim.kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
-    for crd in ("expressclusters", "backends", "frontends"):
+    for crd in ("expressclusters", "backends", "frontends", "operatorreleases"):
         sim.kubectl("wait", "--for=condition=Established", f"crd/{crd}.express.dev", "--timeout=10s")
     sim.kubectl("apply", "-f", "-", input=NAMESPACE)
 
