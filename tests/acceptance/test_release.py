@@ -101,13 +101,11 @@ def moved_events(sim, namespace):
     """The release's moves of a tenant, forward and back, as its events count them."""
     forward = back = 0
     for e in sim.kubectl_json("get", "events", "-n", namespace)["items"]:
-        if e.get("reason") != "MovedByRelease":
-            continue
         count = (e.get("series") or {}).get("count") or e.get("count") or 1
-        if "rolled back" in e.get("message", e.get("note", "")):
-            back += count
-        else:
+        if e.get("reason") == "MovedByRelease":
             forward += count
+        elif e.get("reason") == "ReturnedByRelease":
+            back += count
     return forward, back
 
 

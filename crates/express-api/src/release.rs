@@ -408,6 +408,8 @@ pub struct OperatorReleaseStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

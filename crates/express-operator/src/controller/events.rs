@@ -375,14 +375,23 @@ pub(super) fn release_notice(notice: &express_planner::release::Notice) -> Notic
 
 /// A release moved a tenant (forward to the build under test, or back), on its ExpressCluster.
 pub(super) fn tenant_moved(release: &str, ring: &str, back: bool) -> Notice {
-    let note = if back {
-        format!(
-            "OperatorRelease {release} rolled back: moved back to ring {ring}, whose operator adopts it"
+    // A reason of its own each way: kube's Recorder counts a repeat of one reason on one object
+    // as a series of the first note, which would hide the return behind the move.
+    if back {
+        Notice::normal(
+            "ReturnedByRelease",
+            "return_ring",
+            format!(
+                "OperatorRelease {release} rolled back: moved back to ring {ring}, whose operator adopts it"
+            ),
         )
     } else {
-        format!("OperatorRelease {release} moved it to ring {ring}, whose operator adopts it")
-    };
-    Notice::normal("MovedByRelease", "move_ring", note)
+        Notice::normal(
+            "MovedByRelease",
+            "move_ring",
+            format!("OperatorRelease {release} moved it to ring {ring}, whose operator adopts it"),
+        )
+    }
 }
 
 /// Event recorders, one per shard of namespaces. kube's `Recorder` keeps every event it

@@ -291,6 +291,7 @@ pub async fn run(
                     })
                     .set(i64::from(leading));
                 if leading {
+                    release::announce_build(&context).await;
                     for key in context.caches.keys(None) {
                         let _ = triggers.send(key);
                     }

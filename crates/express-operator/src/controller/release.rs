@@ -63,9 +63,6 @@ pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wa
         tokio::time::sleep(Duration::from_millis(100)).await;
         next = None;
         let leading = *leader.borrow_and_update();
-        if leading {
-            announce_build(&ctx).await;
-        }
         let mut judged = Vec::new();
         for release in releases.in_namespace(Some(&ctx.settings.operator_namespace)) {
             if !leading || release.spec.from_ring != ctx.settings.ring {
@@ -96,7 +93,7 @@ pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wa
 
 /// The leader writes its identity and build on its Lease, so that a release can tell which
 /// build leads a ring before moving anything to it.
-async fn announce_build(ctx: &Context) {
+pub(super) async fn announce_build(ctx: &Context) {
     let name = rings::lease_name(&ctx.settings.ring);
     let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
     let announced = |lease: &Lease| {
