@@ -65,7 +65,8 @@ fn crd_command_prints_every_crd() {
         [
             "expressclusters.express.dev",
             "backends.express.dev",
-            "frontends.express.dev"
+            "frontends.express.dev",
+            "operatorreleases.express.dev"
         ]
     );
     for doc in &documents {
@@ -85,7 +86,13 @@ fn crd_command_prints_every_crd() {
             .iter()
             .filter_map(|c| c["name"].as_str())
             .collect();
-        for wanted in ["Phase", "Ready", "Age"] {
+        // `kubectl get operatorreleases` shows phase, wave, moved, age (DESIGN section 12).
+        let wanted: &[&str] = if doc["spec"]["names"]["kind"].as_str() == Some("OperatorRelease") {
+            &["Phase", "Wave", "Moved", "Age"]
+        } else {
+            &["Phase", "Ready", "Age"]
+        };
+        for wanted in wanted {
             assert!(
                 columns.contains(&wanted),
                 "missing column {wanted}: {columns:?}"
