@@ -94,7 +94,7 @@ fn crd_command_prints_every_crd() {
         };
         for wanted in wanted {
             assert!(
-                columns.contains(&wanted),
+                columns.contains(wanted),
                 "missing column {wanted}: {columns:?}"
             );
         }
