@@ -125,7 +125,8 @@ def test_each_for_is_a_value():
     assert {name: rule["for"] for name, rule in defaults.items()} == {
         "ExpressRolloutFailed": "0s", "ExpressClusterHalted": "15m", "ExpressOperatorReconcileErrors": "15m",
         "ExpressOperatorBacklog": "5m", "ExpressFleetSpread": "10m", "ExpressOperatorNoLeader": "5m",
-        "ExpressOperatorDown": "5m"}
+        "ExpressOperatorDown": "5m", "ExpressOperatorReleaseRolledBack": "0s",
+        "ExpressOperatorReleaseInconclusive": "15m"}
     shortened = alerts(rule_spec({"metrics": {"prometheusRule": {"for": {"ExpressOperatorNoLeader": "10s"}}}}))
     assert shortened["ExpressOperatorNoLeader"]["for"] == "10s"
     assert shortened["ExpressOperatorBacklog"]["for"] == "5m", "the other alerts keep their default"

@@ -252,8 +252,8 @@ def ring_of(sim, namespace):
 @pytest.fixture
 def operator_metrics(sim, tmp_path):
     """A leading `express-operator run` that has met a failed pod create, provisioned a tenant,
-    bounced one of its nodes and released a second tenant to another ring; yields its /metrics
-    URL."""
+    bounced one of its nodes, released a second tenant to another ring and judges an
+    OperatorRelease; yields its /metrics URL."""
     install(sim)
     sim.kubectl("create", "namespace", "express-system")
     url = f"http://127.0.0.1:{free_port()}/metrics"
@@ -287,6 +287,13 @@ def operator_metrics(sim, tmp_path):
         eventually(lambda: "released" in ring_of(sim, "team-b"), timeout=30, what="the tenant released")
         eventually(lambda: 'namespace="team-b"' not in (scrape(url) or ""), timeout=30,
                    what="the released tenant's series dropped")
+        # An OperatorRelease this ring judges (pending: ring canary has no leader here).
+        sim.kubectl("apply", "-f", "-", input=json.dumps(
+            {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+             "metadata": {"name": "to-canary", "namespace": "express-system"},
+             "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 100}]}}))
+        eventually(lambda: 'express_operator_release_phase{release="to-canary",phase="Pending"} 1'
+                   in (scrape(url) or ""), timeout=30, what="the release's series")
         yield url
     finally:
         stop_process(process)

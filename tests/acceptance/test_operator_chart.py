@@ -88,7 +88,8 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
     ({"metrics": {"prometheusRule": {"enabled": True}}},
      lambda o: {r["alert"] for r in find(o, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]}
      == {"ExpressRolloutFailed", "ExpressClusterHalted", "ExpressOperatorReconcileErrors", "ExpressOperatorNoLeader",
-         "ExpressOperatorBacklog", "ExpressFleetSpread", "ExpressOperatorDown"}),
+         "ExpressOperatorBacklog", "ExpressFleetSpread", "ExpressOperatorDown",
+         "ExpressOperatorReleaseRolledBack", "ExpressOperatorReleaseInconclusive"}),
     ({"image": {"repository": "registry.example/express-operator", "tag": "1.2.3"}},
      lambda o: find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["image"]
      == "registry.example/express-operator:1.2.3"),

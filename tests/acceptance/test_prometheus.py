@@ -6,8 +6,8 @@ generated config: both targets every second with `honor_labels` and the target l
 `namespace`, as the chart's ServiceMonitor has them; the chart's PrometheusRule rendered by the
 Helm engine with `for:` shortened through its values; a temporary storage). The scenario:
 a failed pod create (a reconcile error), tenants on both rings, a bounce, an upgrade, a tenant
-moved between rings, a rollout that fails (crash-looping pods), then ring canary's operator
-stopped. Prometheus' HTTP API then has to show: every query of the dashboard and every
+moved between rings, a rollout that fails (crash-looping pods), an OperatorRelease pending, then
+ring canary's operator stopped. Prometheus' HTTP API then has to show: every query of the dashboard and every
 expression of the rules parses and has data over the scenario; the alerts for the failed
 cluster and for the stopped ring firing; every family's type and help in its metadata. Each
 operator's classic text passes `promtool check metrics`.
@@ -185,6 +185,14 @@ def scenario(tmp_path_factory):
                    timeout=60, what="the rollout failure counted")
         eventually(lambda: firing(prometheus, "ExpressClusterHalted"), timeout=60,
                    what="ExpressClusterHalted firing")
+        # An OperatorRelease ring default judges: pending on a build ring canary does not
+        # report, so that it moves nothing here, yet every release series is published.
+        sim.kubectl("apply", "-f", "-", input=json.dumps(
+            {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+             "metadata": {"name": "to-canary", "namespace": "express-system"},
+             "spec": {"fromRing": "default", "toRing": "canary", "version": "9.9.9", "waves": [{"percent": 100}]}}))
+        eventually(lambda: 'express_operator_release_phase{release="to-canary",phase="Pending"} 1'
+                   in scrape(state.urls["default"])[2], timeout=30, what="the release's series")
         # Every operator's exposition, both formats, while both run (and after a fleet tick).
         time.sleep(2)
         state.scrapes = {ring: {"text": scrape(url), "openmetrics": scrape(url, OPENMETRICS_ACCEPT)}

@@ -97,7 +97,7 @@ pub fn kind_dir(kind: &str) -> PathBuf {
 }
 
 /// The kinds of the `express.dev` group that have a health check.
-pub const KINDS: [&str; 3] = ["ExpressCluster", "Backend", "Frontend"];
+pub const KINDS: [&str; 4] = ["ExpressCluster", "Backend", "Frontend", "OperatorRelease"];
 
 /// The `argocd-cm` ConfigMap data that installs every health check, generated from the
 /// scripts (`deploy/argocd/argocd-cm.yaml` is this text, checked by a test).

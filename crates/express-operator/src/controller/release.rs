@@ -176,19 +176,29 @@ async fn reconcile(
             )
         })
         .collect();
-    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
-    let to_lease = leases.get_opt(&rings::lease_name(&spec.to_ring)).await;
-    let to_leader = match &to_lease {
-        Ok(lease) => match rings::leadership(lease.as_ref(), now) {
-            Leadership::Live { holder, .. } => Some(Leader {
-                holder,
-                version: lease
-                    .as_ref()
-                    .and_then(express_triage::observe::leader_version),
-            }),
-            Leadership::Vacant => None,
-        },
-        Err(_) => None,
+    // Only a release that has not started needs toRing's leader (a finished one never moves a
+    // tenant forward again): no Lease read on every pass for the releases kept as history.
+    let started = status.waves.first().is_some_and(|w| w.started_at.is_some());
+    let to_leader = if started || status.phase().is_final() {
+        None
+    } else {
+        let leases: Api<Lease> =
+            Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
+        match leases.get_opt(&rings::lease_name(&spec.to_ring)).await {
+            Ok(lease) => match rings::leadership(lease.as_ref(), now) {
+                Leadership::Live { holder, .. } => Some(Leader {
+                    holder,
+                    version: lease
+                        .as_ref()
+                        .and_then(express_triage::observe::leader_version),
+                }),
+                Leadership::Vacant => None,
+            },
+            Err(error) => {
+                warn!(release = %name, %error, "cannot read toRing's Lease; waiting");
+                None
+            }
+        }
     };
     let health = if sample_due(spec, &status, now) {
         Some(health(ctx, spec, now).await)
