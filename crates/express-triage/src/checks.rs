@@ -1,11 +1,10 @@
-//! The six checks and the verdict (the decision table of `docs/doctor.md`).
+//! The checks of the decision table (`docs/doctor.md`), each over the assessed tenants or the
+//! fleet; [`crate::verdict`] draws the verdict from them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::explain::{Assessed, assess, seconds_between};
-use crate::{
-    Check, Fleet, LeaseSeen, Report, Status, Symptom, Tenant, TenantReport, Thresholds, Verdict,
-};
+use crate::explain::{Assessed, seconds_between};
+use crate::{Check, Fleet, LeaseSeen, Status, Symptom, Tenant, Thresholds};
 
 /// Check names, as `-o json` carries them.
 pub const OPERATOR: &str = "operator";
@@ -24,11 +23,16 @@ pub fn age(seconds: i64) -> String {
     express_api::bounce::format_duration(u64::try_from(seconds).unwrap_or(0))
 }
 
-fn name(tenant: &Tenant) -> String {
+pub(crate) fn name(tenant: &Tenant) -> String {
     format!("{}/{}", tenant.namespace, tenant.cluster)
 }
 
-fn check(name: &'static str, status: Status, summary: String, evidence: Vec<String>) -> Check {
+pub(crate) fn check(
+    name: &'static str,
+    status: Status,
+    summary: String,
+    evidence: Vec<String>,
+) -> Check {
     let mut evidence = evidence;
     if evidence.len() > EVIDENCE_LINES {
         let more = evidence.len() - EVIDENCE_LINES;
@@ -47,7 +51,11 @@ fn worst(statuses: impl IntoIterator<Item = Status>) -> Status {
     statuses.into_iter().max().unwrap_or(Status::Ok)
 }
 
-fn operator_check(fleet: &Fleet, assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
+pub(crate) fn operator_check(
+    fleet: &Fleet,
+    assessed: &[Assessed<'_>],
+    limits: &Thresholds,
+) -> Check {
     if fleet.rings.is_empty() {
         return check(
             OPERATOR,
@@ -189,7 +197,7 @@ fn operator_check(fleet: &Fleet, assessed: &[Assessed<'_>], limits: &Thresholds)
     )
 }
 
-fn keeping_up_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
+pub(crate) fn keeping_up_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
     let behind: Vec<&Assessed<'_>> = assessed.iter().filter(|a| a.behind.is_some()).collect();
     if behind.is_empty() {
         return check(
@@ -241,7 +249,7 @@ fn unexplained_by_symptom<'a>(
     by_symptom
 }
 
-fn spread_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
+pub(crate) fn spread_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
     let seen = assessed.len();
     let unhealthy = assessed
         .iter()
@@ -320,7 +328,7 @@ fn spread_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {
     }
 }
 
-fn deployment_check(fleet: &Fleet, limits: &Thresholds) -> Check {
+pub(crate) fn deployment_check(fleet: &Fleet, limits: &Thresholds) -> Check {
     let mut in_progress = Vec::new();
     let mut halted = Vec::new();
     let mut finished = Vec::new();
@@ -372,7 +380,7 @@ fn deployment_check(fleet: &Fleet, limits: &Thresholds) -> Check {
     check(DEPLOYMENT, status, summary, evidence)
 }
 
-fn switches_check(fleet: &Fleet) -> Check {
+pub(crate) fn switches_check(fleet: &Fleet) -> Check {
     let mut fleet_pause: Option<Option<String>> = None;
     let mut namespace_pauses: BTreeMap<&str, Option<String>> = BTreeMap::new();
     let mut evidence = Vec::new();
@@ -444,7 +452,7 @@ fn switches_check(fleet: &Fleet) -> Check {
     check(SWITCHES, Status::Warn, summary, head)
 }
 
-fn errors_check(fleet: &Fleet, limits: &Thresholds) -> Check {
+pub(crate) fn errors_check(fleet: &Fleet, limits: &Thresholds) -> Check {
     let recent = fleet.warnings.iter().filter(|w| {
         w.last
             .is_none_or(|t| seconds_between(fleet.now, t) <= limits.since_seconds)
@@ -496,7 +504,7 @@ fn errors_check(fleet: &Fleet, limits: &Thresholds) -> Check {
     )
 }
 
-fn access_check(fleet: &Fleet) -> Check {
+pub(crate) fn access_check(fleet: &Fleet) -> Check {
     if fleet.unreadable.is_empty() {
         check(
             ACCESS,
@@ -517,111 +525,12 @@ fn access_check(fleet: &Fleet) -> Check {
     }
 }
 
-/// The report: every check, then the verdict by the decision table.
-pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
-    let assessed: Vec<Assessed<'_>> = fleet
-        .tenants
-        .iter()
-        .map(|t| assess(fleet.now, t, limits))
-        .collect();
-    let checks = vec![
-        operator_check(fleet, &assessed, limits),
-        keeping_up_check(&assessed, limits),
-        spread_check(&assessed, limits),
-        deployment_check(fleet, limits),
-        switches_check(fleet),
-        errors_check(fleet, limits),
-        access_check(fleet),
-    ];
-    let infrastructure: Vec<&Check> = checks
-        .iter()
-        .filter(|c| [OPERATOR, KEEPING_UP, SPREAD].contains(&c.name) && c.status == Status::Fail)
-        .collect();
-    let unhealthy = |explained: bool| -> Vec<&Assessed<'_>> {
-        assessed
-            .iter()
-            .filter(|a| !a.tenant.symptoms.is_empty() && a.explained == explained)
-            .collect()
-    };
-    let (by_rollout, alone) = (unhealthy(true), unhealthy(false));
-    let list = |tenants: &[&Assessed<'_>]| {
-        let mut names: Vec<String> = tenants.iter().map(|a| name(a.tenant)).collect();
-        if names.len() > 5 {
-            let more = names.len() - 5;
-            names.truncate(5);
-            names.push(format!("and {more} more"));
-        }
-        names.join(", ")
-    };
-    let (verdict, reason) = if !infrastructure.is_empty() {
-        (
-            Verdict::Infrastructure,
-            format!(
-                "the operator layer: {}. Engage the operator's owners before the tenant teams.",
-                infrastructure
-                    .iter()
-                    .map(|c| c.summary.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        )
-    } else if !by_rollout.is_empty() {
-        let first = by_rollout[0].tenant;
-        (
-            Verdict::Deployment,
-            format!(
-                "{} tenant(s) in trouble follow a rollout: {}. Next: `kubectl express status -n {} {}` to see where it stands, `kubectl express abort -n {} {}` (--rollback to return the changed nodes) or, once fixed, `kubectl express retry`.",
-                by_rollout.len(),
-                list(&by_rollout),
-                first.namespace,
-                first.cluster,
-                first.namespace,
-                first.cluster,
-            ),
-        )
-    } else if !alone.is_empty() {
-        (
-            Verdict::Tenant,
-            format!(
-                "problems confined to {} tenant(s) with no rollout explaining them: {}",
-                alone.len(),
-                list(&alone)
-            ),
-        )
-    } else {
-        (Verdict::Healthy, "nothing to report".into())
-    };
-    let notable = |a: &Assessed<'_>| {
-        !a.tenant.symptoms.is_empty()
-            || a.behind.is_some()
-            || !a.nodes_down.is_empty()
-            || a.tenant.rollout.as_ref().is_some_and(|r| r.active())
-    };
-    let tenants = assessed
-        .iter()
-        .filter(|a| notable(a))
-        .map(|a| TenantReport {
-            namespace: a.tenant.namespace.clone(),
-            cluster: a.tenant.cluster.clone(),
-            symptoms: a.tenant.symptoms.clone(),
-            rollout: a.tenant.rollout.clone(),
-            explained_by_rollout: a.explained,
-            behind_seconds: a.behind.as_ref().map(|(s, _)| *s),
-            nodes_down: a.nodes_down.clone(),
-        })
-        .collect();
-    Report {
-        verdict,
-        reason,
-        checks,
-        tenants,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::triage;
     use crate::{Deployment, Lease, OperatorPod, Ring, Rollout, Warning};
+    use crate::{Report, Verdict};
     use k8s_openapi::jiff::Timestamp;
 
     const NOW: i64 = 1_800_000_000;
@@ -653,6 +562,7 @@ mod tests {
             cluster: "c".into(),
             ring: "default".into(),
             owner_ring: Some("default".into()),
+            released: None,
             generation: 2,
             observed_generation: Some(2),
             spec_changed: Some(at(3600)),
@@ -702,6 +612,7 @@ mod tests {
             tenants,
             warnings: Vec::new(),
             unreadable: Vec::new(),
+            releases: Vec::new(),
         }
     }
 
@@ -736,7 +647,8 @@ mod tests {
                 DEPLOYMENT,
                 SWITCHES,
                 OPERATOR_ERRORS,
-                ACCESS
+                ACCESS,
+                crate::releases::RELEASE
             ]
         );
     }

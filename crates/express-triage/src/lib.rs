@@ -1,6 +1,6 @@
 //! Fleet triage for the L2 on call: is a tenant's trouble its own, a rollout's, or the operator
 //! layer's underneath every tenant? [`triage`] is a pure function from a [`Fleet`] snapshot (what
-//! the API showed, read at one instant `now`) and [`Thresholds`] to a [`Report`]: six checks, each
+//! the API showed, read at one instant `now`) and [`Thresholds`] to a [`Report`]: the checks, each
 //! `ok`, `warn` or `fail` with its evidence, and one [`Verdict`]. `kubectl express doctor` reads
 //! the fleet and prints the report; the operator publishes the same fleet view as metrics.
 //!
@@ -12,14 +12,17 @@ pub mod rings;
 
 mod checks;
 mod explain;
+mod releases;
+mod verdict;
 
 pub use express_api::Work;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-pub use checks::{age, triage};
+pub use checks::age;
 pub use explain::explained_by_rollout;
 pub use figures::{FleetFigures, fleet_figures};
+pub use verdict::triage;
 
 /// The thresholds of the decision table (`docs/doctor.md`), each a flag of `doctor`.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,6 +67,19 @@ pub struct Fleet {
     pub warnings: Vec<Warning>,
     /// What could not be read (for example "leases in express-system: forbidden").
     pub unreadable: Vec<String>,
+    /// The operator's releases (DESIGN section 12).
+    pub releases: Vec<ReleaseSeen>,
+}
+
+/// An OperatorRelease as triage reads it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReleaseSeen {
+    pub name: String,
+    pub from_ring: String,
+    pub to_ring: String,
+    /// Its phase (`Pending`...`RolledBack`), as status names it.
+    pub phase: String,
+    pub message: Option<String>,
 }
 
 /// One operator ring: its Lease, its Deployment and that Deployment's pods.
@@ -129,6 +145,8 @@ pub struct Tenant {
     /// The ring whose operator owns it, as `status.operator` says (none while released or
     /// never owned).
     pub owner_ring: Option<String>,
+    /// The ring that let it go, and when, while no ring has adopted it yet.
+    pub released: Option<(String, Timestamp)>,
     pub generation: i64,
     pub observed_generation: Option<i64>,
     /// The last write to the ExpressCluster other than its status (when its spec could have

@@ -208,6 +208,9 @@ fn tenant(
             .and_then(|s| s.operator.as_ref())
             .filter(|o| o.released.is_none() && !o.ring.is_empty())
             .map(|o| o.ring.clone()),
+        released: status
+            .and_then(|s| s.operator.as_ref())
+            .and_then(|o| Some((o.ring.clone(), o.released.as_ref()?.0))),
         generation: cluster.and_then(|c| c.metadata.generation).unwrap_or(0),
         observed_generation: match cluster {
             Some(c) => c.status.as_ref().and_then(|s| s.observed_generation),
@@ -312,6 +315,22 @@ pub fn leader_version(lease: &coordination::Lease) -> Option<String> {
     (annotations.get(release::ANNOTATION_LEADER_IDENTITY)? == holder)
         .then(|| annotations.get(release::ANNOTATION_LEADER_VERSION).cloned())
         .flatten()
+}
+
+/// An OperatorRelease as triage reads it.
+pub fn release(release: &express_api::OperatorRelease) -> crate::ReleaseSeen {
+    let status = release.status.as_ref();
+    crate::ReleaseSeen {
+        name: release.metadata.name.clone().unwrap_or_default(),
+        from_ring: release.spec.from_ring.clone(),
+        to_ring: release.spec.to_ring.clone(),
+        phase: status
+            .map(|s| s.phase())
+            .unwrap_or_default()
+            .as_str()
+            .to_owned(),
+        message: status.and_then(|s| s.message.clone()),
+    }
 }
 
 /// The label the operator chart puts on every ring's Deployment and pods, and its value (a

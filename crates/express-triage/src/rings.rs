@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-use crate::checks::{KEEPING_UP, OPERATOR, triage};
+use crate::checks::{KEEPING_UP, OPERATOR};
+use crate::verdict::triage;
 use crate::{Fleet, Status, Symptom, Thresholds};
 
 /// What doctor's checks say of one ring.
@@ -62,6 +63,7 @@ pub fn ring_health(fleet: &Fleet, ring: &str, limits: &Thresholds) -> RingHealth
             .collect(),
         warnings: Vec::new(),
         unreadable: Vec::new(),
+        releases: Vec::new(),
     };
     let report = triage(&of_ring, limits);
     let failing = |name: &str| {

@@ -415,12 +415,29 @@ pub(crate) async fn fleet_around(
             Vec::new()
         }
     };
+    // Releases: none when their CRD is not installed (an operator older than releases).
+    let releases =
+        match Api::<express_api::OperatorRelease>::namespaced(client.clone(), operator_namespace)
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list.items.iter().map(observe::release).collect(),
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(error) => {
+                unreadable.push(format!(
+                    "OperatorReleases in {operator_namespace}: {}",
+                    reason(&error)
+                ));
+                Vec::new()
+            }
+        };
     Fleet {
         now: k8s_openapi::jiff::Timestamp::now(),
         rings: fleet_rings,
         tenants,
         warnings,
         unreadable,
+        releases,
     }
 }
 

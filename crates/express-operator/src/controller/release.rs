@@ -296,6 +296,7 @@ async fn health(
         tenants: express_triage::observe::tenants(&objects, |_| None),
         warnings: Vec::new(),
         unreadable: Vec::new(),
+        releases: Vec::new(),
     };
     let limits = Thresholds::default();
     Ok((

@@ -1,0 +1,209 @@
+//! The `release` check (DESIGN section 12): a release that rolled back or holds inconclusive
+//! warns; a tenant one ring let go and no ring adopted fails (the hand-over a release relies on
+//! is broken: an operator-layer problem).
+
+use crate::checks::{age, check, name};
+use crate::explain::seconds_between;
+use crate::{Check, Fleet, Status, Thresholds};
+
+/// The check's name, as `-o json` carries it.
+pub const RELEASE: &str = "release";
+
+pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
+    let orphans: Vec<String> = fleet
+        .tenants
+        .iter()
+        .filter_map(|t| {
+            let (from, at) = t.released.as_ref()?;
+            let since = seconds_between(fleet.now, *at);
+            (since > limits.stale_after_seconds).then(|| {
+                format!(
+                    "{}: released by ring {from} {} ago, adopted by nobody (its label names ring {})",
+                    name(t),
+                    age(since),
+                    t.ring
+                )
+            })
+        })
+        .collect();
+    let troubled: Vec<String> = fleet
+        .releases
+        .iter()
+        .filter(|r| r.phase == "RolledBack" || r.phase == "Inconclusive")
+        .map(|r| {
+            format!(
+                "OperatorRelease {} (ring {} to ring {}) is {}: {}",
+                r.name,
+                r.from_ring,
+                r.to_ring,
+                r.phase,
+                r.message.as_deref().unwrap_or("no message")
+            )
+        })
+        .collect();
+    let running: Vec<String> = fleet
+        .releases
+        .iter()
+        .filter(|r| {
+            !matches!(
+                r.phase.as_str(),
+                "Succeeded" | "RolledBack" | "Inconclusive"
+            )
+        })
+        .map(|r| {
+            format!(
+                "OperatorRelease {} (ring {} to ring {}) is {}: {}",
+                r.name,
+                r.from_ring,
+                r.to_ring,
+                r.phase,
+                r.message.as_deref().unwrap_or("no message")
+            )
+        })
+        .collect();
+    if !orphans.is_empty() {
+        let mut evidence = orphans.clone();
+        evidence.extend(troubled);
+        return check(
+            RELEASE,
+            Status::Fail,
+            format!(
+                "{} tenant(s) released by one ring and adopted by no other for over {}: nobody drives them",
+                orphans.len(),
+                age(limits.stale_after_seconds)
+            ),
+            evidence,
+        );
+    }
+    if !troubled.is_empty() {
+        return check(
+            RELEASE,
+            Status::Warn,
+            format!(
+                "{} release(s) rolled back or inconclusive: `kubectl express release` says why",
+                troubled.len()
+            ),
+            troubled,
+        );
+    }
+    check(
+        RELEASE,
+        Status::Ok,
+        if running.is_empty() {
+            "no release in trouble, no tenant waiting for a new owner".into()
+        } else {
+            format!("{} release(s) under way, none in trouble", running.len())
+        },
+        running,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ReleaseSeen, Tenant, Verdict, triage};
+    use k8s_openapi::jiff::Timestamp;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn at(seconds_ago: i64) -> Timestamp {
+        Timestamp::from_second(NOW - seconds_ago).unwrap_or_default()
+    }
+
+    fn released(ago: i64) -> Tenant {
+        Tenant {
+            namespace: "team-a".into(),
+            cluster: "shop".into(),
+            ring: "canary".into(),
+            released: Some(("default".into(), at(ago))),
+            generation: 1,
+            observed_generation: Some(1),
+            ..Tenant::default()
+        }
+    }
+
+    fn release(phase: &str) -> ReleaseSeen {
+        ReleaseSeen {
+            name: "to-0-2-0".into(),
+            from_ring: "default".into(),
+            to_ring: "canary".into(),
+            phase: phase.into(),
+            message: Some("why".into()),
+        }
+    }
+
+    fn fleet(tenants: Vec<Tenant>, releases: Vec<ReleaseSeen>) -> Fleet {
+        Fleet {
+            now: at(0),
+            tenants,
+            releases,
+            ..Fleet::default()
+        }
+    }
+
+    #[test]
+    fn each_case_of_the_release_check() {
+        let limits = Thresholds::default();
+        let rows: Vec<(&str, Fleet, Status, &str)> = vec![
+            (
+                "nothing",
+                fleet(vec![], vec![]),
+                Status::Ok,
+                "no release in trouble",
+            ),
+            (
+                "a release under way",
+                fleet(vec![], vec![release("Progressing")]),
+                Status::Ok,
+                "1 release(s) under way",
+            ),
+            (
+                "succeeded",
+                fleet(vec![], vec![release("Succeeded")]),
+                Status::Ok,
+                "no release in trouble",
+            ),
+            (
+                "rolled back",
+                fleet(vec![], vec![release("RolledBack")]),
+                Status::Warn,
+                "rolled back or inconclusive",
+            ),
+            (
+                "inconclusive",
+                fleet(vec![], vec![release("Inconclusive")]),
+                Status::Warn,
+                "rolled back or inconclusive",
+            ),
+            (
+                "a hand-over under way",
+                fleet(vec![released(30)], vec![]),
+                Status::Ok,
+                "no release in trouble",
+            ),
+            (
+                "a tenant adopted by nobody",
+                fleet(vec![released(300)], vec![release("RolledBack")]),
+                Status::Fail,
+                "1 tenant(s) released by one ring and adopted by no other for over 2m",
+            ),
+        ];
+        for (case, fleet, status, says) in rows {
+            let got = release_check(&fleet, &limits);
+            assert_eq!(got.status, status, "{case}: {got:?}");
+            assert!(got.summary.contains(says), "{case}: {}", got.summary);
+        }
+    }
+
+    #[test]
+    fn an_orphaned_tenant_is_the_operator_layer() {
+        let report = triage(&fleet(vec![released(300)], vec![]), &Thresholds::default());
+        assert_eq!(report.verdict, Verdict::Infrastructure, "{}", report.reason);
+        let check = report.checks.iter().find(|c| c.name == RELEASE);
+        let evidence = check.map(|c| c.evidence.join("\n")).unwrap_or_default();
+        assert!(
+            evidence.contains("team-a/shop: released by ring default 5m ago, adopted by nobody (its label names ring canary)"),
+            "{evidence}"
+        );
+    }
+}
