@@ -7,9 +7,11 @@
 //! [`dashboard`] is the web UI behind the `dashboard` verb.
 
 mod connect;
+mod contexts;
 mod control;
 mod dashboard;
 mod exit;
+mod fleet;
 mod graph;
 mod history;
 mod live;

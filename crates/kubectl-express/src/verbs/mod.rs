@@ -35,7 +35,7 @@ pub(crate) fn forbidden(error: &kube::Error) -> bool {
 }
 
 /// Runs a verb's future on a single-threaded runtime and ends it with its exit code.
-fn block_on(
+pub(crate) fn block_on(
     verb: &str,
     cannot_start: fn(String) -> Exit,
     work: impl Future<Output = Result<ExitCode, Exit>>,
