@@ -120,7 +120,7 @@ pub fn fleet_verdict(dcs: &[Dc]) -> FleetVerdict {
     let first_reason = read
         .iter()
         .find(|r| r.1 == worst)
-        .map(|r| format!("{}: {}", r.0, r.2))
+        .map(|r| format!("{}: {}", r.0, r.2.trim_end_matches('.')))
         .unwrap_or_default();
     if worst != Verdict::Infrastructure {
         return FleetVerdict {
