@@ -129,33 +129,54 @@ impl Plan {
         Fut: Future<Output = Result<T, ContextError>>,
     {
         let read = &read;
-        futures::stream::iter(self.contexts.iter().cloned())
-            .map(|context| async move {
-                let started = Instant::now();
-                let work = async {
-                    let (client, namespace) = self
-                        .loaded
-                        .client(&context)
-                        .await
-                        .map_err(ContextError::Config)?;
-                    let namespace = self.namespace.clone().unwrap_or(namespace);
-                    probe(&client, scope.namespace(&namespace)).await?;
-                    read(Target { client, namespace }).await
-                };
-                let outcome = match tokio::time::timeout(self.deadline, work).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => Err(ContextError::TimedOut(self.deadline.as_secs())),
-                };
-                PerContext {
-                    context,
-                    elapsed: started.elapsed(),
-                    outcome,
-                }
-            })
-            .buffered(self.max_parallel)
-            .collect()
-            .await
+        each_within(
+            &self.contexts,
+            self.max_parallel,
+            self.deadline,
+            |context| async move {
+                let (client, namespace) = self
+                    .loaded
+                    .client(&context)
+                    .await
+                    .map_err(ContextError::Config)?;
+                let namespace = self.namespace.clone().unwrap_or(namespace);
+                probe(&client, scope.namespace(&namespace)).await?;
+                read(Target { client, namespace }).await
+            },
+        )
+        .await
     }
+}
+
+/// Runs `work` for each context, at most `max_parallel` at once, each within `deadline` (a
+/// context still running then is [`ContextError::TimedOut`]), in the order of `contexts`.
+async fn each_within<T, F, Fut>(
+    contexts: &[String],
+    max_parallel: usize,
+    deadline: Duration,
+    work: F,
+) -> Vec<PerContext<T>>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<T, ContextError>>,
+{
+    let work = &work;
+    futures::stream::iter(contexts.iter().cloned())
+        .map(|context| async move {
+            let started = Instant::now();
+            let outcome = match tokio::time::timeout(deadline, work(context.clone())).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(ContextError::TimedOut(deadline.as_secs())),
+            };
+            PerContext {
+                context,
+                elapsed: started.elapsed(),
+                outcome,
+            }
+        })
+        .buffered(max_parallel.max(1))
+        .collect()
+        .await
 }
 
 /// Where the probe looks for ExpressClusters.
@@ -310,6 +331,46 @@ where
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[tokio::test]
+    async fn contexts_are_read_a_few_at_a_time_each_within_the_deadline() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let contexts: Vec<String> = ["dc-a", "dc-b", "dc-c", "dc-d", "dc-e"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let started = Instant::now();
+        let results = each_within(&contexts, 2, Duration::from_secs(1), |context| {
+            let (now, most) = (&now, &most);
+            async move {
+                let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(running, Ordering::SeqCst);
+                // dc-c never answers; the others take a moment.
+                let pause = if context == "dc-c" { 3600 } else { 0 };
+                tokio::time::sleep(Duration::from_millis(100) + Duration::from_secs(pause)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok(context.len())
+            }
+        })
+        .await;
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            2,
+            "at most --max-parallel at once"
+        );
+        let order: Vec<&str> = results.iter().map(|r| r.context.as_str()).collect();
+        assert_eq!(order, ["dc-a", "dc-b", "dc-c", "dc-d", "dc-e"]);
+        assert_eq!(results[2].outcome, Err(ContextError::TimedOut(1)));
+        assert!(results[2].elapsed >= Duration::from_secs(1));
+        assert!(results.iter().filter(|r| r.outcome == Ok(4)).count() == 4);
+        // The dead context cost its deadline, not the whole command.
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 
     #[test]
     fn the_exit_code_table() {

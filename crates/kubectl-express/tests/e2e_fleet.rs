@@ -317,7 +317,7 @@ async fn three_dcs_read_as_one_fleet_then_one_operator_killed_is_infrastructure_
     let (code, json) =
         plugin_json(&kubeconfig, &["list", "-A", "--all-contexts", "-o", "json"]).await;
     assert_eq!(code, 0);
-    assert_eq!(json["clusters"], 4);
+    assert_eq!(json["total"], 4);
     for (context, namespaces) in [
         ("dc-a", vec!["team-a", "team-b"]),
         ("dc-b", vec!["team-a"]),

@@ -88,7 +88,7 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
                 .sum();
             fleet::print_json(&json!({
                 "contexts": entries,
-                "clusters": total,
+                "total": total,
                 "unread": unread,
             }))?;
         }
