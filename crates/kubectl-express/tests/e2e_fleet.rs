@@ -530,5 +530,29 @@ async fn dcs_that_cannot_be_read_are_named_and_the_exit_code_says_incomplete() {
     strict.insert(0, "doctor");
     let (code, _) = plugin_json(&kubeconfig, &strict).await;
     assert_eq!(code, 4);
+
+    // Credentials that may not list ExpressClusters: forbidden, saying what was refused.
+    c.sim.faults().add_rule(kubesim::FaultRule {
+        verb: Some("list".into()),
+        resource: Some("expressclusters.express.dev".into()),
+        rate: 1.0,
+        status: 403,
+        retry_after_seconds: None,
+    });
+    let (code, json) = plugin_json(
+        &kubeconfig,
+        &["rings", "-o", "json", "--context", "dc-a,dc-c"],
+    )
+    .await;
+    assert_eq!(code, 4, "{json:#}");
+    let refused = entry(&json, "dc-c");
+    assert_eq!(
+        (&refused["status"], &refused["error"]),
+        (
+            &json!("forbidden"),
+            &json!("forbidden: cannot list expressclusters")
+        )
+    );
+    assert_eq!(entry(&json, "dc-a")["status"], "ok");
     drop(silent);
 }
