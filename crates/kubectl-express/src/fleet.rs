@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use express_api::ExpressCluster;
@@ -110,7 +111,7 @@ pub struct Target {
 
 /// The contexts a fleet verb reads, and how.
 pub struct Plan {
-    pub loaded: Loaded,
+    pub loaded: Arc<Loaded>,
     pub contexts: Vec<String>,
     pub max_parallel: usize,
     pub deadline: Duration,
@@ -122,34 +123,40 @@ impl Plan {
     /// Reads every context with `read`, at most `max_parallel` at once and each within the
     /// deadline, in the order of `contexts`. Before the verb's read, a context is asked for its
     /// version (is it there, are the credentials accepted) and for one ExpressCluster in
-    /// `scope` (None: every namespace; may these credentials read them).
+    /// `scope` (None: every namespace; may these credentials read them). Each context is a task
+    /// of its own: decoding a large DC's lists takes a core, so DCs are read on several.
     pub async fn read_all<T, F, Fut>(&self, scope: Scope, read: F) -> Vec<PerContext<T>>
     where
-        F: Fn(Target) -> Fut,
-        Fut: Future<Output = Result<T, ContextError>>,
+        T: Send + 'static,
+        F: Fn(Target) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, ContextError>> + Send + 'static,
     {
-        let read = &read;
+        let read = Arc::new(read);
+        let (loaded, namespace) = (self.loaded.clone(), self.namespace.clone());
         each_within(
             &self.contexts,
             self.max_parallel,
             self.deadline,
-            |context| async move {
-                let (client, namespace) = self
-                    .loaded
-                    .client(&context)
-                    .await
-                    .map_err(ContextError::Config)?;
-                let namespace = self.namespace.clone().unwrap_or(namespace);
-                probe(&client, scope.namespace(&namespace)).await?;
-                read(Target { client, namespace }).await
+            move |context| {
+                let (read, loaded, namespace) = (read.clone(), loaded.clone(), namespace.clone());
+                async move {
+                    let (client, default) = loaded
+                        .client(&context)
+                        .await
+                        .map_err(ContextError::Config)?;
+                    let namespace = namespace.unwrap_or(default);
+                    probe(&client, scope.namespace(&namespace)).await?;
+                    read(Target { client, namespace }).await
+                }
             },
         )
         .await
     }
 }
 
-/// Runs `work` for each context, at most `max_parallel` at once, each within `deadline` (a
-/// context still running then is [`ContextError::TimedOut`]), in the order of `contexts`.
+/// Runs `work` for each context, each a task of its own, at most `max_parallel` at once, each
+/// within `deadline` (a context still running then is [`ContextError::TimedOut`]), in the order
+/// of `contexts`.
 async fn each_within<T, F, Fut>(
     contexts: &[String],
     max_parallel: usize,
@@ -157,21 +164,38 @@ async fn each_within<T, F, Fut>(
     work: F,
 ) -> Vec<PerContext<T>>
 where
+    T: Send + 'static,
     F: Fn(String) -> Fut,
-    Fut: Future<Output = Result<T, ContextError>>,
+    Fut: Future<Output = Result<T, ContextError>> + Send + 'static,
 {
     let work = &work;
     futures::stream::iter(contexts.iter().cloned())
-        .map(|context| async move {
-            let started = Instant::now();
-            let outcome = match tokio::time::timeout(deadline, work(context.clone())).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(ContextError::TimedOut(deadline.as_secs())),
-            };
-            PerContext {
-                context,
-                elapsed: started.elapsed(),
-                outcome,
+        .map(|context| {
+            // Started when a place is free, so that the deadline runs from then.
+            let task = tokio::spawn({
+                let read = work(context.clone());
+                async move {
+                    let started = Instant::now();
+                    let outcome = match tokio::time::timeout(deadline, read).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(ContextError::TimedOut(deadline.as_secs())),
+                    };
+                    (started.elapsed(), outcome)
+                }
+            });
+            async move {
+                let (elapsed, outcome) = match task.await {
+                    Ok(done) => done,
+                    Err(error) => (
+                        Duration::ZERO,
+                        Err(ContextError::Failed(format!("the read stopped: {error}"))),
+                    ),
+                };
+                PerContext {
+                    context,
+                    elapsed,
+                    outcome,
+                }
             }
         })
         .buffered(max_parallel.max(1))
@@ -298,7 +322,7 @@ where
     F: FnOnce(Plan) -> Fut,
     Fut: Future<Output = Result<ExitCode, Exit>>,
 {
-    crate::verbs::block_on(verb, Exit::usage, async {
+    crate::verbs::block_on_threads(verb, Exit::usage, async {
         let loaded = contexts::load(args.kubeconfig.as_deref()).map_err(Exit::usage)?;
         for warning in &loaded.warnings {
             eprintln!("kubectl-express {verb}: {warning}");
@@ -316,7 +340,7 @@ where
             return Ok(ExitCode::SUCCESS);
         }
         work(Plan {
-            loaded,
+            loaded: Arc::new(loaded),
             contexts: chosen,
             max_parallel: usize::from(args.max_parallel),
             deadline: Duration::from_secs(args.context_timeout),
@@ -339,10 +363,13 @@ mod tests {
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
-        let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let (now, most) = (
+            std::sync::Arc::new(AtomicUsize::new(0)),
+            std::sync::Arc::new(AtomicUsize::new(0)),
+        );
         let started = Instant::now();
         let results = each_within(&contexts, 2, Duration::from_secs(1), |context| {
-            let (now, most) = (&now, &most);
+            let (now, most) = (now.clone(), most.clone());
             async move {
                 let running = now.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(running, Ordering::SeqCst);

@@ -60,15 +60,20 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
     } else {
         Scope::Namespace
     };
+    let (all_namespaces, operator_namespace) =
+        (args.all_namespaces, args.operator_namespace.clone());
     let results = plan
-        .read_all(scope, |target| async move {
-            let namespace = (!args.all_namespaces).then_some(target.namespace.as_str());
-            let objects = live::load(&target.client, namespace, &args.operator_namespace)
-                .await
-                .map_err(fleet::ContextError::Failed)?;
-            Ok(Clusters {
-                clusters: view::list_rows(&objects, &args.operator_namespace),
-            })
+        .read_all(scope, move |target| {
+            let operator_namespace = operator_namespace.clone();
+            async move {
+                let namespace = (!all_namespaces).then_some(target.namespace.as_str());
+                let objects = live::load(&target.client, namespace, &operator_namespace)
+                    .await
+                    .map_err(fleet::ContextError::Failed)?;
+                Ok(Clusters {
+                    clusters: view::list_rows(&objects, &operator_namespace),
+                })
+            }
         })
         .await;
     let unread: Vec<&str> = results

@@ -48,6 +48,21 @@ pub(crate) fn block_on(
     )
 }
 
+/// [`block_on`] on a runtime with a thread per core: for a verb whose work is several tasks
+/// at once (reading several contexts).
+pub(crate) fn block_on_threads(
+    verb: &str,
+    cannot_start: fn(String) -> Exit,
+    work: impl Future<Output = Result<ExitCode, Exit>>,
+) -> ExitCode {
+    run_on(
+        tokio::runtime::Builder::new_multi_thread(),
+        verb,
+        cannot_start,
+        work,
+    )
+}
+
 fn run_on(
     mut builder: tokio::runtime::Builder,
     verb: &str,

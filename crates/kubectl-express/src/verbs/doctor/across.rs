@@ -197,12 +197,18 @@ pub async fn run(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
     } else {
         Scope::All
     };
+    let operator_namespace = args.operator_namespace.clone();
+    let read_thresholds = thresholds.clone();
     let results: Vec<PerContext<DcReport>> = plan
-        .read_all(scope, |target| {
-            let (focus, thresholds) = (focus.clone(), thresholds.clone());
+        .read_all(scope, move |target| {
+            let (focus, thresholds, operator_namespace) = (
+                focus.clone(),
+                read_thresholds.clone(),
+                operator_namespace.clone(),
+            );
             async move {
                 let (seen, objects) =
-                    read_fleet(&target.client, &args.operator_namespace, focus.as_deref())
+                    read_fleet(&target.client, &operator_namespace, focus.as_deref())
                         .await
                         .map_err(ContextError::Failed)?;
                 let operator_versions: BTreeSet<String> = objects
@@ -215,9 +221,9 @@ pub async fn run(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
                 Ok(DcReport {
                     report: express_triage::triage(&seen, &thresholds),
                     operator_versions: operator_versions.into_iter().collect(),
-                    focus: focus.as_deref().map(|namespace| {
-                        focus_section(&objects, &args.operator_namespace, namespace)
-                    }),
+                    focus: focus
+                        .as_deref()
+                        .map(|namespace| focus_section(&objects, &operator_namespace, namespace)),
                 })
             }
         })

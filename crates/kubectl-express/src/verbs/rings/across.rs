@@ -18,11 +18,12 @@ pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<E
     } else {
         Scope::All
     };
+    let operator_namespace = operator_namespace.to_owned();
     let results = plan
-        .read_all(scope, |target| {
-            let focus = focus.clone();
+        .read_all(scope, move |target| {
+            let (focus, operator_namespace) = (focus.clone(), operator_namespace.clone());
             async move {
-                read(&target.client, focus.as_deref(), operator_namespace)
+                read(&target.client, focus.as_deref(), &operator_namespace)
                     .await
                     .map_err(ContextError::Failed)
             }
