@@ -58,6 +58,9 @@ enum Command {
     /// Draw a cluster as a tree: every node in upgrade order, with its pod
     Get(verbs::get::Args),
     /// One line per Express cluster: phase, rollout, progress, ready, paused, operator ring
+    ///
+    /// With --all-contexts or a --context selection, every DC selected, a CONTEXT column first;
+    /// exit 4 when a context could not be read.
     List(verbs::list::Args),
     /// List a node's kept revisions, show one, or diff two
     History(verbs::history::Args),
@@ -74,13 +77,16 @@ enum Command {
     ///
     /// Checks the operator (Lease, Deployment), whether it keeps up, how trouble spreads across
     /// namespaces, rollouts in progress, pauses and aborts, and the operator's Warning events.
-    /// Exit 0 healthy, 1 tenant or deployment, 3 infrastructure, 2 cannot run.
+    /// Exit 0 healthy, 1 tenant or deployment, 3 infrastructure, 2 cannot run. With
+    /// --all-contexts or a --context selection: a verdict per DC and one for the fleet naming
+    /// the DC; exit 4 when a context could not be read (unless one read is at 3).
     Doctor(verbs::doctor::Args),
     /// Which operator ring drives which tenants, and whether each ring has a live leader
     ///
     /// One row per ring: its Lease holder, the operator versions its tenants report, how many
     /// tenants it has and how many are rolling out. Exit 0 every tenant's ring has a live
-    /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run.
+    /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run; across contexts
+    /// (--all-contexts, --context ...), 4 when a context could not be read.
     Rings(verbs::rings::Args),
     /// Serve a live web UI of the fleet and each tenant's order graph, with the CLI's actions
     ///
