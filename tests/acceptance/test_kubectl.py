@@ -5,7 +5,7 @@ import re
 import subprocess
 import os
 
-from conftest import KUBECTL, ROOT, eventually
+from conftest import KUBECTL, ROOT, eventually, start_sim, stop_sim
 
 NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-acme}\n"
 POD = """apiVersion: v1
@@ -151,3 +151,40 @@ def test_a_custom_resource_applied_before_its_crd_says_to_install_the_crds(sim):
     assert 'no matches for kind "OperatorRelease" in version "express.dev/v1alpha1"' in result.stderr, result.stderr
     assert "ensure CRDs are installed first" in result.stderr, result.stderr
     assert "proto:" not in result.stderr, result.stderr
+
+
+def test_a_token_guards_the_server_and_kubectl_says_unauthorized(tmp_path):
+    """`kubesim serve --token`: a request without the token gets the API server's 401, which
+    kubectl reports as a login failure. kubectl 1.37 never sends a bearer token over plain HTTP
+    (kubesim's only transport), so through kubectl every request is refused, with the kubeconfig
+    kubesim wrote too; the Python client, which does send it, is let in with that kubeconfig and
+    refused with another token."""
+    import kubernetes
+
+    sim = start_sim(tmp_path, "--token", "dc-a-token")
+    try:
+        assert 'token: "dc-a-token"' in sim.kubeconfig.read_text()
+        result = sim.kubectl("get", "namespaces", check=False)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "error: You must be logged in to the server" in result.stderr, result.stderr
+        raw = sim.kubectl("get", "--raw", "/api/v1/namespaces", "-v=8", check=False)
+        assert raw.returncode == 1
+        assert '\\"reason\\":\\"Unauthorized\\"' in raw.stderr and '\\"code\\":401' in raw.stderr, raw.stderr
+
+        allowed = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig))
+        names = [n.metadata.name for n in kubernetes.client.CoreV1Api(allowed).list_namespace().items]
+        assert "default" in names
+        wrong = tmp_path / "wrong-kubeconfig"
+        wrong.write_text(sim.kubeconfig.read_text().replace("dc-a-token", "not-the-token"))
+        refused = kubernetes.config.new_client_from_config(config_file=str(wrong))
+        try:
+            kubernetes.client.CoreV1Api(refused).list_namespace()
+            raise AssertionError("a wrong token was let in")
+        except kubernetes.client.ApiException as error:
+            assert error.status == 401
+            assert json.loads(error.body) == {
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "Unauthorized", "reason": "Unauthorized", "code": 401,
+            }
+    finally:
+        stop_sim(sim)

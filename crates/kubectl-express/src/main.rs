@@ -7,9 +7,11 @@
 //! [`dashboard`] is the web UI behind the `dashboard` verb.
 
 mod connect;
+mod contexts;
 mod control;
 mod dashboard;
 mod exit;
+mod fleet;
 mod graph;
 mod history;
 mod live;
@@ -57,6 +59,9 @@ enum Command {
     /// Draw a cluster as a tree: every node in upgrade order, with its pod
     Get(verbs::get::Args),
     /// One line per Express cluster: phase, rollout, progress, ready, paused, operator ring
+    ///
+    /// With --all-contexts or a --context selection, every DC selected, a CONTEXT column first;
+    /// exit 4 when a context could not be read.
     List(verbs::list::Args),
     /// List a node's kept revisions, show one, or diff two
     History(verbs::history::Args),
@@ -73,13 +78,16 @@ enum Command {
     ///
     /// Checks the operator (Lease, Deployment), whether it keeps up, how trouble spreads across
     /// namespaces, rollouts in progress, pauses and aborts, and the operator's Warning events.
-    /// Exit 0 healthy, 1 tenant or deployment, 3 infrastructure, 2 cannot run.
+    /// Exit 0 healthy, 1 tenant or deployment, 3 infrastructure, 2 cannot run. With
+    /// --all-contexts or a --context selection: a verdict per DC and one for the fleet naming
+    /// the DC; exit 4 when a context could not be read (unless one read is at 3).
     Doctor(verbs::doctor::Args),
     /// Which operator ring drives which tenants, and whether each ring has a live leader
     ///
     /// One row per ring: its Lease holder, the operator versions its tenants report, how many
     /// tenants it has and how many are rolling out. Exit 0 every tenant's ring has a live
-    /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run.
+    /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run; across contexts
+    /// (--all-contexts, --context ...), 4 when a context could not be read.
     Rings(verbs::rings::Args),
     /// The operator's own releases: a new build promoted ring by ring, or rolled back
     ///

@@ -308,40 +308,43 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// The columns of `list`.
+pub const LIST_HEADER: [&str; 10] = [
+    "NAMESPACE",
+    "CLUSTER",
+    "PHASE",
+    "ROLLOUT",
+    "PROGRESS",
+    "CURRENT",
+    "READY",
+    "PAUSED",
+    "RING",
+    "OPERATOR VERSION",
+];
+
+/// One `list` row's cells, in [`LIST_HEADER`]'s order.
+pub fn list_cells(r: &ListRow) -> Vec<String> {
+    vec![
+        r.namespace.clone(),
+        r.cluster.clone(),
+        r.phase.clone(),
+        r.rollout.clone(),
+        r.progress.clone(),
+        r.current.clone(),
+        r.ready.clone(),
+        r.paused.clone(),
+        r.ring.clone(),
+        r.operator_version.clone(),
+    ]
+}
+
 pub fn render_list(rows: &[ListRow]) -> String {
     if rows.is_empty() {
         return "No Express clusters found.\n".into();
     }
     table(
-        &[
-            "NAMESPACE",
-            "CLUSTER",
-            "PHASE",
-            "ROLLOUT",
-            "PROGRESS",
-            "CURRENT",
-            "READY",
-            "PAUSED",
-            "RING",
-            "OPERATOR VERSION",
-        ],
-        &rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.namespace.clone(),
-                    r.cluster.clone(),
-                    r.phase.clone(),
-                    r.rollout.clone(),
-                    r.progress.clone(),
-                    r.current.clone(),
-                    r.ready.clone(),
-                    r.paused.clone(),
-                    r.ring.clone(),
-                    r.operator_version.clone(),
-                ]
-            })
-            .collect::<Vec<_>>(),
+        &LIST_HEADER,
+        &rows.iter().map(list_cells).collect::<Vec<_>>(),
     )
 }
 

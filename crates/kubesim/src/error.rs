@@ -214,6 +214,12 @@ fn qualified(group: &str, plural: &str) -> String {
 }
 
 impl ApiError {
+    /// What the API server answers a request whose credentials it does not accept: 401 with
+    /// the bare message `Unauthorized` (it says no more, so as not to help a guesser).
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     pub fn forbidden_terminating(namespace: &str) -> Self {
         Self::new(
             403,

@@ -49,6 +49,10 @@ pub struct Config {
     pub pod_termination_seconds: f64,
     /// Pod startup delay and behaviour rules of the simulated kubelet.
     pub kubelet: kubelet::KubeletConfig,
+    /// A bearer token every request must present (`Authorization: Bearer TOKEN`); any request
+    /// without it is answered 401 Unauthorized, as the API server answers refused credentials.
+    /// None: no authentication, as before.
+    pub token: Option<String>,
 }
 
 impl Default for Config {
@@ -60,6 +64,7 @@ impl Default for Config {
             history_limit: 100_000,
             pod_termination_seconds: 1.0,
             kubelet: kubelet::KubeletConfig::default(),
+            token: None,
         }
     }
 }
@@ -114,6 +119,7 @@ impl KubeSim {
             bookmark_interval: config.bookmark_interval,
             changed: Notify::new(),
             logs: logs::Logs::default(),
+            token: config.token.clone(),
         });
         let kubelet_task = tokio::spawn(kubelet::run(shared.clone(), kubelet.clone()));
         let gc_task = tokio::spawn(gc::run(shared.clone()));
@@ -140,9 +146,10 @@ impl KubeSim {
         &self.url
     }
 
-    /// A kubeconfig whose current context points at this server.
+    /// A kubeconfig whose current context points at this server (with its token, if it has
+    /// one).
     pub fn kubeconfig(&self) -> String {
-        kubeconfig_for(&self.url)
+        kubeconfig_with_token(&self.url, self.shared.token.as_deref())
     }
 
     /// A kube client for this server, configured as in production (it retries 429, 503 and
@@ -189,7 +196,15 @@ impl KubeSim {
             .url
             .parse()
             .map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
-        Ok(kube::Config::new(url))
+        let mut config = kube::Config::new(url);
+        if let Some(token) = &self.shared.token {
+            let value = axum::http::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|e| kube::Error::Service(Box::new(e)))?;
+            config
+                .headers
+                .push((axum::http::header::AUTHORIZATION, value));
+        }
+        Ok(config)
     }
 
     pub fn counters(&self) -> Counters {
@@ -274,6 +289,16 @@ impl Drop for KubeSim {
 }
 
 pub fn kubeconfig_for(url: &str) -> String {
+    kubeconfig_with_token(url, None)
+}
+
+/// [`kubeconfig_for`] whose user presents `token` (None: no credentials).
+pub fn kubeconfig_with_token(url: &str, token: Option<&str>) -> String {
+    let user = match token {
+        // JSON strings are YAML strings: any token is written safely.
+        Some(token) => format!("{{token: {}}}", serde_json::Value::String(token.to_owned())),
+        None => "{}".to_owned(),
+    };
     format!(
         "apiVersion: v1
 kind: Config
@@ -290,7 +315,7 @@ contexts:
 current-context: kubesim
 users:
 - name: kubesim
-  user: {{}}
+  user: {user}
 "
     )
 }

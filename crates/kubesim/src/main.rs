@@ -43,6 +43,10 @@ enum Command {
         /// startupSeconds, terminateSeconds}).
         #[arg(long, value_name = "FILE")]
         kubelet_rules: Option<PathBuf>,
+        /// Require `Authorization: Bearer TOKEN` on every request; any other request gets 401
+        /// Unauthorized. The kubeconfig written by --kubeconfig presents it.
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
     },
 }
 
@@ -56,7 +60,14 @@ fn main() -> ExitCode {
         startup_seconds,
         terminate_seconds,
         kubelet_rules,
+        token,
     } = cli.command;
+    if let Some(token) = &token
+        && (token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        eprintln!("kubesim: --token must be printable ASCII without spaces, and not empty");
+        return ExitCode::from(2);
+    }
     let rules = match kubelet_rules.as_deref().map(read_rules).transpose() {
         Ok(rules) => rules.unwrap_or_default(),
         Err(message) => {
@@ -86,6 +97,7 @@ fn main() -> ExitCode {
                 terminate_seconds,
                 rules,
             },
+            token,
             ..kubesim::Config::default()
         };
         let sim = match kubesim::KubeSim::start(config).await {

@@ -19,6 +19,8 @@ pub struct Shared {
     pub changed: Notify,
     /// What the simulated kubelet's containers wrote.
     pub logs: crate::logs::Logs,
+    /// When set, every request must carry `Authorization: Bearer <token>`; any other gets 401.
+    pub token: Option<String>,
 }
 
 impl Shared {

@@ -9,9 +9,11 @@ use std::process::ExitCode;
 use express_triage::{Fleet, Report, Status, Thresholds, Verdict};
 use kube::Client;
 
-use crate::connect::ConnectArgs;
+use crate::contexts::{FleetArgs, Mode};
 use crate::exit::Exit;
-use crate::{live, view};
+use crate::{fleet, live, view};
+
+mod across;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -41,30 +43,50 @@ pub struct Args {
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
     #[command(flatten)]
-    connect: ConnectArgs,
+    connect: FleetArgs,
 }
 
 /// The exit code of each verdict.
 fn exit_code(verdict: Verdict) -> ExitCode {
-    ExitCode::from(match verdict {
+    ExitCode::from(code(verdict))
+}
+
+pub(crate) fn code(verdict: Verdict) -> u8 {
+    match verdict {
         Verdict::Healthy => 0,
         Verdict::Tenant | Verdict::Deployment => 1,
         Verdict::Infrastructure => 3,
-    })
+    }
+}
+
+impl Args {
+    fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            stale_after_seconds: seconds(self.stale_after),
+            spread_namespaces: self.spread_namespaces,
+            spread_fraction: self.spread_fraction,
+            since_seconds: seconds(self.since),
+            recent_rollout_seconds: seconds(self.recent_rollout),
+            stuck_recovery_seconds: seconds(self.stuck_recovery),
+        }
+    }
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let focus = args.connect.namespace.clone();
-    super::checked("doctor", &args.connect, true, |client, _| async move {
+    match args.connect.mode() {
+        Err(error) => Exit::usage(error.to_string()).report("doctor"),
+        Ok(Mode::Single(connect)) => single(&args, &connect),
+        Ok(Mode::Fleet(selection)) => fleet::run("doctor", &args.connect, selection, |plan| {
+            across::run(&args, plan)
+        }),
+    }
+}
+
+fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
+    let focus = connect.namespace.clone();
+    super::checked("doctor", connect, true, |client, _| async move {
         let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;
-        let thresholds = Thresholds {
-            stale_after_seconds: seconds(args.stale_after),
-            spread_namespaces: args.spread_namespaces,
-            spread_fraction: args.spread_fraction,
-            since_seconds: seconds(args.since),
-            recent_rollout_seconds: seconds(args.recent_rollout),
-            stuck_recovery_seconds: seconds(args.stuck_recovery),
-        };
+        let thresholds = args.thresholds();
         let (fleet, objects) = read_fleet(&client, &args.operator_namespace, focus.as_deref())
             .await
             .map_err(Exit::usage)?;
@@ -78,18 +100,28 @@ pub fn run(args: Args) -> ExitCode {
             _ => {
                 print!("{}", render(&report, thresholds.stuck_recovery_seconds));
                 if let Some(namespace) = &focus {
-                    let rows: Vec<view::ListRow> =
-                        view::list_rows(&objects, &args.operator_namespace)
-                            .into_iter()
-                            .filter(|r| &r.namespace == namespace)
-                            .collect();
-                    println!("\nNAMESPACE {namespace}");
-                    print!("{}", view::render_list(&rows));
+                    print!(
+                        "{}",
+                        focus_section(&objects, &args.operator_namespace, namespace)
+                    );
                 }
             }
         }
         Ok(exit_code(report.verdict))
     })
+}
+
+/// With `-n NS`, the namespace's clusters as `list` shows them.
+fn focus_section(
+    objects: &express_api::Objects,
+    operator_namespace: &str,
+    namespace: &str,
+) -> String {
+    let rows: Vec<view::ListRow> = view::list_rows(objects, operator_namespace)
+        .into_iter()
+        .filter(|r| r.namespace == namespace)
+        .collect();
+    format!("\nNAMESPACE {namespace}\n{}", view::render_list(&rows))
 }
 
 fn seconds(value: u64) -> i64 {

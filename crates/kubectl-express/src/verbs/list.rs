@@ -1,10 +1,15 @@
-//! `kubectl express list [-A]`: one line per Express cluster: phase, rollout, progress,
-//! ready nodes and the pause in force.
+//! `kubectl express list [-A] [-o text|json] [--context ...|--all-contexts]`: one line per
+//! Express cluster: phase, rollout, progress, ready nodes and the pause in force. Across
+//! contexts, a CONTEXT column first, and a line per context that could not be read.
 
 use std::process::ExitCode;
 
-use crate::connect::ConnectArgs;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::contexts::{FleetArgs, Mode};
 use crate::exit::{Code, Exit};
+use crate::fleet::{self, PerContext, Plan, Scope};
 use crate::{live, view};
 
 #[derive(clap::Args, Debug)]
@@ -12,21 +17,180 @@ pub struct Args {
     /// Every namespace.
     #[arg(short = 'A', long)]
     all_namespaces: bool,
+    /// Output: text (a table) or json (`clusters`; across contexts, one entry per context).
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    output: String,
     /// The operator's namespace, where express-operator-control lives.
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
     #[command(flatten)]
-    connect: ConnectArgs,
+    connect: FleetArgs,
+}
+
+/// One context's clusters, as its JSON entry carries them.
+#[derive(Serialize)]
+struct Clusters {
+    clusters: Vec<view::ListRow>,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    super::live("list", &args.connect, |c| async move {
-        let namespace = (!args.all_namespaces).then_some(c.namespace.as_str());
-        let objects = live::load(&c.client, namespace, &args.operator_namespace)
-            .await
-            .map_err(Exit::failure)?;
-        let rows = view::list_rows(&objects, &args.operator_namespace);
-        print!("{}", view::render_list(&rows));
-        Ok(Code::Done.into())
-    })
+    match args.connect.mode() {
+        Err(error) => Exit::usage(error.to_string()).report("list"),
+        Ok(Mode::Single(connect)) => super::live("list", &connect, |c| async move {
+            let namespace = (!args.all_namespaces).then_some(c.namespace.as_str());
+            let objects = live::load(&c.client, namespace, &args.operator_namespace)
+                .await
+                .map_err(Exit::failure)?;
+            let rows = view::list_rows(&objects, &args.operator_namespace);
+            match args.output.as_str() {
+                "json" => fleet::print_json(&json!({ "clusters": rows }))?,
+                _ => print!("{}", view::render_list(&rows)),
+            }
+            Ok(Code::Done.into())
+        }),
+        Ok(Mode::Fleet(selection)) => {
+            fleet::run("list", &args.connect, selection, |plan| across(&args, plan))
+        }
+    }
+}
+
+async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
+    let scope = if args.all_namespaces {
+        Scope::All
+    } else {
+        Scope::Namespace
+    };
+    let (all_namespaces, operator_namespace) =
+        (args.all_namespaces, args.operator_namespace.clone());
+    let results = plan
+        .read_all(scope, move |target| {
+            let operator_namespace = operator_namespace.clone();
+            async move {
+                let namespace = (!all_namespaces).then_some(target.namespace.as_str());
+                let objects = live::load(&target.client, namespace, &operator_namespace)
+                    .await
+                    .map_err(fleet::ContextError::Failed)?;
+                Ok(Clusters {
+                    clusters: view::list_rows(&objects, &operator_namespace),
+                })
+            }
+        })
+        .await;
+    let unread: Vec<&str> = results
+        .iter()
+        .filter(|r| r.outcome.is_err())
+        .map(|r| r.context.as_str())
+        .collect();
+    match args.output.as_str() {
+        "json" => {
+            let entries = fleet::entries(&results, |_| {
+                Map::from_iter([("clusters".to_owned(), Value::Null)])
+            })?;
+            let total: usize = results
+                .iter()
+                .filter_map(|r| r.outcome.as_ref().ok())
+                .map(|c| c.clusters.len())
+                .sum();
+            fleet::print_json(&json!({
+                "contexts": entries,
+                "total": total,
+                "unread": unread,
+            }))?;
+        }
+        _ => print!("{}", render(&results)),
+    }
+    let read = vec![0; results.len() - unread.len()];
+    Ok(ExitCode::from(fleet::exit_code(
+        &read,
+        unread.len(),
+        plan.require_all,
+    )))
+}
+
+/// The table with a CONTEXT column first, rows in context order (each context's rows in its
+/// own order), then a line per context not read.
+fn render(results: &[PerContext<Clusters>]) -> String {
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .filter_map(|r| Some((r.context.as_str(), r.outcome.as_ref().ok()?)))
+        .flat_map(|(context, read)| {
+            read.clusters.iter().map(move |row| {
+                let mut cells = vec![context.to_owned()];
+                cells.extend(view::list_cells(row));
+                cells
+            })
+        })
+        .collect();
+    let mut out = if rows.is_empty() {
+        "No Express clusters found.\n".to_owned()
+    } else {
+        let mut header = vec!["CONTEXT"];
+        header.extend(view::LIST_HEADER);
+        view::table(&header, &rows)
+    };
+    for line in fleet::unread_lines(results) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::ContextError;
+    use std::time::Duration;
+
+    fn row(namespace: &str) -> view::ListRow {
+        view::ListRow {
+            namespace: namespace.into(),
+            cluster: "shop".into(),
+            phase: "Healthy".into(),
+            rollout: "Complete".into(),
+            progress: "2/2".into(),
+            current: "v1".into(),
+            ready: "2/2".into(),
+            paused: "-".into(),
+            ring: "default".into(),
+            operator_version: "0.5.0".into(),
+        }
+    }
+
+    #[test]
+    fn the_context_column_and_a_line_per_context_not_read() {
+        let results = vec![
+            PerContext {
+                context: "dc-a".into(),
+                elapsed: Duration::ZERO,
+                outcome: Ok(Clusters {
+                    clusters: vec![row("team-a"), row("team-b")],
+                }),
+            },
+            PerContext {
+                context: "dc-b".into(),
+                elapsed: Duration::ZERO,
+                outcome: Err(ContextError::Unauthorized),
+            },
+            PerContext {
+                context: "dc-c".into(),
+                elapsed: Duration::ZERO,
+                outcome: Ok(Clusters {
+                    clusters: vec![row("team-a")],
+                }),
+            },
+        ];
+        assert_eq!(
+            render(&results),
+            "CONTEXT  NAMESPACE  CLUSTER  PHASE    ROLLOUT   PROGRESS  CURRENT  READY  PAUSED  RING     OPERATOR VERSION\n\
+             dc-a     team-a     shop     Healthy  Complete  2/2       v1       2/2    -       default  0.5.0\n\
+             dc-a     team-b     shop     Healthy  Complete  2/2       v1       2/2    -       default  0.5.0\n\
+             dc-c     team-a     shop     Healthy  Complete  2/2       v1       2/2    -       default  0.5.0\n\
+             context dc-b: forbidden (Unauthorized)\n"
+        );
+        let none_read = &results[1..2];
+        assert_eq!(
+            render(none_read),
+            "No Express clusters found.\ncontext dc-b: forbidden (Unauthorized)\n"
+        );
+    }
 }

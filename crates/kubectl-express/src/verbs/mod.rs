@@ -36,13 +36,28 @@ pub(crate) fn forbidden(error: &kube::Error) -> bool {
 }
 
 /// Runs a verb's future on a single-threaded runtime and ends it with its exit code.
-fn block_on(
+pub(crate) fn block_on(
     verb: &str,
     cannot_start: fn(String) -> Exit,
     work: impl Future<Output = Result<ExitCode, Exit>>,
 ) -> ExitCode {
     run_on(
         tokio::runtime::Builder::new_current_thread(),
+        verb,
+        cannot_start,
+        work,
+    )
+}
+
+/// [`block_on`] on a runtime with a thread per core: for a verb whose work is several tasks
+/// at once (reading several contexts).
+pub(crate) fn block_on_threads(
+    verb: &str,
+    cannot_start: fn(String) -> Exit,
+    work: impl Future<Output = Result<ExitCode, Exit>>,
+) -> ExitCode {
+    run_on(
+        tokio::runtime::Builder::new_multi_thread(),
         verb,
         cannot_start,
         work,

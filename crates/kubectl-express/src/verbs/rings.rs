@@ -9,6 +9,8 @@
 //! [`survey`] is the verb without the cluster: rows from the ExpressClusters and Leases read,
 //! at an instant.
 
+mod across;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -22,10 +24,10 @@ use kube::{Client, ResourceExt as _};
 use serde::Serialize;
 
 use super::forbidden;
-use crate::connect::ConnectArgs;
+use crate::contexts::{FleetArgs, Mode};
 use crate::exit::{Code, Exit};
-use crate::live;
 use crate::view::{NONE, table};
+use crate::{fleet, live};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -36,7 +38,7 @@ pub struct Args {
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
     #[command(flatten)]
-    connect: ConnectArgs,
+    connect: FleetArgs,
 }
 
 /// One ring, as `-o json` prints it.
@@ -266,53 +268,80 @@ pub fn unserved_lines(survey: &Survey) -> Vec<String> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let focus = args.connect.namespace.clone();
-    super::checked("rings", &args.connect, true, |client, _| async move {
-        let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;
-        let mut undecodable = Vec::new();
-        let clusters = live::list(
-            live::scoped::<express_api::lenient::Lenient<ExpressCluster>>(
-                &client,
-                focus.as_deref(),
-            ),
-            &ListParams::default(),
-            "ExpressClusters",
-            &mut undecodable,
-        )
-        .await
-        .map_err(Exit::usage)?;
-        for bad in &undecodable {
-            eprintln!(
-                "kubectl-express rings: warning: in namespace {}: {bad}; its tenant is not \
-                 counted",
+    match args.connect.mode() {
+        Err(error) => Exit::usage(error.to_string()).report("rings"),
+        Ok(Mode::Single(connect)) => single(&args, &connect),
+        Ok(Mode::Fleet(selection)) => fleet::run("rings", &args.connect, selection, |plan| {
+            across::run(&args.output, &args.operator_namespace, plan)
+        }),
+    }
+}
+
+/// One context's rings, and the warnings reading them left.
+pub struct Read {
+    pub survey: Survey,
+    pub warnings: Vec<String>,
+}
+
+/// Reads the ExpressClusters (of `focus`, else everywhere) and the ring Leases, and surveys them.
+/// Leases it may not read are a warning (leadership unknown), anything else failing an error.
+pub async fn read(
+    client: &Client,
+    focus: Option<&str>,
+    operator_namespace: &str,
+) -> Result<Read, String> {
+    let mut undecodable = Vec::new();
+    let clusters = live::list(
+        live::scoped::<express_api::lenient::Lenient<ExpressCluster>>(client, focus),
+        &ListParams::default(),
+        "ExpressClusters",
+        &mut undecodable,
+    )
+    .await?;
+    let mut warnings: Vec<String> = undecodable
+        .iter()
+        .map(|bad| {
+            format!(
+                "warning: in namespace {}: {bad}; its tenant is not counted",
                 bad.namespace.as_deref().unwrap_or("?")
-            );
+            )
+        })
+        .collect();
+    let wanted: BTreeSet<String> = clusters
+        .iter()
+        .map(|c| rings::ring_of(c.labels()).to_owned())
+        .collect();
+    let leases = match read_leases(client, operator_namespace, &wanted).await {
+        Ok(leases) => Some(leases),
+        Err(Unreadable::Forbidden(what)) => {
+            warnings.push(format!(
+                "warning: cannot read {what} (forbidden): leaders unknown, and the exit code does \
+                 not say whether tenants are served"
+            ));
+            None
         }
-        let wanted: BTreeSet<String> = clusters
-            .iter()
-            .map(|c| rings::ring_of(c.labels()).to_owned())
-            .collect();
-        let leases = match read_leases(&client, &args.operator_namespace, &wanted).await {
-            Ok(leases) => Some(leases),
-            Err(Unreadable::Forbidden(what)) => {
-                eprintln!(
-                    "kubectl-express rings: warning: cannot read {what} (forbidden): leaders \
-                     unknown, and the exit code does not say whether tenants are served"
-                );
-                None
-            }
-            Err(Unreadable::Failed(why)) => return Err(Exit::usage(why)),
-        };
-        let survey = survey(&clusters, leases.as_deref(), Timestamp::now());
+        Err(Unreadable::Failed(why)) => return Err(why),
+    };
+    let survey = survey(&clusters, leases.as_deref(), Timestamp::now());
+    warnings.extend(without_lease_lines(&survey));
+    Ok(Read { survey, warnings })
+}
+
+fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
+    let focus = connect.namespace.clone();
+    super::checked("rings", connect, true, |client, _| async move {
+        let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;
+        let Read { survey, warnings } = read(&client, focus.as_deref(), &args.operator_namespace)
+            .await
+            .map_err(Exit::usage)?;
         match args.output.as_str() {
-            "json" => println!(
-                "{}",
-                serde_json::to_string_pretty(&survey)
-                    .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?
-            ),
+            "json" => fleet::print_json(
+                &serde_json::to_value(&survey)
+                    .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?,
+            )?,
             _ => print!("{}", render(&survey)),
         }
-        for line in without_lease_lines(&survey) {
+        for line in warnings {
             eprintln!("kubectl-express rings: {line}");
         }
         let lines = unserved_lines(&survey);

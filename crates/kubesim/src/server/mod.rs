@@ -57,8 +57,24 @@ fn error_response(err: &ApiError) -> Response {
 /// The API server's limit on a request body (3 MiB): larger writes are refused with 413.
 const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// Whether `headers` carry the credentials kubesim was started with (always, without a token).
+fn authenticated(shared: &Shared, headers: &axum::http::HeaderMap) -> bool {
+    let Some(token) = &shared.token else {
+        return true;
+    };
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .is_some_and(|presented| presented == token)
+}
+
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    // As the API server does: authentication first, before anything else is looked at.
+    if !authenticated(&shared, &parts.headers) {
+        return error_response(&ApiError::unauthorized());
+    }
     let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(err) => {
