@@ -132,6 +132,9 @@ def test_a_good_build_is_promoted_wave_by_wave(fleet):
     eventually(lambda: status(sim, "to-canary").get("movedTenants", 0) >= 1, timeout=30, what="the first wave moved")
     shown = kx(sim, "release", "to-canary")
     assert shown.returncode == 0 and "Progressing" in shown.stdout
+    rings = kx(sim, "rings")
+    assert rings.stdout.split("\n")[0].split()[-1] == "RELEASE", rings.stdout
+    assert "to-canary (to, Progressing" in rings.stdout and "to-canary (from, Progressing" in rings.stdout
 
     # A tenant upgrade started mid-release completes in DESIGN order, whoever drives it.
     upgrade(sim, "team-00", "v2")
@@ -181,6 +184,9 @@ def test_a_build_that_cannot_write_is_rolled_back(fleet):
     moved = [ns for ns in MOVABLE if moved_events(sim, ns) != (0, 0)]
     assert len(moved) == 2 and all(moved_events(sim, ns) == (1, 1) for ns in moved), moved
     assert kx(sim, "release", "to-canary").returncode == 1
+    doctor = json.loads(kx(sim, "doctor", "-o", "json").stdout)
+    release_check = next(c for c in doctor["checks"] if c["name"] == "release")
+    assert release_check["status"] == "warn" and "OperatorRelease to-canary" in release_check["evidence"][0], release_check
 
 
 def test_a_build_that_dies_is_rolled_back(fleet):

@@ -62,6 +62,60 @@ pub struct RingRow {
     /// generations: it runs without leader election (a warning, not a ring nobody serves).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub driven_without_lease: bool,
+    /// The OperatorRelease the ring takes part in, while one is not over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub release: Option<RingRelease>,
+}
+
+/// A release a ring takes part in (DESIGN section 12).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RingRelease {
+    pub name: String,
+    /// `from` (the trusted ring, which judges) or `to` (the build under test).
+    pub role: &'static str,
+    pub phase: String,
+    /// The wave being moved or baked, from 1, of how many.
+    pub wave: u32,
+    pub waves: usize,
+}
+
+impl RingRelease {
+    /// "to-0-2-0 (to, Progressing, wave 2/4)".
+    fn describe(&self) -> String {
+        format!(
+            "{} ({}, {}, wave {}/{})",
+            self.name, self.role, self.phase, self.wave, self.waves
+        )
+    }
+}
+
+/// Names, on each ring, the newest release not over that moves tenants from or to it; adds a
+/// row for a ring only a release names.
+pub fn with_releases(survey: &mut Survey, releases: &[express_api::OperatorRelease]) {
+    let mut live: Vec<&express_api::OperatorRelease> = releases
+        .iter()
+        .filter(|r| !r.status.as_ref().is_some_and(|s| s.phase().is_final()))
+        .collect();
+    live.sort_by_key(|r| std::cmp::Reverse(r.creation_timestamp().map(|t| t.0)));
+    for release in live {
+        let status = release.status.clone().unwrap_or_default();
+        for (ring, role) in [
+            (&release.spec.from_ring, "from"),
+            (&release.spec.to_ring, "to"),
+        ] {
+            let Some(row) = survey.rings.iter_mut().find(|r| &r.ring == ring) else {
+                continue;
+            };
+            row.release.get_or_insert_with(|| RingRelease {
+                name: release.name_any(),
+                role,
+                phase: status.phase().to_string(),
+                wave: status.wave + 1,
+                waves: release.spec.waves.len(),
+            });
+        }
+    }
 }
 
 /// What `rings` reports.
@@ -184,6 +238,7 @@ pub fn survey(
                 rolling_out: tally.rolling_out,
                 tenants_without_leader: if vacant { tally.members } else { Vec::new() },
                 driven_without_lease,
+                release: None,
             }
         })
         .collect();
@@ -230,10 +285,31 @@ pub fn render(survey: &Survey) -> String {
             ]
         })
         .collect();
-    table(
-        &["RING", "LEADER", "VERSION", "TENANTS", "ROLLING OUT"],
-        &rows,
-    )
+    let mut header = vec!["RING", "LEADER", "VERSION", "TENANTS", "ROLLING OUT"];
+    let rows = with_release_column(&mut header, rows, survey.rings.iter().map(|r| &r.release));
+    table(&header, &rows)
+}
+
+/// A RELEASE column at the end, only when some ring takes part in a release (the table is
+/// otherwise what it was before releases).
+pub(crate) fn with_release_column<'a>(
+    header: &mut Vec<&'static str>,
+    mut rows: Vec<Vec<String>>,
+    releases: impl Iterator<Item = &'a Option<RingRelease>>,
+) -> Vec<Vec<String>> {
+    let releases: Vec<&Option<RingRelease>> = releases.collect();
+    if releases.iter().all(|r| r.is_none()) {
+        return rows;
+    }
+    header.push("RELEASE");
+    for (row, release) in rows.iter_mut().zip(releases) {
+        row.push(
+            release
+                .as_ref()
+                .map_or_else(|| NONE.to_owned(), RingRelease::describe),
+        );
+    }
+    rows
 }
 
 /// One warning per ring an operator drives without leader election.
@@ -322,7 +398,18 @@ pub async fn read(
         }
         Err(Unreadable::Failed(why)) => return Err(why),
     };
-    let survey = survey(&clusters, leases.as_deref(), Timestamp::now());
+    let mut survey = survey(&clusters, leases.as_deref(), Timestamp::now());
+    match Api::<express_api::OperatorRelease>::namespaced(client.clone(), operator_namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => with_releases(&mut survey, &list.items),
+        // No OperatorRelease CRD: an operator older than releases.
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => warnings.push(format!(
+            "warning: cannot read OperatorReleases in {operator_namespace}: {error}; the RELEASE column is left out"
+        )),
+    }
     warnings.extend(without_lease_lines(&survey));
     Ok(Read { survey, warnings })
 }
@@ -632,5 +719,53 @@ mod tests {
             }),
             "No operator rings found (no ExpressClusters, no ring Leases).\n"
         );
+    }
+
+    #[test]
+    fn a_ring_names_the_release_it_takes_part_in_until_it_is_over() {
+        let release = |name: &str, phase: &str, created: i64| -> express_api::OperatorRelease {
+            serde_json::from_value(json!({
+                "apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+                "metadata": {"name": name, "namespace": "express-system",
+                             "creationTimestamp": at(NOW - created).to_string()},
+                "spec": {"fromRing": "default", "toRing": "canary",
+                         "waves": [{"tenants": 1}, {"percent": 100}]},
+                "status": {"phase": phase, "wave": 1}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let clusters = vec![
+            tenant("a", None, owned("default", "0.5.0", "Complete")),
+            tenant("b", Some("canary"), owned("canary", "0.6.0", "Complete")),
+        ];
+        let mut rings = survey(&clusters, Some(&[]), at(NOW));
+        with_releases(
+            &mut rings,
+            &[
+                release("old", "RolledBack", 3600),
+                release("to-0-6-0", "Progressing", 60),
+            ],
+        );
+        let described: Vec<Option<String>> = rings
+            .rings
+            .iter()
+            .map(|r| r.release.as_ref().map(RingRelease::describe))
+            .collect();
+        assert_eq!(
+            described,
+            [
+                Some("to-0-6-0 (from, Progressing, wave 2/2)".to_owned()),
+                Some("to-0-6-0 (to, Progressing, wave 2/2)".to_owned()),
+            ]
+        );
+        let text = render(&rings);
+        assert!(
+            text.lines().next().unwrap_or("").ends_with("RELEASE"),
+            "{text}"
+        );
+        // Without a release under way the table is what it was.
+        let mut quiet = survey(&clusters, Some(&[]), at(NOW));
+        with_releases(&mut quiet, &[release("old", "Succeeded", 60)]);
+        assert!(!render(&quiet).contains("RELEASE"));
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use serde_json::{Map, Value, json};
 
-use super::{Read, read, unserved_lines};
+use super::{Read, read, unserved_lines, with_release_column};
 use crate::exit::Exit;
 use crate::fleet::{self, ContextError, PerContext, Plan, Scope};
 use crate::view::{NONE, table};
@@ -108,20 +108,23 @@ fn render(results: &[PerContext<super::Survey>]) -> String {
             ]);
         }
     }
+    let mut header = vec![
+        "CONTEXT",
+        "RING",
+        "LEADER",
+        "VERSION",
+        "TENANTS",
+        "ROLLING OUT",
+    ];
+    let releases = results
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().ok())
+        .flat_map(|survey| survey.rings.iter().map(|ring| &ring.release));
+    let rows = with_release_column(&mut header, rows, releases);
     let mut out = if rows.is_empty() {
         "No operator rings found (no ExpressClusters, no ring Leases).\n".to_owned()
     } else {
-        table(
-            &[
-                "CONTEXT",
-                "RING",
-                "LEADER",
-                "VERSION",
-                "TENANTS",
-                "ROLLING OUT",
-            ],
-            &rows,
-        )
+        table(&header, &rows)
     };
     for line in fleet::unread_lines(results) {
         out.push_str(&line);
@@ -146,6 +149,7 @@ mod tests {
             rolling_out: 0,
             tenants_without_leader: Vec::new(),
             driven_without_lease: false,
+            release: None,
         }
     }
 
