@@ -178,12 +178,14 @@ fn ago(at: Option<Timestamp>, now: Timestamp) -> String {
     )
 }
 
-/// One line per release: the fleet's releases, oldest first.
-pub fn render_list(releases: &[OperatorRelease], now: Timestamp) -> String {
-    if releases.is_empty() {
-        return "No OperatorReleases.\n".into();
-    }
-    let rows: Vec<Vec<String>> = releases
+/// The columns of the list of releases.
+pub const LIST_HEADER: [&str; 8] = [
+    "NAME", "PHASE", "FROM", "TO", "WAVE", "MOVED", "PINNED", "AGE",
+];
+
+/// One row per release, in the order given.
+pub fn list_rows(releases: &[OperatorRelease], now: Timestamp) -> Vec<Vec<String>> {
+    releases
         .iter()
         .map(|r| {
             let status = r.status.clone().unwrap_or_default();
@@ -198,13 +200,15 @@ pub fn render_list(releases: &[OperatorRelease], now: Timestamp) -> String {
                 ago(r.creation_timestamp().map(|t| t.0), now).replace(" ago", ""),
             ]
         })
-        .collect();
-    table(
-        &[
-            "NAME", "PHASE", "FROM", "TO", "WAVE", "MOVED", "PINNED", "AGE",
-        ],
-        &rows,
-    )
+        .collect()
+}
+
+/// One line per release: the fleet's releases, oldest first.
+pub fn render_list(releases: &[OperatorRelease], now: Timestamp) -> String {
+    if releases.is_empty() {
+        return "No OperatorReleases.\n".into();
+    }
+    table(&LIST_HEADER, &list_rows(releases, now))
 }
 
 /// One release: where it stands and why, its waves, its last samples.

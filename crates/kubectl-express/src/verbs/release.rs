@@ -2,14 +2,21 @@
 //! operator's own releases (DESIGN section 12), read and steered in the operator's namespace
 //! (`--operator-namespace`, default `express-system`), like `rings` and `doctor`. Exit 0 while a
 //! release is pending, progressing, paused or succeeded, 1 when it rolled back or holds
-//! inconclusive (without NAME: the newest release's), 2 when it cannot run.
+//! inconclusive (without NAME: the newest release's), 2 when it cannot run. Reading (not the
+//! requests) takes the fleet selection (`--context`, `--all-contexts`...): a CONTEXT column, or
+//! a section per context, and the fleet's exit code (4 when a context could not be read).
 
 use std::process::ExitCode;
 
 use k8s_openapi::jiff::Timestamp;
 
+use express_api::OperatorRelease;
+use serde_json::{Map, Value, json};
+
 use crate::connect::ConnectArgs;
+use crate::contexts::{FleetArgs, Mode};
 use crate::exit::{Code, Exit};
+use crate::fleet::{self, PerContext, Plan, Scope};
 use crate::release::{self, Request};
 
 #[derive(clap::Args, Debug)]
@@ -22,8 +29,11 @@ pub struct Args {
     /// Output: text or json (the OperatorRelease objects as the API serves them).
     #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
     output: String,
+    /// The operator's namespace, where releases live.
+    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
+    operator_namespace: String,
     #[command(flatten)]
-    target: Target,
+    fleet: FleetArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -67,7 +77,19 @@ struct Promote {
 
 pub fn run(args: Args) -> ExitCode {
     let (name, target, request) = match args.action {
-        None => return show(args.name, args.output, args.target),
+        None => {
+            return match args.fleet.mode() {
+                Err(error) => Exit::usage(error.to_string()).report("release"),
+                Ok(Mode::Single(connect)) => {
+                    show(args.name, args.output, args.operator_namespace, connect)
+                }
+                Ok(Mode::Fleet(selection)) => {
+                    fleet::run("release", &args.fleet, selection, |plan| {
+                        across(args.name, args.output, args.operator_namespace, plan)
+                    })
+                }
+            };
+        }
         Some(Action::Pause(n)) => (n.name, n.target, Request::Pause),
         Some(Action::Resume(n)) => (n.name, n.target, Request::Resume),
         Some(Action::Promote(p)) => (p.name, p.target, Request::Promote { full: p.full }),
@@ -80,10 +102,15 @@ pub fn run(args: Args) -> ExitCode {
     })
 }
 
-fn show(name: Option<String>, output: String, target: Target) -> ExitCode {
-    super::checked("release", &target.connect, true, |client, _| async move {
+fn show(
+    name: Option<String>,
+    output: String,
+    operator_namespace: String,
+    connect: ConnectArgs,
+) -> ExitCode {
+    super::checked("release", &connect, true, |client, _| async move {
         let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;
-        let namespace = &target.operator_namespace;
+        let namespace = &operator_namespace;
         let now = Timestamp::now();
         let releases = match &name {
             Some(name) => vec![release::get(&client, namespace, name).await?],
@@ -108,12 +135,176 @@ fn show(name: Option<String>, output: String, target: Target) -> ExitCode {
                 None => print!("{}", release::render_list(&releases, now)),
             },
         }
-        // The newest release says where the fleet stands; older ones are its history.
-        let phase = releases
-            .last()
-            .and_then(|r| r.status.as_ref())
-            .map(|s| s.phase())
-            .unwrap_or_default();
-        Ok(release::code(phase).into())
+        Ok(newest_code(&releases).into())
     })
+}
+
+/// The newest release says where the fleet stands; older ones are its history.
+fn newest_code(releases: &[OperatorRelease]) -> Code {
+    let phase = releases
+        .last()
+        .and_then(|r| r.status.as_ref())
+        .map(|s| s.phase())
+        .unwrap_or_default();
+    release::code(phase)
+}
+
+/// One context's releases (the one named, or all).
+#[derive(serde::Serialize)]
+struct Releases {
+    releases: Vec<OperatorRelease>,
+}
+
+/// The releases of every context selected: a CONTEXT column (or a section per context for
+/// NAME), a line per context not read, and the fleet's exit code.
+async fn across(
+    name: Option<String>,
+    output: String,
+    operator_namespace: String,
+    plan: Plan,
+) -> Result<ExitCode, Exit> {
+    let wanted = name.clone();
+    let results = plan
+        .read_all(Scope::All, move |target| {
+            let (name, namespace) = (wanted.clone(), operator_namespace.clone());
+            async move {
+                let read = match &name {
+                    Some(name) => release::get(&target.client, &namespace, name)
+                        .await
+                        .map(|one| vec![one]),
+                    None => release::list(&target.client, &namespace).await,
+                };
+                let releases = read.map_err(|exit| fleet::ContextError::Failed(exit.message))?;
+                Ok(Releases { releases })
+            }
+        })
+        .await;
+    let now = Timestamp::now();
+    let unread = results.iter().filter(|r| r.outcome.is_err()).count();
+    let codes: Vec<u8> = results
+        .iter()
+        .filter_map(|r| r.outcome.as_ref().ok())
+        .map(|r| newest_code(&r.releases) as u8)
+        .collect();
+    match output.as_str() {
+        "json" => fleet::print_json(&json!({
+            "contexts": fleet::entries(&results, |_| {
+                Map::from_iter([("releases".to_owned(), Value::Null)])
+            })?,
+        }))?,
+        _ => print!("{}", render_across(&results, name.is_some(), now)),
+    }
+    Ok(ExitCode::from(fleet::exit_code(
+        &codes,
+        unread,
+        plan.require_all,
+    )))
+}
+
+fn render_across(results: &[PerContext<Releases>], named: bool, now: Timestamp) -> String {
+    let mut out = String::new();
+    if named {
+        for r in results {
+            let Ok(read) = &r.outcome else { continue };
+            out.push_str(&format!("== context {}\n", r.context));
+            for one in &read.releases {
+                out.push_str(&release::render(one, now));
+            }
+            out.push('\n');
+        }
+    } else {
+        let rows: Vec<Vec<String>> = results
+            .iter()
+            .filter_map(|r| Some((r.context.as_str(), r.outcome.as_ref().ok()?)))
+            .flat_map(|(context, read)| {
+                release::list_rows(&read.releases, now)
+                    .into_iter()
+                    .map(move |row| std::iter::once(context.to_owned()).chain(row).collect())
+            })
+            .collect();
+        if rows.is_empty() {
+            out.push_str("No OperatorReleases.\n");
+        } else {
+            let mut header = vec!["CONTEXT"];
+            header.extend(release::LIST_HEADER);
+            out.push_str(&crate::view::table(&header, &rows));
+        }
+    }
+    for line in fleet::unread_lines(results) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn release(name: &str, phase: &str) -> OperatorRelease {
+        serde_json::from_value(json!({
+            "apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+            "metadata": {"name": name, "namespace": "express-system"},
+            "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 100}]},
+            "status": {"phase": phase, "movedTenants": 3, "movableTenants": 4}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn results() -> Vec<PerContext<Releases>> {
+        vec![
+            PerContext {
+                context: "dc-a".into(),
+                elapsed: Duration::ZERO,
+                outcome: Ok(Releases {
+                    releases: vec![release("to-0-6-0", "Progressing")],
+                }),
+            },
+            PerContext {
+                context: "dc-b".into(),
+                elapsed: Duration::ZERO,
+                outcome: Ok(Releases {
+                    releases: vec![release("to-0-6-0", "RolledBack")],
+                }),
+            },
+            PerContext {
+                context: "dc-c".into(),
+                elapsed: Duration::ZERO,
+                outcome: Err(fleet::ContextError::Unreachable(
+                    "connection refused".into(),
+                )),
+            },
+        ]
+    }
+
+    #[test]
+    fn each_release_under_its_context_and_each_context_not_read_named() {
+        let text = render_across(&results(), false, Timestamp::now());
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[0][..3], ["CONTEXT", "NAME", "PHASE"], "{text}");
+        assert_eq!(lines[1][..3], ["dc-a", "to-0-6-0", "Progressing"], "{text}");
+        assert_eq!(lines[2][..3], ["dc-b", "to-0-6-0", "RolledBack"], "{text}");
+        assert!(text.contains("context dc-c"), "{text}");
+        let named = render_across(&results(), true, Timestamp::now());
+        assert!(
+            named.contains("== context dc-b\nOperatorRelease express-system/to-0-6-0: RolledBack"),
+            "{named}"
+        );
+    }
+
+    #[test]
+    fn the_exit_code_is_the_worst_release_and_incomplete_when_a_context_was_not_read() {
+        let codes: Vec<u8> = results()
+            .iter()
+            .filter_map(|r| r.outcome.as_ref().ok())
+            .map(|r| newest_code(&r.releases) as u8)
+            .collect();
+        assert_eq!(codes, [0, 1]);
+        assert_eq!(fleet::exit_code(&codes, 1, false), 4);
+        assert_eq!(fleet::exit_code(&codes, 0, false), 1);
+    }
 }
