@@ -358,3 +358,32 @@ def test_a_dropped_connection_is_said_and_the_page_reconnects(world, browser):
         assert status == 200
     finally:
         second.stop()
+
+
+def release_paused(sim, name):
+    return sim.kubectl_json("get", "operatorrelease", name, "-n", "express-system")["spec"].get("paused", False)
+
+
+def test_a_release_shows_on_the_fleet_page_and_pauses_through_its_confirmation(world, dashboard, browser):
+    sim, _ = world
+    # Pending: no operator of ring canary runs here, so it moves nothing.
+    sim.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+         "metadata": {"name": "to-canary", "namespace": "express-system"},
+         "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 100}]}}))
+    browser.get(dashboard.url + "/")
+    # The doctor's read (every 15 s) brings it.
+    eventually(lambda: read(browser, '#releases tr[data-release="to-canary"] td.phase', "text") == [["Pending"]],
+               timeout=45, what="the release on the fleet page")
+    dialog = click_action(browser, "/api/releases/to-canary/actions/pause")
+    text = browser.find_element(By.ID, "confirm-text").text
+    assert "OperatorRelease to-canary" in text and "ring default to ring canary" in text and "Nothing moves" in text, text
+    browser.find_element(By.ID, "confirm-ok").click()
+    eventually(lambda: release_paused(sim, "to-canary"), what="spec.paused in the API")
+    result = browser.find_element(By.ID, "result")
+    eventually(lambda: "operatorrelease/to-canary paused" in result.text, what="the result")
+    eventually(lambda: dialog.get_attribute("open") is None, what="the dialog to close")
+    # The operator reports it, and the page follows: the button is now Resume.
+    eventually(lambda: read(browser, 'button.action[data-url$="/api/releases/to-canary/actions/resume"]', "data-url"),
+               timeout=45, what="a Resume button for the release")
+    sim.kubectl("delete", "operatorrelease", "to-canary", "-n", "express-system")

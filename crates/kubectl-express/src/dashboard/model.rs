@@ -137,6 +137,26 @@ pub struct DoctorBanner {
     pub verdict: String,
     pub reason: String,
     pub checks: Vec<DoctorCheck>,
+    /// The operator's releases (DESIGN section 12), read with the doctor's other inputs.
+    pub releases: Vec<ReleaseRow>,
+}
+
+/// One OperatorRelease on the fleet page.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseRow {
+    pub name: String,
+    pub from_ring: String,
+    pub to_ring: String,
+    pub phase: String,
+    pub message: String,
+}
+
+impl ReleaseRow {
+    /// Succeeded or rolled back: nothing more to ask of it.
+    pub fn over(&self) -> bool {
+        self.phase == "Succeeded" || self.phase == "RolledBack"
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -148,8 +168,21 @@ pub struct DoctorCheck {
 }
 
 impl DoctorBanner {
-    pub fn from_report(report: &express_triage::Report) -> DoctorBanner {
+    pub fn from_report(
+        report: &express_triage::Report,
+        releases: &[express_triage::ReleaseSeen],
+    ) -> DoctorBanner {
         DoctorBanner {
+            releases: releases
+                .iter()
+                .map(|r| ReleaseRow {
+                    name: r.name.clone(),
+                    from_ring: r.from_ring.clone(),
+                    to_ring: r.to_ring.clone(),
+                    phase: r.phase.clone(),
+                    message: r.message.clone().unwrap_or_default(),
+                })
+                .collect(),
             verdict: report.verdict.as_str().to_owned(),
             reason: report.reason.clone(),
             checks: report

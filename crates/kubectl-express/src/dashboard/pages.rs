@@ -5,7 +5,7 @@
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::model::{FleetQuery, FleetView, NodeRow, SortKey, TenantRow, TenantView};
+use super::model::{FleetQuery, FleetView, NodeRow, ReleaseRow, SortKey, TenantRow, TenantView};
 use super::svg;
 
 /// What every page needs to know of the server.
@@ -69,6 +69,7 @@ fn page(chrome: &Chrome<'_>, title: &str, stream: &str, body: Markup) -> Markup 
 pub fn fleet_page(chrome: &Chrome<'_>, view: &FleetView, query: &FleetQuery) -> Markup {
     let body = html! {
         div id="banner" { (banner(view)) }
+        div id="releases" { (releases(view, chrome.read_only)) }
         (filter(view, query))
         p class="count" id="count" { (count(view)) }
         table class="tenants" {
@@ -84,9 +85,10 @@ pub fn fleet_page(chrome: &Chrome<'_>, view: &FleetView, query: &FleetQuery) -> 
 }
 
 /// The parts of the fleet page the live updates replace, by element id.
-pub fn fleet_parts(view: &FleetView) -> Vec<(&'static str, String)> {
+pub fn fleet_parts(view: &FleetView, read_only: bool) -> Vec<(&'static str, String)> {
     vec![
         ("banner", banner(view).into_string()),
+        ("releases", releases(view, read_only).into_string()),
         ("count", count(view)),
         ("tenants", tenant_rows(view).into_string()),
     ]
@@ -120,6 +122,53 @@ fn banner(view: &FleetView) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The operator's releases (from the doctor's last read), each with its requests behind a
+/// confirmation unless read-only or over.
+fn releases(view: &FleetView, read_only: bool) -> Markup {
+    let Some(releases) = view.doctor.as_ref().map(|d| &d.releases) else {
+        return html! {};
+    };
+    if releases.is_empty() {
+        return html! {};
+    }
+    html! {
+        h2 { "Operator releases" }
+        table class="releases" {
+            thead { tr { th { "Release" } th { "Rings" } th { "Phase" } th { "Where it stands" } @if !read_only { th { "Actions" } } } }
+            tbody {
+                @for r in releases {
+                    tr data-release=(r.name) {
+                        td { (r.name) }
+                        td { "ring " (r.from_ring) " → ring " (r.to_ring) }
+                        td class=(format!("phase {}", r.phase)) { (r.phase) }
+                        td class="message" { (r.message) }
+                        @if !read_only {
+                            td class="actions" {
+                                @if !r.over() { (release_actions(r)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn release_actions(r: &ReleaseRow) -> Markup {
+    let url = |action: &str| format!("/api/releases/{}/actions/{action}", r.name);
+    let rings = format!("ring {} to ring {}", r.from_ring, r.to_ring);
+    html! {
+        @if r.phase == "Paused" {
+            (action(&url("resume"), "{}", "Resume", &format!("Resume OperatorRelease {} ({rings})? Moves and judging go on.", r.name), None))
+        } @else {
+            (action(&url("pause"), "{}", "Pause", &format!("Pause OperatorRelease {} ({rings})? Nothing moves, nothing is judged, no bake time passes.", r.name), None))
+        }
+        (action(&url("promote"), "{}", "Promote", &format!("Promote OperatorRelease {}: end the current wave's bake now?", r.name), None))
+        (action(&url("promote-full"), "{}", "Promote all", &format!("Promote OperatorRelease {} in full: every remaining wave now, no more baking or judging?", r.name), None))
+        (action(&url("abort"), "{}", "Abort", &format!("Abort OperatorRelease {}: every tenant it moved goes back to ring {}?", r.name, r.from_ring), None))
     }
 }
 

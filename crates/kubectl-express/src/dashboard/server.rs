@@ -39,6 +39,7 @@ use super::pages::{self, Chrome};
 use crate::control::{self, Done, Request as ControlRequest, Scope};
 use crate::exit::{Code, Exit};
 use crate::live;
+use crate::release::Request as ReleaseRequest;
 
 /// How often the doctor's banner is recomputed (it reads Leases, Deployments and events).
 pub const DOCTOR_EVERY: Duration = Duration::from_secs(15);
@@ -128,7 +129,10 @@ impl Shared {
         {
             return update.data.clone();
         }
-        let data = Arc::new(update(pages::fleet_parts(&self.fleet(query))));
+        let data = Arc::new(update(pages::fleet_parts(
+            &self.fleet(query),
+            self.settings.read_only,
+        )));
         if let Ok(mut updates) = self.fleet_updates.lock() {
             if updates.len() >= FLEET_UPDATES_KEPT {
                 updates.clear();
@@ -251,7 +255,7 @@ pub async fn serve(
             )
             .await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
-            let banner = Some(DoctorBanner::from_report(&report));
+            let banner = Some(DoctorBanner::from_report(&report, &fleet.releases));
             // Pages re-render only for a verdict that changed, not every run.
             let changed = match doctor_state.doctor.write() {
                 Ok(mut doctor) if *doctor != banner => {
@@ -294,6 +298,10 @@ fn router(shared: AppState) -> Router {
         .route(
             "/api/tenants/{namespace}/{cluster}/nodes/{node}/actions/bounce",
             post(bounce_action),
+        )
+        .route(
+            "/api/releases/{name}/actions/{action}",
+            post(release_action),
         )
         .route("/assets/dashboard.js", get(script))
         .route("/assets/dashboard.css", get(stylesheet))
@@ -739,6 +747,42 @@ async fn tenant_action(
         }
     };
     answer(result)
+}
+
+/// An OperatorRelease's pause, resume, promote, promote-full or abort, in the operator's
+/// namespace, written as `kubectl express release` writes it.
+async fn release_action(
+    State(shared): State<AppState>,
+    Path((name, action)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = parse_request(&body, &action, &[]) {
+        return *refused;
+    }
+    let request = match action.as_str() {
+        "pause" => ReleaseRequest::Pause,
+        "resume" => ReleaseRequest::Resume,
+        "promote" => ReleaseRequest::Promote { full: false },
+        "promote-full" => ReleaseRequest::Promote { full: true },
+        "abort" => ReleaseRequest::Abort,
+        other => {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "no action {other:?}: expected pause, resume, promote, promote-full or abort"
+                ),
+            );
+        }
+    };
+    answer(
+        crate::release::request(
+            &shared.client,
+            &shared.settings.operator_namespace,
+            &name,
+            request,
+        )
+        .await,
+    )
 }
 
 async fn bounce_action(
