@@ -83,12 +83,8 @@ class Sim:
         """Writes of every client so far (kubesim's per-agent counters)."""
         with urllib.request.urlopen(f"{self.url}/kubesim/counters/agents", timeout=30) as response:
             agents = json.loads(response.read())
-        total = 0
-        for calls in agents.values():
-            for call, namespaces in calls.items():
-                if call.split(" ")[0] in ("create", "update", "patch", "delete", "deletecollection"):
-                    total += sum(namespaces.values())
-        return total
+        return sum(count for calls in agents.values() for call, count in calls.items()
+                   if call.split(" ")[0] in ("create", "update", "patch", "delete", "deletecollection"))
 
     def close(self):
         for process in self.processes:
