@@ -443,6 +443,11 @@ fn a_wave_bakes_on_ok_samples_before_the_next() {
     let finished = w.status.waves[0].finished_at.clone().unwrap().0;
     assert!(finished.as_second() - bake_since.as_second() >= 60);
     assert_eq!(w.on_canary(), 2, "nothing moves before the next step");
+    let message = w.status.message.clone().unwrap_or_default();
+    assert_eq!(
+        message,
+        "wave 2 of 2 (100%): 10 tenant(s) to ring canary, moving"
+    );
     w.tick();
     assert_eq!(w.on_canary(), 10);
 }

@@ -259,6 +259,8 @@ pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
                 Some(w) if w.finished_at.is_some() => {
                     if w.promoted { "promoted" } else { "baked" }.to_owned()
                 }
+                // A rolled-back release's last wave neither moves nor bakes any more.
+                Some(_) if status.phase() == ReleasePhase::RolledBack => "stopped".into(),
                 Some(w) => match &w.bake_since {
                     Some(since) => {
                         let left =

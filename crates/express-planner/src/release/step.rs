@@ -431,17 +431,15 @@ pub fn step(s: &ReleaseSnapshot<'_>) -> ReleaseStep {
             }
             st.start_wave(wave + 1);
             let next = &spec.waves[wave + 1];
-            st.notice(
-                false,
-                reason::WAVE_STARTED,
-                format!(
-                    "wave {} of {} ({next}): {} tenant(s) to ring {}",
-                    wave + 2,
-                    spec.waves.len(),
-                    next.target(census.movable()),
-                    spec.to_ring
-                ),
+            let started = format!(
+                "wave {} of {} ({next}): {} tenant(s) to ring {}",
+                wave + 2,
+                spec.waves.len(),
+                next.target(census.movable()),
+                spec.to_ring
             );
+            st.status.message = Some(format!("{started}, moving"));
+            st.notice(false, reason::WAVE_STARTED, started);
             // Straight on: the next step moves the next wave's tenants.
             return finish(st, Some(now));
         }
