@@ -26,20 +26,21 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
             })
         })
         .collect();
+    let describe = |r: &crate::ReleaseSeen| {
+        format!(
+            "OperatorRelease {} (ring {} to ring {}) is {}: {}",
+            r.name,
+            r.from_ring,
+            r.to_ring,
+            r.phase,
+            r.message.as_deref().unwrap_or("no message")
+        )
+    };
     let troubled: Vec<String> = fleet
         .releases
         .iter()
         .filter(|r| r.phase == "RolledBack" || r.phase == "Inconclusive")
-        .map(|r| {
-            format!(
-                "OperatorRelease {} (ring {} to ring {}) is {}: {}",
-                r.name,
-                r.from_ring,
-                r.to_ring,
-                r.phase,
-                r.message.as_deref().unwrap_or("no message")
-            )
-        })
+        .map(describe)
         .collect();
     let running: Vec<String> = fleet
         .releases
@@ -50,16 +51,7 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
                 "Succeeded" | "RolledBack" | "Inconclusive"
             )
         })
-        .map(|r| {
-            format!(
-                "OperatorRelease {} (ring {} to ring {}) is {}: {}",
-                r.name,
-                r.from_ring,
-                r.to_ring,
-                r.phase,
-                r.message.as_deref().unwrap_or("no message")
-            )
-        })
+        .map(describe)
         .collect();
     if !orphans.is_empty() {
         let mut evidence = orphans.clone();

@@ -268,6 +268,14 @@ pub fn unread_lines<T>(results: &[PerContext<T>]) -> Vec<String> {
         .collect()
 }
 
+/// Appends a line per context not read to a verb's text output.
+pub fn push_unread_lines<T>(out: &mut String, results: &[PerContext<T>]) {
+    for line in unread_lines(results) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+}
+
 /// The JSON entry of each context: `context`, `status`, `error`, `elapsedMs`, then the verb's
 /// own object (its fields flattened in), or `unread`'s fields for a context not read.
 pub fn entries<T: Serialize>(

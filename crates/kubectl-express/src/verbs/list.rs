@@ -128,10 +128,7 @@ fn render(results: &[PerContext<Clusters>]) -> String {
         header.extend(view::LIST_HEADER);
         view::table(&header, &rows)
     };
-    for line in fleet::unread_lines(results) {
-        out.push_str(&line);
-        out.push('\n');
-    }
+    fleet::push_unread_lines(&mut out, results);
     out
 }
 

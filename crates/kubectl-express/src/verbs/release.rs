@@ -230,10 +230,7 @@ fn render_across(results: &[PerContext<Releases>], named: bool, now: Timestamp) 
             out.push_str(&crate::view::table(&header, &rows));
         }
     }
-    for line in fleet::unread_lines(results) {
-        out.push_str(&line);
-        out.push('\n');
-    }
+    fleet::push_unread_lines(&mut out, results);
     out
 }
 

@@ -126,10 +126,7 @@ fn render(results: &[PerContext<super::Survey>]) -> String {
     } else {
         table(&header, &rows)
     };
-    for line in fleet::unread_lines(results) {
-        out.push_str(&line);
-        out.push('\n');
-    }
+    fleet::push_unread_lines(&mut out, results);
     out
 }
 
