@@ -167,15 +167,6 @@ async fn reconcile(
     let status = release.status.clone().unwrap_or_default();
     let clusters = ctx.caches.clusters.in_namespace(None);
     let tenants: Vec<ReleaseTenant> = clusters.iter().map(|c| release_tenant(c)).collect();
-    let versions: HashMap<(String, String), Option<String>> = clusters
-        .iter()
-        .map(|c| {
-            (
-                (c.namespace().unwrap_or_default(), c.name_any()),
-                c.resource_version(),
-            )
-        })
-        .collect();
     // Only a release that has not started needs toRing's leader (a finished one never moves a
     // tenant forward again): no Lease read on every pass for the releases kept as history.
     let started = status.waves.first().is_some_and(|w| w.started_at.is_some());
@@ -236,10 +227,26 @@ async fn reconcile(
         info!(release = %name, reason = notice.reason, message = %notice.message, "release");
         publish(ctx, Some(reference.clone()), events::release_notice(notice)).await;
     }
+    // The resourceVersions the step read, indexed only when it moves someone: most passes
+    // move nobody, and this runs on every change of any tenant.
+    let versions: HashMap<(&str, &str), Option<String>> = if decided.moves.is_empty() {
+        HashMap::new()
+    } else {
+        clusters
+            .iter()
+            .filter_map(|c| {
+                let key = (
+                    c.metadata.namespace.as_deref()?,
+                    c.metadata.name.as_deref()?,
+                );
+                Some((key, c.resource_version()))
+            })
+            .collect()
+    };
     let mut result = Ok(());
     for m in &decided.moves {
         let version = versions
-            .get(&(m.namespace.clone(), m.name.clone()))
+            .get(&(m.namespace.as_str(), m.name.as_str()))
             .cloned()
             .flatten();
         if let Err(error) = move_tenant(ctx, &name, m, version, now).await {
