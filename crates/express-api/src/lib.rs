@@ -20,6 +20,7 @@ pub mod objects;
 pub mod release;
 pub mod rings;
 pub mod types;
+pub mod views;
 
 pub use bounce::{BouncePhase, BounceStatus};
 pub use delivery::Work;

@@ -10,14 +10,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use kube::core::ApiResource;
 
 use crate::lenient::Undecodable;
 use crate::natural::natural_cmp;
+use crate::views::{PodView, RevisionView};
 use crate::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus};
 
 /// A kind the operator's caches and the CLI's watches keep in kube's reflectors: what those
@@ -178,11 +178,12 @@ pub struct Objects {
     pub clusters: Vec<Arc<ExpressCluster>>,
     pub backends: Vec<Arc<Backend>>,
     pub frontends: Vec<Arc<Frontend>>,
-    pub pods: Vec<Arc<Pod>>,
+    /// Pods, as their views ([`crate::views`]).
+    pub pods: Vec<Arc<PodView>>,
     /// Control ConfigMaps (others are ignored).
     pub config_maps: Vec<Arc<ConfigMap>>,
-    /// ControllerRevisions keeping node specs (labelled with node, kind and revision).
-    pub revisions: Vec<Arc<ControllerRevision>>,
+    /// ControllerRevisions keeping node specs, as their views ([`crate::views`]).
+    pub revisions: Vec<Arc<RevisionView>>,
     /// Objects of any of these kinds that this build cannot decode ([`crate::lenient`]).
     pub undecodable: Vec<Arc<Undecodable>>,
 }
@@ -192,8 +193,31 @@ pub fn shared<K>(objects: impl IntoIterator<Item = K>) -> Vec<Arc<K>> {
     objects.into_iter().map(Arc::new).collect()
 }
 
-fn in_namespace<K: Resource>(object: &K, namespace: &str) -> bool {
-    object.meta().namespace.as_deref() == Some(namespace)
+/// What [`Objects`] holds: an API object or a view, each knowing its namespace.
+pub trait Namespaced {
+    fn namespace_name(&self) -> Option<&str>;
+}
+
+impl<K: Resource> Namespaced for K {
+    fn namespace_name(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
+    }
+}
+
+impl Namespaced for PodView {
+    fn namespace_name(&self) -> Option<&str> {
+        self.namespace()
+    }
+}
+
+impl Namespaced for RevisionView {
+    fn namespace_name(&self) -> Option<&str> {
+        self.namespace()
+    }
+}
+
+fn in_namespace<K: Namespaced>(object: &K, namespace: &str) -> bool {
+    object.namespace_name() == Some(namespace)
 }
 
 impl Objects {
@@ -211,13 +235,13 @@ impl Objects {
     /// The objects split by namespace, in one pass: a fleet-wide reader then looks each
     /// tenant up among its namespace's objects instead of the whole fleet's.
     pub fn by_namespace(&self) -> BTreeMap<String, Objects> {
-        fn sort<'a, K: Resource>(
+        fn sort<'a, K: Namespaced>(
             groups: &mut BTreeMap<&'a str, Objects>,
             objects: &'a [Arc<K>],
             field: fn(&mut Objects) -> &mut Vec<Arc<K>>,
         ) {
             for object in objects {
-                let namespace = object.meta().namespace.as_deref().unwrap_or_default();
+                let namespace = object.namespace_name().unwrap_or_default();
                 field(groups.entry(namespace).or_default()).push(object.clone());
             }
         }
@@ -245,7 +269,7 @@ impl Objects {
 
     /// The objects of one namespace.
     pub fn in_namespace(&self, namespace: &str) -> Objects {
-        fn keep<K: Resource>(objects: &[Arc<K>], namespace: &str) -> Vec<Arc<K>> {
+        fn keep<K: Namespaced>(objects: &[Arc<K>], namespace: &str) -> Vec<Arc<K>> {
             objects
                 .iter()
                 .filter(|o| in_namespace(&***o, namespace))
@@ -311,11 +335,11 @@ impl Objects {
             .find(|n| n.kind() == kind && n.name() == name && n.namespace() == Some(namespace))
     }
 
-    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodView> {
         self.pods
             .iter()
             .map(|p| &**p)
-            .find(|p| in_namespace(*p, namespace) && p.metadata.name.as_deref() == Some(name))
+            .find(|p| in_namespace(*p, namespace) && &*p.name == name)
     }
 }
 

@@ -788,9 +788,9 @@ static ALLOCATOR: dhat::Alloc = dhat::Alloc;
 /// heap bytes they hold (requested sizes: the allocator's rounding and headers come on top).
 async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
     use express_api::lenient::Lenient;
+    use express_api::views::{Interner, PodView, RevisionView};
     use k8s_openapi::api::apps::v1::ControllerRevision;
     use kube::api::{ApiResource, DynamicObject, ListParams};
-    use kube::runtime::reflector::ObjectRef;
 
     async fn raw<K: kube::Resource<DynamicType = ()>>(
         client: &kube::Client,
@@ -812,26 +812,31 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
             .collect()
     }
 
-    /// What the cache keeps of each decoded object (`Selection::keep`): all of it, except for
-    /// ControllerRevisions.
-    fn whole<K>(_: &mut K) {}
-
-    fn weigh<K>(raw: &[serde_json::Value], keep: fn(&mut K)) -> f64
+    /// Weighs what the operator's index keeps of each object (`Watch::view` in the
+    /// controller's caches): its view, behind an `Arc`, keyed by its name.
+    fn weigh<K, V>(raw: &[serde_json::Value], view: fn(&Arc<K>, &Interner) -> Arc<V>) -> f64
     where
         K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone,
         Lenient<K>: kube::Resource<DynamicType = ()>,
     {
         const COPIES: usize = 200;
         let texts: Vec<String> = raw.iter().map(|v| v.to_string()).collect();
+        let interner = Interner::default();
         let before = dhat::HeapStats::get().curr_bytes;
         let mut held = Vec::with_capacity(COPIES * texts.len());
-        for _ in 0..COPIES {
+        for copy in 0..COPIES {
             for text in &texts {
-                let mut object: Lenient<K> = serde_json::from_str(text).expect("decode");
-                if let Some(decoded) = object.decoded_mut() {
-                    keep(decoded);
+                let object: Lenient<K> = serde_json::from_str(text).expect("decode");
+                let name = format!(
+                    "{copy}-{}",
+                    kube::Resource::meta(&object)
+                        .name
+                        .clone()
+                        .unwrap_or_default()
+                );
+                if let Some(decoded) = object.decoded() {
+                    held.push((name.into_boxed_str(), view(decoded, &interner)));
                 }
-                held.push((ObjectRef::from_obj(&object), Arc::new(object)));
             }
         }
         let after = dhat::HeapStats::get().curr_bytes;
@@ -843,32 +848,37 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
         bytes
     }
 
+    fn whole<K>(object: &Arc<K>, _: &Interner) -> Arc<K> {
+        object.clone()
+    }
+
     type Weigh = fn(&[serde_json::Value]) -> f64;
     let kinds: [(&str, Vec<serde_json::Value>, Weigh); 5] = [
         (
             "ExpressCluster",
             raw::<ExpressCluster>(client, namespace).await,
-            |raw| weigh::<ExpressCluster>(raw, whole),
+            |raw| weigh::<ExpressCluster, _>(raw, whole),
         ),
         ("Backend", raw::<Backend>(client, namespace).await, |raw| {
-            weigh::<Backend>(raw, whole)
+            weigh::<Backend, _>(raw, whole)
         }),
         (
             "Frontend",
             raw::<Frontend>(client, namespace).await,
-            |raw| weigh::<Frontend>(raw, whole),
+            |raw| weigh::<Frontend, _>(raw, whole),
         ),
-        ("Pod", raw::<Pod>(client, namespace).await, |raw| {
-            weigh::<Pod>(raw, whole)
+        ("Pod (view)", raw::<Pod>(client, namespace).await, |raw| {
+            weigh::<Pod, _>(raw, |pod, interner| {
+                Arc::new(PodView::new(pod, Some(interner)))
+            })
         }),
         (
-            "ControllerRevision",
+            "ControllerRevision (view)",
             raw::<ControllerRevision>(client, namespace).await,
             |raw| {
-                weigh::<ControllerRevision>(
-                    raw,
-                    express_operator::controller::keep_revision_metadata,
-                )
+                weigh::<ControllerRevision, _>(raw, |revision, interner| {
+                    Arc::new(RevisionView::new(revision, Some(interner)))
+                })
             },
         ),
     ];

@@ -6,34 +6,26 @@
 use std::collections::BTreeMap;
 
 use express_api::EffectiveNodeSpec;
+use express_api::history::KeptSpec;
 pub use express_api::history::revision_name;
-use express_api::history::{KeptSpec, kept_revision_of};
 use express_api::keys::{LABEL_CLUSTER, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE};
+use express_api::views::RevisionView;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 
 use crate::pods::NodeIdentity;
 
-fn label<'a>(revision: &'a ControllerRevision, key: &str) -> Option<&'a str> {
-    revision
-        .metadata
-        .labels
-        .as_ref()?
-        .get(key)
-        .map(String::as_str)
-}
-
 /// The ControllerRevisions of one node, oldest first.
 pub fn of_node<'a>(
-    all: impl IntoIterator<Item = &'a ControllerRevision>,
+    all: impl IntoIterator<Item = &'a RevisionView>,
     node: &NodeIdentity,
-) -> Vec<&'a ControllerRevision> {
-    let mut revisions: Vec<&ControllerRevision> = all
+) -> Vec<&'a RevisionView> {
+    let mut revisions: Vec<&RevisionView> = all
         .into_iter()
-        .filter(|r| kept_revision_of(r.metadata.labels.as_ref(), node.kind, &node.name).is_some())
+        .filter(|r| r.kept_for(node.kind, &node.name).is_some())
         .collect();
-    revisions.sort_by_key(|r| r.revision);
+    revisions.sort_by_key(|r| r.number);
     revisions
 }
 
@@ -74,21 +66,19 @@ pub fn spec_of(revision: &ControllerRevision) -> Result<EffectiveNodeSpec, Strin
 
 /// Names of the node's ControllerRevisions to delete so that at most `limit` remain, oldest
 /// first, never one whose revision is `protected`.
-pub fn to_prune(
-    node_revisions: &[&ControllerRevision],
-    limit: usize,
-    protected: &[&str],
-) -> Vec<String> {
+pub fn to_prune(node_revisions: &[&RevisionView], limit: usize, protected: &[&str]) -> Vec<String> {
     let mut excess = node_revisions.len().saturating_sub(limit);
     let mut names = Vec::new();
     for revision in node_revisions {
         if excess == 0 {
             break;
         }
-        let keep =
-            label(revision, LABEL_DEPLOYMENT_REVISION).is_some_and(|r| protected.contains(&r));
-        if let (false, Some(name)) = (keep, revision.metadata.name.as_ref()) {
-            names.push(name.clone());
+        let keep = revision
+            .revision
+            .as_deref()
+            .is_some_and(|r| protected.contains(&r));
+        if !keep {
+            names.push(revision.name.to_string());
             excess -= 1;
         }
     }
@@ -129,8 +119,8 @@ mod tests {
 
     #[test]
     fn pruning_drops_the_oldest_unprotected_first() {
-        let all: Vec<ControllerRevision> = (1..=5)
-            .map(|n| build(&node(), &spec("v"), &format!("r{n}"), n).unwrap())
+        let all: Vec<RevisionView> = (1..=5)
+            .map(|n| RevisionView::from(&build(&node(), &spec("v"), &format!("r{n}"), n).unwrap()))
             .collect();
         let mine = of_node(&all, &node());
         assert_eq!(to_prune(&mine, 5, &[]), Vec::<String>::new());

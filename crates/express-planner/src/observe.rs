@@ -5,21 +5,19 @@
 use std::collections::{BTreeMap, HashMap};
 
 use express_api::bounce::{DEFAULT_BOUNCE_TIMEOUT_SECONDS, parse_duration};
-use express_api::history::kept_revision_of;
 use express_api::keys::{
-    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_APP_STATE, ANNOTATION_BOUNCE,
-    ANNOTATION_BOUNCE_FORCE, ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_EXPRESS_VERSION,
-    ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID,
-    ANNOTATION_SHUTDOWN_PROTECTION, APP_CONTAINER, CONTROL_CONFIGMAP_GLOBAL,
-    CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON, LABEL_CLUSTER,
-    LABEL_DEPLOYMENT_REVISION, LABEL_NODE,
+    ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_BOUNCE, ANNOTATION_BOUNCE_FORCE,
+    ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID,
+    CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON,
+    LABEL_CLUSTER, LABEL_NODE,
 };
 use express_api::lenient::Undecodable;
 use express_api::names::label_value_problem;
+use express_api::views::PodView;
 use express_api::{
     BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
@@ -61,7 +59,7 @@ struct ClusterGroup<'a> {
 struct Grouped<'a> {
     inventory: &'a Inventory<'a>,
     groups: BTreeMap<(&'a str, &'a str), ClusterGroup<'a>>,
-    pods: HashMap<(&'a str, &'a str), &'a Pod>,
+    pods: HashMap<(&'a str, &'a str), &'a PodView>,
     /// The kinds of the node objects of each (namespace, name): more than one is a conflict.
     names_per_namespace: HashMap<(&'a str, &'a str), Vec<NodeKind>>,
 }
@@ -143,11 +141,11 @@ impl<'a> Grouped<'a> {
             }
         }
 
-        let pods: HashMap<(&str, &str), &Pod> = inventory
+        let pods: HashMap<(&str, &str), &PodView> = inventory
             .objects
             .pods
             .iter()
-            .filter_map(|p| Some(((namespace_of(&**p)?, p.metadata.name.as_deref()?), &**p)))
+            .filter_map(|p| Some(((p.namespace()?, &*p.name), &**p)))
             .collect();
         let mut names_per_namespace: HashMap<(&str, &str), Vec<NodeKind>> = HashMap::new();
         for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), g)| (ns, &g.nodes)) {
@@ -416,7 +414,7 @@ fn unreadable_node(
 }
 
 fn observe_pod(
-    pod: &Pod,
+    pod: &PodView,
     kind: NodeKind,
     name: &str,
     uid: Option<&str>,
@@ -424,29 +422,8 @@ fn observe_pod(
 ) -> PodObservation {
     let owned = match ownership {
         PodOwnership::Name => true,
-        PodOwnership::OwnerReference => pod.metadata.owner_references.iter().flatten().any(|r| {
-            r.controller == Some(true)
-                && r.kind == kind.as_str()
-                && r.name == name
-                && uid.is_none_or(|uid| uid == r.uid)
-        }),
+        PodOwnership::OwnerReference => pod.controlled_by(kind, name, uid),
     };
-    let spec_version = || {
-        let containers = &pod.spec.as_ref()?.containers;
-        let container = containers
-            .iter()
-            .find(|c| c.name == APP_CONTAINER)
-            .or(containers.first())?;
-        let image = container.image.as_deref()?;
-        let (repository, tag) = image.rsplit_once(':')?;
-        (!tag.contains('/') && !repository.is_empty()).then(|| tag.to_owned())
-    };
-    let version = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_EXPRESS_VERSION).cloned())
-        .or_else(spec_version);
     let status = pod.status.as_ref();
     // A manifest standing for observed state (offline) often has no status: read it as a pod
     // that runs and is Ready, which is what writing it down usually means.
@@ -465,45 +442,30 @@ fn observe_pod(
             status: "True".into(),
         }],
         _ => status
-            .and_then(|s| s.conditions.as_ref())
             .into_iter()
-            .flatten()
+            .flat_map(|s| &s.conditions)
             .map(|c| PodCondition {
-                type_: c.type_.clone(),
-                status: c.status.clone(),
+                type_: c.type_.to_string(),
+                status: c.status.to_string(),
             })
             .collect(),
     };
-    let restarts = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|c| c.restart_count)
-        .sum();
-    let annotations = pod.metadata.annotations.as_ref();
     PodObservation {
         owned,
-        uid: pod.metadata.uid.clone(),
-        app_state: annotations.and_then(|a| a.get(ANNOTATION_APP_STATE).cloned()),
-        shutdown_protection: annotations
-            .and_then(|a| a.get(ANNOTATION_SHUTDOWN_PROTECTION).cloned()),
-        revision: pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_DEPLOYMENT_REVISION).cloned()),
-        version,
+        uid: pod.uid.as_deref().map(str::to_owned),
+        app_state: pod.app_state.as_deref().map(str::to_owned),
+        shutdown_protection: pod.shutdown_protection.as_deref().map(str::to_owned),
+        revision: pod.revision.as_deref().map(str::to_owned),
+        version: pod.version.as_deref().map(str::to_owned),
         phase,
         conditions,
-        terminating: pod.metadata.deletion_timestamp.is_some(),
-        restarts,
+        terminating: pod.terminating(),
+        restarts: status.map_or(0, |s| s.restarts),
         // creationTimestamp has a resolution of one second: take the latest instant it may
         // stand for, so that a progress deadline never fires early.
         created_at_ms: pod
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.as_millisecond())
+            .created
+            .map(|t| t.as_millisecond())
             .map(|ms| if ms % 1000 == 0 { ms + 999 } else { ms }),
     }
 }
@@ -519,8 +481,8 @@ fn history_of(
         .objects
         .revisions
         .iter()
-        .filter(|r| namespace_of(&***r) == Some(namespace))
-        .filter_map(|r| kept_revision_of(r.metadata.labels.as_ref(), kind, name))
+        .filter(|r| r.namespace() == Some(namespace))
+        .filter_map(|r| r.kept_for(kind, name))
         .map(str::to_owned)
         .collect()
 }

@@ -2,7 +2,10 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
+use std::sync::Arc;
+
 use express_api::objects::shared;
+use express_api::views::PodView;
 use express_api::{Backend, ExpressCluster, Frontend};
 use express_planner::observe::{Inventory, PodOwnership, snapshots};
 use express_planner::{ClusterSnapshot, PauseScope, PodPhase};
@@ -79,7 +82,11 @@ impl Objects {
             clusters: shared(self.clusters.clone()),
             backends: shared(self.backends.clone()),
             frontends: shared(self.frontends.clone()),
-            pods: shared(self.pods.clone()),
+            pods: self
+                .pods
+                .iter()
+                .map(|p| Arc::new(PodView::from(p)))
+                .collect(),
             config_maps: shared(self.config_maps.clone()),
             ..express_api::Objects::default()
         };

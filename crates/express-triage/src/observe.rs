@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use express_api::conditions::{self, reason};
-use express_api::keys::LABEL_CLUSTER;
 use express_api::release;
+use express_api::views::PodView;
 use express_api::{ClusterKey, ClusterPhase, ExpressCluster, NodeKind, NodeRef, Objects};
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::coordination::v1 as coordination;
@@ -29,23 +29,18 @@ fn last_write(meta: &ObjectMeta, status: bool) -> Option<Timestamp> {
         .max()
 }
 
-fn pod_moved(pod: &Pod) -> Option<Timestamp> {
+fn pod_moved(pod: &PodView) -> Option<Timestamp> {
     let ready = pod
         .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .filter(|c| &*c.type_ == "Ready")
+        .filter_map(|c| c.last_transition);
+    [pod.created, pod.deleted]
         .into_iter()
         .flatten()
-        .filter(|c| c.type_ == "Ready")
-        .filter_map(|c| c.last_transition_time.as_ref().map(|t| t.0));
-    [
-        pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        pod.metadata.deletion_timestamp.as_ref().map(|t| t.0),
-    ]
-    .into_iter()
-    .flatten()
-    .chain(ready)
-    .max()
+        .chain(ready)
+        .max()
 }
 
 fn condition_is(cluster: &ExpressCluster, type_: &str, status: &str, reasons: &[&str]) -> bool {
@@ -85,7 +80,7 @@ pub fn tenants(
     struct Group<'a> {
         cluster: Option<&'a ExpressCluster>,
         nodes: Vec<NodeRef<'a>>,
-        pods: Vec<&'a Pod>,
+        pods: Vec<&'a PodView>,
     }
     let mut groups: BTreeMap<ClusterKey, Group<'_>> = objects
         .cluster_keys()
@@ -112,14 +107,9 @@ pub fn tenants(
         }
     }
     for pod in &objects.pods {
-        let key = pod.metadata.namespace.as_deref().zip(
-            pod.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_CLUSTER)),
-        );
+        let key = pod.namespace().zip(pod.cluster.as_deref());
         if let Some(group) = key
-            .map(|(ns, cluster)| ClusterKey::new(ns, cluster.as_str()))
+            .map(|(ns, cluster)| ClusterKey::new(ns, cluster))
             .and_then(|k| groups.get_mut(&k))
         {
             group.pods.push(pod);
@@ -138,7 +128,7 @@ fn tenant(
     key: ClusterKey,
     cluster: Option<&ExpressCluster>,
     nodes: &[NodeRef<'_>],
-    pods: &[&Pod],
+    pods: &[&PodView],
     pause: Option<(String, Option<String>)>,
 ) -> Tenant {
     let status = cluster.and_then(|c| c.status.as_ref());
@@ -407,6 +397,7 @@ pub fn warning(event: &events::Event) -> Option<Warning> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use express_api::keys::LABEL_CLUSTER;
     use express_api::{Backend, BackendSpec, NodeSpec};
     use std::sync::Arc;
 
@@ -439,7 +430,7 @@ mod tests {
                              "creationTimestamp": "2026-11-24T10:00:00Z"}
             }))
             .unwrap();
-            Arc::new(pod)
+            Arc::new(PodView::from(&pod))
         };
         let objects = Objects {
             clusters: vec![cluster("a", 4), cluster("a", 9), cluster("b", 7)],

@@ -12,12 +12,13 @@ use express_api::keys::{
 use express_api::lenient::{Lenient, Undecodable};
 use express_api::objects::WatchedKind;
 use express_api::rings;
+use express_api::views::{PodView, RevisionView};
 use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
 use express_planner::observe::{Inventory, PodOwnership};
 use express_triage::observe;
 use express_triage::{Fleet, LeaseSeen, Ring};
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
@@ -86,17 +87,29 @@ pub async fn load(
         clusters: list(scoped(client, namespace), &all, "ExpressClusters", &mut bad).await?,
         backends: list(scoped(client, namespace), &all, "Backends", &mut bad).await?,
         frontends: list(scoped(client, namespace), &all, "Frontends", &mut bad).await?,
-        pods: list(scoped(client, namespace), &ours, "pods", &mut bad).await?,
+        pods: views(
+            list::<Pod>(scoped(client, namespace), &ours, "pods", &mut bad).await?,
+            |pod| PodView::from(pod),
+        ),
         config_maps,
-        revisions: list(
-            scoped(client, namespace),
-            &ours,
-            "ControllerRevisions",
-            &mut bad,
-        )
-        .await?,
+        // Read whole: `revisions` and `diff` compare the specs they keep.
+        revisions: views(
+            list::<ControllerRevision>(
+                scoped(client, namespace),
+                &ours,
+                "ControllerRevisions",
+                &mut bad,
+            )
+            .await?,
+            RevisionView::with_body,
+        ),
         undecodable: bad,
     })
+}
+
+/// The views of decoded objects, as [`Objects`] holds them.
+fn views<K, V>(objects: Vec<Arc<K>>, view: impl Fn(&K) -> V) -> Vec<Arc<V>> {
+    objects.iter().map(|o| Arc::new(view(o))).collect()
 }
 
 /// The decoded objects among `entries`; the others go to `undecodable`.
@@ -270,7 +283,7 @@ impl Stores {
             clusters: decoded(&self.clusters, &mut bad),
             backends: decoded(&self.backends, &mut bad),
             frontends: decoded(&self.frontends, &mut bad),
-            pods: decoded(&self.pods, &mut bad),
+            pods: views(decoded(&self.pods, &mut bad), |pod| PodView::from(pod)),
             config_maps,
             undecodable: bad,
             ..Objects::default()

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use express_api::keys::{GROUP, VERSION};
 
 use express_api::Objects;
+use express_api::views::PodView;
+use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 
 /// Where an object was read from.
@@ -304,7 +306,8 @@ fn add_object(
         (_, "Frontend") if express => {
             typed(object, &describe).map(|o| manifests.objects.frontends.push(Arc::new(o)))
         }
-        ("v1", "Pod") => typed(object, &describe).map(|o| manifests.objects.pods.push(Arc::new(o))),
+        ("v1", "Pod") => typed::<Pod>(object, &describe)
+            .map(|o| manifests.objects.pods.push(Arc::new(PodView::from(&o)))),
         ("v1", "ConfigMap") => {
             typed(object, &describe).map(|o| manifests.objects.config_maps.push(Arc::new(o)))
         }

@@ -175,8 +175,8 @@ fn unmatched_pods(manifests: &Manifests, snapshots: &[ClusterSnapshot]) -> Vec<S
         .pods
         .iter()
         .filter_map(|pod| {
-            let name = pod.metadata.name.as_deref()?;
-            let namespace = pod.metadata.namespace.as_deref()?;
+            let name = &*pod.name;
+            let namespace = pod.namespace()?;
             let matched = snapshots
                 .iter()
                 .any(|s| s.namespace == namespace && s.nodes.iter().any(|n| n.name == name));

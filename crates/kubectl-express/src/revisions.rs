@@ -169,15 +169,10 @@ pub fn live_facts(objects: &Objects) -> Facts {
         let kept = objects
             .revisions
             .iter()
-            .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            .filter(|r| r.namespace() == Some(namespace.as_str()))
             .filter_map(|r| {
-                let revision = express_api::history::kept_revision_of(
-                    r.metadata.labels.as_ref(),
-                    node.kind(),
-                    name,
-                )?;
-                let spec: KeptSpec = serde_json::from_value(r.data.0.clone()).ok()?;
-                Some((revision.to_owned(), spec))
+                let revision = r.kept_for(node.kind(), name)?;
+                Some((revision.to_owned(), KeptSpec::clone(r.kept.as_ref()?)))
             })
             .collect();
         facts.insert(
@@ -185,13 +180,9 @@ pub fn live_facts(objects: &Objects) -> Facts {
             LiveFacts {
                 status: node.status().cloned(),
                 generation: node.meta().generation,
-                running: objects.pod(namespace, name).and_then(|p| {
-                    p.metadata
-                        .labels
-                        .as_ref()?
-                        .get(express_api::keys::LABEL_DEPLOYMENT_REVISION)
-                        .cloned()
-                }),
+                running: objects
+                    .pod(namespace, name)
+                    .and_then(|p| p.revision.as_deref().map(str::to_owned)),
                 kept,
             },
         );

@@ -7,9 +7,10 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use express_api::rings;
+use express_api::views::PodView;
 use express_api::{ChangeState, ClusterPhase, ExpressCluster, NodePhase, NodeStatus};
 use express_planner::observe::{pause_of, snapshot_of};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 
 use crate::status::{Outcome, assess};
@@ -500,34 +501,25 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
     out
 }
 
-fn pod_row(pod: &Pod, under: &str) -> Vec<String> {
+fn pod_row(pod: &PodView, under: &str) -> Vec<String> {
     let status = pod.status.as_ref();
     let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
-    let restarts: i32 = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .map(|c| c.iter().map(|c| c.restart_count).sum())
-        .unwrap_or(0);
-    let phase = if pod.metadata.deletion_timestamp.is_some() {
+        .and_then(|s| s.conditions.iter().find(|c| &*c.type_ == "Ready"))
+        .is_some_and(|c| &*c.status == "True");
+    let restarts = status.map_or(0, |s| s.restarts);
+    let phase = if pod.terminating() {
         "Terminating".to_owned()
     } else {
         status
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_else(|| "Pending".into())
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("Pending")
+            .to_owned()
     };
-    let revision = pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(express_api::keys::LABEL_DEPLOYMENT_REVISION))
-        .map(String::as_str);
     vec![
-        format!("{under}└──{}", pod.metadata.name.as_deref().unwrap_or("")),
+        format!("{under}└──{}", pod.name),
         "Pod".into(),
         phase,
-        short(revision),
+        short(pod.revision.as_deref()),
         String::new(),
         if ready { "yes".into() } else { "no".into() },
         restarts.to_string(),
@@ -580,18 +572,19 @@ mod tests {
         .unwrap()
     }
 
-    fn pod(name: &str, phase: &str, ready: bool, terminating: bool) -> Pod {
+    fn pod(name: &str, phase: &str, ready: bool, terminating: bool) -> PodView {
         let mut metadata = meta(name);
         metadata["labels"] = json!({"express.dev/cluster": "acme", "express.dev/deployment-revision": "5f1c2a9e7b3d"});
         if terminating {
             metadata["deletionTimestamp"] = json!("2026-11-22T06:00:00Z");
         }
-        serde_json::from_value(json!({
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
             "metadata": metadata,
             "status": {"phase": phase, "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}],
                        "containerStatuses": [{"name": "express", "restartCount": 1, "ready": ready, "image": "express:v1", "imageID": ""}]},
         }))
-        .unwrap()
+        .unwrap();
+        PodView::from(&pod)
     }
 
     /// A cluster mid-rollout with a node in every phase.

@@ -5,6 +5,7 @@
 use express_api::EffectiveNodeSpec;
 use express_api::bounce::SHUTDOWN_PROTECTION_DISABLED;
 use express_api::keys::{ANNOTATION_SHUTDOWN_PROTECTION, FIELD_MANAGER};
+use express_api::views::RevisionView;
 use express_planner::{Action, Operation, PodSource};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
@@ -124,10 +125,7 @@ pub(super) async fn create_pod(
                     "no ControllerRevision {wanted} keeps revision {revision}"
                 ))
             };
-            if !kept
-                .iter()
-                .any(|r| r.metadata.name.as_deref() == Some(wanted.as_str()))
-            {
+            if !kept.iter().any(|r| *r.name == *wanted) {
                 return Err(missing());
             }
             // The cache holds revisions without their bodies: fetch the one this pod needs.
@@ -145,7 +143,10 @@ pub(super) async fn create_pod(
                 }
             };
             // Still this node's (the name could have been taken by another object since).
-            if history::of_node([&kept_revision], &identity).is_empty() {
+            if RevisionView::from(&kept_revision)
+                .kept_for(identity.kind, &identity.name)
+                .is_none()
+            {
                 return Err(missing());
             }
             (
@@ -196,7 +197,7 @@ pub(super) async fn keep_revision(
     node: &NodeIdentity,
     effective: &EffectiveNodeSpec,
     revision: &str,
-    kept: &[&ControllerRevision],
+    kept: &[&RevisionView],
 ) -> Result<(), Error> {
     let api: Api<ControllerRevision> = Api::namespaced(env.ctx.client.clone(), &env.key.namespace);
     let failed = |source| Error::KeepRevision {
@@ -205,13 +206,10 @@ pub(super) async fn keep_revision(
         source,
     };
     let name = history::revision_name(&node.name, revision);
-    let mut kept: Vec<&ControllerRevision> = kept.to_vec();
+    let mut kept: Vec<&RevisionView> = kept.to_vec();
     let created;
-    if !kept
-        .iter()
-        .any(|r| r.metadata.name.as_deref() == Some(name.as_str()))
-    {
-        let number = kept.iter().filter_map(|r| r.revision).max().unwrap_or(0) + 1;
+    if !kept.iter().any(|r| *r.name == *name) {
+        let number = kept.iter().filter_map(|r| r.number).max().unwrap_or(0) + 1;
         let object =
             history::build(node, effective, revision, number).map_err(|why| Error::BuildPod {
                 node: node.name.to_owned(),
@@ -222,8 +220,8 @@ pub(super) async fn keep_revision(
             ..PostParams::default()
         };
         created = match api.create(&params, &object).await {
-            Ok(created) => created,
-            Err(kube::Error::Api(status)) if status.code == 409 => object,
+            Ok(created) => RevisionView::from(&created),
+            Err(kube::Error::Api(status)) if status.code == 409 => RevisionView::from(&object),
             Err(source) => return Err(failed(source)),
         };
         kept.push(&created);

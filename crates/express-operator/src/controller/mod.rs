@@ -1,4 +1,4 @@
-//! The controller. Caches (reflectors) of ExpressClusters, Backends, Frontends, the pods they
+//! The controller. Caches (indexes fed by watches) of ExpressClusters, Backends, Frontends, the pods they
 //! own, the control ConfigMaps and ControllerRevisions; every change is mapped to its Express
 //! cluster (namespace, clusterName); one reconcile per cluster, which reads as its table of
 //! contents: gate (leader, namespace) → [`observe`] → plan (the pure planner) → [`record`] →
@@ -10,14 +10,17 @@ mod caches;
 mod error;
 mod events;
 mod handover;
+mod index;
 mod observe;
+mod overlay;
 mod record;
 mod release;
 mod report;
 
-pub use caches::{Caches, Scoped, Tasks, WrittenPods, WrittenStatuses, keep_revision_metadata};
+pub use caches::{Caches, Scoped, Tasks};
 pub use error::Error;
 pub use events::Recorders;
+pub use overlay::{WrittenPods, WrittenStatuses};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,14 +32,13 @@ use express_planner::{ClusterSnapshot, NodeIndex, Plan, plan};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
 use kube::runtime::events::Reporter;
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use act::act;
-use caches::{Selection, cache, node_key};
+use caches::{Watch, cache, node_key};
 use observe::Observed;
 use record::record;
 use report::report;
@@ -123,10 +125,12 @@ pub async fn run(
     // release does.
     let release_wake = Arc::new(tokio::sync::Notify::new());
     let wake_releases = release_wake.clone();
-    let clusters = cache::<ExpressCluster, _>(
+    // One interner for every kind: a tenant's namespace is one string for all its objects.
+    let interner = Arc::new(express_api::views::Interner::default());
+    let clusters = cache::<ExpressCluster, _, _>(
         &client,
         &scopes,
-        Selection::whole(watcher::Config::default()),
+        Watch::whole(watcher::Config::default(), &interner),
         move |c| {
             wake_releases.notify_one();
             match (c.metadata.namespace.as_deref(), c.cluster_name()) {
@@ -138,19 +142,19 @@ pub async fn run(
         &metrics,
         &mut tasks,
     );
-    let backends = cache::<Backend, _>(
+    let backends = cache::<Backend, _, _>(
         &client,
         &scopes,
-        Selection::whole(watcher::Config::default()),
+        Watch::whole(watcher::Config::default(), &interner),
         |b| node_key(b),
         triggers.clone(),
         &metrics,
         &mut tasks,
     );
-    let frontends = cache::<Frontend, _>(
+    let frontends = cache::<Frontend, _, _>(
         &client,
         &scopes,
-        Selection::whole(watcher::Config::default()),
+        Watch::whole(watcher::Config::default(), &interner),
         |f| node_key(f),
         triggers.clone(),
         &metrics,
@@ -159,14 +163,11 @@ pub async fn run(
     // Only this ring's pods (a tenant's pods are restamped when another ring adopts it): a
     // ring's operator does not hold the pods of the others.
     let pod_selector = express_api::rings::pod_selector(&settings.ring);
-    let pods = cache::<Pod, _>(
+    let pods = cache::<Pod, _, _>(
         &client,
         &scopes,
-        Selection::whole(watcher::Config::default().labels(&pod_selector)),
-        |p| match (
-            p.metadata.namespace.as_deref(),
-            p.labels().get(LABEL_CLUSTER),
-        ) {
+        Watch::pods(watcher::Config::default().labels(&pod_selector), &interner),
+        |p| match (p.namespace(), p.cluster.as_deref()) {
             (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
             _ => Vec::new(),
         },
@@ -178,12 +179,13 @@ pub async fn run(
     // Each is watched by its name, so that no other ConfigMap of the cluster (a certificate
     // bundle in every namespace, a 50 KB dashboard) is cached or can cost a tenant anything.
     let context_for_controls = all_keys.clone();
-    let controls = cache::<ConfigMap, _>(
+    let controls = cache::<ConfigMap, _, _>(
         &client,
         &scopes,
-        Selection::whole(
+        Watch::whole(
             watcher::Config::default()
                 .fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
+            &interner,
         ),
         move |cm| {
             let Some(ctx) = context_for_controls.get() else {
@@ -197,11 +199,12 @@ pub async fn run(
         &mut tasks,
     );
     let context_for_operator_control = all_keys.clone();
-    let operator_control = cache::<ConfigMap, _>(
+    let operator_control = cache::<ConfigMap, _, _>(
         &client,
         &[Some(settings.operator_namespace.clone())],
-        Selection::whole(
+        Watch::whole(
             watcher::Config::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_GLOBAL}")),
+            &interner,
         ),
         move |_| {
             let Some(ctx) = context_for_operator_control.get() else {
@@ -213,13 +216,10 @@ pub async fn run(
         &metrics,
         &mut tasks,
     );
-    let revisions = cache::<ControllerRevision, _>(
+    let revisions = cache::<ControllerRevision, _, _>(
         &client,
         &scopes,
-        Selection {
-            config: watcher::Config::default().labels(LABEL_CLUSTER),
-            keep: caches::keep_revision_metadata,
-        },
+        Watch::revisions(watcher::Config::default().labels(LABEL_CLUSTER), &interner),
         |_| Vec::new(),
         triggers.clone(),
         &metrics,
@@ -227,10 +227,10 @@ pub async fn run(
     );
 
     let wake_releases = release_wake.clone();
-    let releases = cache::<express_api::OperatorRelease, _>(
+    let releases = cache::<express_api::OperatorRelease, _, _>(
         &client,
         &[Some(settings.operator_namespace.clone())],
-        Selection::whole(watcher::Config::default()),
+        Watch::whole(watcher::Config::default(), &interner),
         move |_| {
             wake_releases.notify_one();
             Vec::new()
@@ -257,6 +257,7 @@ pub async fn run(
             controls,
             operator_control,
             revisions,
+            interner,
         },
         recorders,
         metrics: metrics.clone(),

@@ -62,7 +62,7 @@ pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
     let pod_uids: HashMap<String, String> = objects
         .pods
         .iter()
-        .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
+        .filter_map(|p| Some((p.name.to_string(), p.uid.as_deref()?.to_owned())))
         .collect();
 
     Some(Observed {

@@ -573,12 +573,8 @@ fn node_row(node: &NodeRef<'_>, group: &Objects, namespace: &str, now: Timestamp
                     .collect()
             })
             .unwrap_or_default(),
-        pod: pod.and_then(|p| p.metadata.name.clone()),
-        age: age(
-            now,
-            pod.and_then(|p| p.metadata.creation_timestamp.as_ref())
-                .map(|t| t.0),
-        ),
+        pod: pod.map(|p| p.name.to_string()),
+        age: age(now, pod.and_then(|p| p.created)),
         restarts: status.and_then(|s| s.restarts),
         message: status.and_then(|s| s.message.clone()),
         bounce: status.and_then(view::bounce_under_way),
@@ -750,6 +746,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use express_api::objects::shared;
+    use express_api::views::PodView;
     use express_api::{Backend, ExpressCluster, Frontend};
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
     use serde_json::{Value, json};
@@ -828,7 +825,7 @@ mod tests {
                     "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
                 }))
                 .unwrap();
-                objects.pods.push(Arc::new(pod));
+                objects.pods.push(Arc::new(PodView::from(&pod)));
             }
         }
         objects

@@ -1,0 +1,499 @@
+//! One kind's cache in one watch scope: the only copy the operator keeps of each object (its
+//! view, or the decoded object where the operator reads it whole), keyed once by namespace and
+//! name, with how far it has caught up with the API server; and [`drive`], which applies a
+//! watch's events to it. The driver is a plain function over any event stream, so relists,
+//! deletions and undecodable objects are tested by feeding it events, without a server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use express_api::lenient::{Lenient, Undecodable};
+use express_api::objects::WatchedKind;
+use express_api::views::Interner;
+use futures::{Stream, StreamExt};
+use kube::Resource;
+use kube::runtime::watcher;
+use tokio::sync::Notify;
+use tracing::warn;
+
+/// What is kept of one object: its view, or why it could not be decoded.
+#[derive(Debug)]
+pub(super) enum Entry<V> {
+    View(Arc<V>),
+    Undecodable(Arc<Undecodable>),
+}
+
+impl<V> Clone for Entry<V> {
+    fn clone(&self) -> Self {
+        match self {
+            Entry::View(view) => Entry::View(view.clone()),
+            Entry::Undecodable(bad) => Entry::Undecodable(bad.clone()),
+        }
+    }
+}
+
+/// The objects by namespace then name, and their counts, kept as they change (a gauge reads
+/// them after every event).
+struct Objects<V> {
+    by_namespace: HashMap<Arc<str>, BTreeMap<Box<str>, Slot<V>>>,
+    len: usize,
+    undecodable: usize,
+}
+
+impl<V> Objects<V> {
+    fn count(&mut self, slot: Option<&Slot<V>>, sign: isize) {
+        if let Some(slot) = slot {
+            self.len = self.len.saturating_add_signed(sign);
+            if matches!(slot.entry, Entry::Undecodable(_)) {
+                self.undecodable = self.undecodable.saturating_add_signed(sign);
+            }
+        }
+    }
+}
+
+struct Slot<V> {
+    /// Its resourceVersion as a number (0 when it is not one).
+    version: u64,
+    /// The relist that last listed it, or the one before the watch event that last brought
+    /// it: a relist that completes without listing it removes it.
+    relist: u64,
+    entry: Entry<V>,
+}
+
+/// How far an index has caught up with the API server: what tells a write of this operator
+/// the index has not shown yet from an object that is gone since.
+#[derive(Default)]
+struct Progress {
+    /// Every change up to this resourceVersion is in the index: the highest version a watch
+    /// event brought or a relist listed.
+    version: AtomicU64,
+    /// Relists begun (`Init`: the list request goes out after it).
+    relists_begun: AtomicU64,
+    /// The number of the last relist completed (`InitDone`: the index is what it listed).
+    relists_completed: AtomicU64,
+}
+
+/// Where an index stood at one moment (see [`Progress`]). Read before the objects: the
+/// objects read after it are at least this new.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Synced {
+    pub(super) version: u64,
+    pub(super) relists_completed: u64,
+}
+
+/// One kind's objects of one watch scope, by namespace then name.
+pub(super) struct KindIndex<V> {
+    objects: RwLock<Objects<V>>,
+    progress: Progress,
+    ready: Notify,
+    /// Namespaces are shared with the views built through it.
+    pub(super) interner: Arc<Interner>,
+}
+
+impl<V> KindIndex<V> {
+    pub(super) fn new(interner: Arc<Interner>) -> KindIndex<V> {
+        KindIndex {
+            objects: RwLock::new(Objects {
+                by_namespace: HashMap::new(),
+                len: 0,
+                undecodable: 0,
+            }),
+            progress: Progress::default(),
+            ready: Notify::new(),
+            interner,
+        }
+    }
+
+    /// The entries of a namespace (None: of every namespace), sharing what the index holds.
+    pub(super) fn entries(&self, namespace: Option<&str>) -> Vec<Entry<V>> {
+        let Ok(objects) = self.objects.read() else {
+            return Vec::new();
+        };
+        let slots = |names: &BTreeMap<Box<str>, Slot<V>>| {
+            names.values().map(|s| s.entry.clone()).collect::<Vec<_>>()
+        };
+        match namespace {
+            Some(namespace) => objects
+                .by_namespace
+                .get(namespace)
+                .map(slots)
+                .unwrap_or_default(),
+            None => objects.by_namespace.values().flat_map(slots).collect(),
+        }
+    }
+
+    /// Name to resourceVersion of every object of a namespace, decodable or not.
+    pub(super) fn versions(&self, namespace: &str) -> HashMap<String, u64> {
+        let Ok(objects) = self.objects.read() else {
+            return HashMap::new();
+        };
+        objects
+            .by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .map(|(name, slot)| (name.to_string(), slot.version))
+            .collect()
+    }
+
+    /// How many objects it holds, and how many of them are undecodable.
+    pub(super) fn counts(&self) -> (usize, usize) {
+        self.objects
+            .read()
+            .map(|o| (o.len, o.undecodable))
+            .unwrap_or_default()
+    }
+
+    pub(super) fn synced(&self) -> Synced {
+        Synced {
+            version: self.progress.version.load(Ordering::Acquire),
+            relists_completed: self.progress.relists_completed.load(Ordering::Acquire),
+        }
+    }
+
+    pub(super) fn relists_begun(&self) -> u64 {
+        self.progress.relists_begun.load(Ordering::Acquire)
+    }
+
+    /// Returns once a first listing is complete.
+    pub(super) async fn wait_until_ready(&self) {
+        loop {
+            // Created before the check: a completion in between still wakes it.
+            let completed = self.ready.notified();
+            if self.progress.relists_completed.load(Ordering::Acquire) > 0 {
+                return;
+            }
+            completed.await;
+        }
+    }
+
+    fn apply(&self, namespace: &str, name: &str, version: u64, entry: Entry<V>) {
+        let Ok(mut objects) = self.objects.write() else {
+            return;
+        };
+        let relist = self.progress.relists_begun.load(Ordering::Acquire);
+        let slot = Slot {
+            version,
+            relist,
+            entry,
+        };
+        objects.count(Some(&slot), 1);
+        let replaced = match objects.by_namespace.get_mut(namespace) {
+            Some(names) => names.insert(name.into(), slot),
+            None => {
+                let namespace = self.interner.intern(namespace);
+                let names = BTreeMap::from([(name.into(), slot)]);
+                objects.by_namespace.insert(namespace, names);
+                None
+            }
+        };
+        objects.count(replaced.as_ref(), -1);
+    }
+
+    fn delete(&self, namespace: &str, name: &str) {
+        let Ok(mut objects) = self.objects.write() else {
+            return;
+        };
+        let Some(names) = objects.by_namespace.get_mut(namespace) else {
+            return;
+        };
+        let removed = names.remove(name);
+        if names.is_empty() {
+            objects.by_namespace.remove(namespace);
+        }
+        objects.count(removed.as_ref(), -1);
+    }
+
+    fn begin_relist(&self) -> u64 {
+        self.progress.relists_begun.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Relist `relist` is complete: what it did not list is gone. Objects were replaced in
+    /// place as they were listed, so a relist never holds two copies of the kind.
+    fn finish_relist(&self, relist: u64, listed_up_to: u64) {
+        if let Ok(mut objects) = self.objects.write() {
+            let objects = &mut *objects;
+            objects.by_namespace.retain(|_, names| {
+                names.retain(|_, slot| slot.relist >= relist);
+                !names.is_empty()
+            });
+            // Maps keep their capacity: give back what a shrunken fleet no longer needs.
+            objects.by_namespace.shrink_to_fit();
+            let slots = objects.by_namespace.values().flat_map(BTreeMap::values);
+            let undecodable = |s: &&Slot<V>| matches!(s.entry, Entry::Undecodable(_));
+            objects.len = slots.clone().count();
+            objects.undecodable = slots.filter(undecodable).count();
+        }
+        self.progress
+            .version
+            .fetch_max(listed_up_to, Ordering::AcqRel);
+        self.progress
+            .relists_completed
+            .fetch_max(relist, Ordering::AcqRel);
+        self.ready.notify_waiters();
+    }
+}
+
+/// One object the driver applied: what the caller maps to the tenants it concerns.
+pub(super) struct Applied<'a, V> {
+    pub(super) entry: &'a Entry<V>,
+    /// Listed, added or changed; false: deleted.
+    pub(super) present: bool,
+}
+
+/// Applies a watch's events to `index`, building each object's view with `view`, and tells
+/// `applied` of every object after the index holds it (a reader woken by it finds it).
+pub(super) async fn drive<K, V>(
+    events: impl Stream<Item = Result<watcher::Event<Lenient<K>>, watcher::Error>>,
+    index: &KindIndex<V>,
+    view: impl Fn(&Arc<K>, &Interner) -> Arc<V>,
+    mut applied: impl FnMut(Applied<'_, V>),
+) where
+    K: WatchedKind,
+{
+    // The relist under way (its number) and the highest version it listed so far.
+    let (mut relist, mut listed) = (0, 0);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let (object, present, listing) = match event {
+            Ok(watcher::Event::Init) => {
+                relist = index.begin_relist();
+                listed = 0;
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                index.finish_relist(relist, listed);
+                continue;
+            }
+            Ok(watcher::Event::InitApply(object)) => (object, true, true),
+            Ok(watcher::Event::Apply(object)) => (object, true, false),
+            Ok(watcher::Event::Delete(object)) => (object, false, false),
+            Err(err) => {
+                warn!(error = %err, kind = %K::kind(&()), "watch error; the watcher retries with backoff");
+                continue;
+            }
+        };
+        let meta = object.meta();
+        let (Some(namespace), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref())
+        else {
+            continue;
+        };
+        let version = meta
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let entry = match (object.decoded(), object.undecodable()) {
+            (Some(decoded), _) => Entry::View(view(decoded, &index.interner)),
+            (None, Some(bad)) => Entry::Undecodable(bad.clone()),
+            (None, None) => continue,
+        };
+        if present {
+            index.apply(namespace, name, version, entry.clone());
+        } else {
+            index.delete(namespace, name);
+        }
+        if listing {
+            listed = listed.max(version);
+        } else {
+            // After the index: a reader who sees the progress finds the object.
+            index.progress.version.fetch_max(version, Ordering::AcqRel);
+        }
+        applied(Applied {
+            entry: &entry,
+            present,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use express_api::views::PodView;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn pod(namespace: &str, name: &str, version: u64) -> Lenient<Pod> {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": namespace, "name": name, "uid": format!("{name}-uid"),
+                         "resourceVersion": version.to_string(),
+                         "labels": {"express.dev/cluster": "shop"}},
+        }))
+        .expect("a pod")
+    }
+
+    fn broken(namespace: &str, name: &str, version: u64) -> Lenient<Pod> {
+        let bad: Lenient<Pod> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": namespace, "name": name,
+                         "resourceVersion": version.to_string(),
+                         "labels": {"express.dev/cluster": "shop"}},
+            "spec": {"containers": "not a list"},
+        }))
+        .expect("kept aside, not refused");
+        assert!(bad.undecodable().is_some());
+        bad
+    }
+
+    type Event = Result<watcher::Event<Lenient<Pod>>, watcher::Error>;
+
+    /// Feeds `events` to a pod index; returns what the driver reported, in order.
+    async fn feed(index: &KindIndex<PodView>, events: Vec<Event>) -> Vec<(String, bool)> {
+        let mut seen = Vec::new();
+        drive(
+            futures::stream::iter(events),
+            index,
+            |pod: &Arc<Pod>, interner| Arc::new(PodView::new(pod, Some(interner))),
+            |applied| match applied.entry {
+                Entry::View(view) => seen.push((view.name.to_string(), applied.present)),
+                Entry::Undecodable(bad) => {
+                    seen.push((format!("undecodable {}", bad.name), applied.present))
+                }
+            },
+        )
+        .await;
+        seen
+    }
+
+    fn names(index: &KindIndex<PodView>, namespace: Option<&str>) -> Vec<String> {
+        let mut names: Vec<String> = index
+            .entries(namespace)
+            .into_iter()
+            .map(|e| match e {
+                Entry::View(view) => view.name.to_string(),
+                Entry::Undecodable(bad) => format!("undecodable {}", bad.name),
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn index() -> KindIndex<PodView> {
+        KindIndex::new(Arc::new(Interner::default()))
+    }
+
+    #[tokio::test]
+    async fn a_listing_then_watch_events_are_applied_in_order() {
+        use watcher::Event::*;
+        let index = index();
+        let seen = feed(
+            &index,
+            vec![
+                Ok(Init),
+                Ok(InitApply(pod("a", "shop-be", 5))),
+                Ok(InitApply(pod("b", "shop-be", 7))),
+                Ok(InitDone),
+                Ok(Apply(pod("a", "shop-fe1", 9))),
+                Ok(Delete(pod("b", "shop-be", 10))),
+            ],
+        )
+        .await;
+        assert_eq!(
+            seen,
+            [
+                ("shop-be".into(), true),
+                ("shop-be".into(), true),
+                ("shop-fe1".into(), true),
+                ("shop-be".into(), false),
+            ]
+        );
+        assert_eq!(names(&index, Some("a")), ["shop-be", "shop-fe1"]);
+        assert!(names(&index, Some("b")).is_empty());
+        assert_eq!(index.versions("a").get("shop-fe1"), Some(&9));
+        assert_eq!(
+            index.synced(),
+            Synced {
+                version: 10,
+                relists_completed: 1
+            }
+        );
+        index.wait_until_ready().await;
+    }
+
+    /// kubert's `namespaced_restart`, ours: a relist after a watch cut removes what it did not
+    /// list and replaces what it did, and the namespaces' shared names are the interner's.
+    #[tokio::test]
+    async fn a_relist_removes_what_it_did_not_list() {
+        use watcher::Event::*;
+        let index = index();
+        feed(
+            &index,
+            vec![
+                Ok(Init),
+                Ok(InitApply(pod("a", "shop-be", 5))),
+                Ok(InitApply(pod("a", "shop-fe1", 6))),
+                Ok(InitApply(pod("b", "shop-be", 7))),
+                Ok(InitDone),
+                Ok(Apply(pod("c", "shop-be", 8))),
+            ],
+        )
+        .await;
+        assert_eq!(index.relists_begun(), 1);
+        let seen = feed(
+            &index,
+            vec![
+                Ok(Init),
+                Ok(InitApply(pod("a", "shop-fe1", 12))),
+                Ok(InitApply(pod("d", "shop-be", 11))),
+                Ok(InitDone),
+            ],
+        )
+        .await;
+        assert_eq!(seen.len(), 2, "each listed object reported once");
+        assert_eq!(names(&index, None), ["shop-be", "shop-fe1"]);
+        assert_eq!(names(&index, Some("a")), ["shop-fe1"]);
+        assert!(names(&index, Some("b")).is_empty() && names(&index, Some("c")).is_empty());
+        assert_eq!(index.versions("a").get("shop-fe1"), Some(&12));
+        assert_eq!(
+            index.synced(),
+            Synced {
+                version: 12,
+                relists_completed: 2
+            }
+        );
+        // The views share the index's namespace string.
+        let Entry::View(view) = &index.entries(Some("d"))[0] else {
+            panic!("decoded");
+        };
+        let shared = view.namespace.clone().expect("namespaced");
+        assert!(Arc::ptr_eq(&shared, &index.interner.intern("d")));
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_object_is_kept_aside_and_replaced_when_fixed() {
+        use watcher::Event::*;
+        let index = index();
+        let seen = feed(
+            &index,
+            vec![
+                Ok(Init),
+                Ok(InitApply(broken("a", "shop-fe1", 3))),
+                Ok(InitDone),
+            ],
+        )
+        .await;
+        assert_eq!(seen, [("undecodable shop-fe1".into(), true)]);
+        assert_eq!(index.counts(), (1, 1));
+        feed(&index, vec![Ok(Apply(pod("a", "shop-fe1", 4)))]).await;
+        assert_eq!(index.counts(), (1, 0));
+        assert_eq!(names(&index, Some("a")), ["shop-fe1"]);
+    }
+
+    #[tokio::test]
+    async fn a_watch_error_changes_nothing() {
+        use watcher::Event::*;
+        let index = index();
+        feed(
+            &index,
+            vec![
+                Ok(Init),
+                Ok(InitApply(pod("a", "shop-be", 5))),
+                Ok(InitDone),
+                Err(watcher::Error::NoResourceVersion),
+            ],
+        )
+        .await;
+        assert_eq!(names(&index, Some("a")), ["shop-be"]);
+    }
+}
