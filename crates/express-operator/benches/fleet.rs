@@ -62,6 +62,10 @@ struct Args {
     /// Give up on a phase after this many seconds.
     #[arg(long, default_value_t = 3600)]
     timeout_seconds: u64,
+    /// Seconds to wait at rest before each memory reading: past the operator's fleet metrics
+    /// interval (15 s), which publishes its memory figures, and its allocator's purge delay.
+    #[arg(long, default_value_t = 20)]
+    rest_seconds: u64,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -91,6 +95,76 @@ impl Process {
     fn peak_rss_mib(&self) -> f64 {
         proc_status_kib(self.pid(), "VmHWM:") / 1024.0
     }
+
+    /// Anonymous resident memory (the heap, not the mapped binary), MiB.
+    fn rss_anon_mib(&self) -> f64 {
+        proc_status_kib(self.pid(), "RssAnon:") / 1024.0
+    }
+
+    /// User plus system CPU time so far, seconds, from `/proc/PID/stat` (in USER_HZ, 100 on
+    /// Linux).
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // The command name may hold spaces: count fields after its closing parenthesis.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        (ticks(11) + ticks(12)) / 100.0
+    }
+}
+
+/// What the operator holds at one point: RSS beside the live heap its allocator reports, the
+/// objects its caches hold and the entries of its other long-lived structures.
+async fn memory_line(operator: &Operator, point: &str, tenants: usize) {
+    let process = &operator.process;
+    let text = http_get(&format!("{}/metrics", operator.metrics))
+        .await
+        .map(|(_, text)| text)
+        .unwrap_or_default();
+    let family = |name: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+            .filter_map(|l| {
+                let (labels, value) = l.rsplit_once(' ')?;
+                let labels = &labels[name.len() + 1..labels.len() - 1];
+                Some(format!("{labels}={value}"))
+            })
+            .collect()
+    };
+    let heap: Vec<String> = family("express_operator_heap_bytes")
+        .into_iter()
+        .filter_map(|entry| {
+            let (labels, value) = entry.rsplit_once('=')?;
+            let mib = value.parse::<f64>().ok()? / 1048576.0;
+            Some(format!("{labels} {mib:.0} MiB"))
+        })
+        .collect();
+    println!(
+        "memory {point}: RSS {:.0} MiB ({:.1} KiB per tenant), anonymous {:.0} MiB, VmHWM {:.0} MiB; heap: {}",
+        process.rss_mib(),
+        process.rss_mib() * 1024.0 / tenants as f64,
+        process.rss_anon_mib(),
+        process.peak_rss_mib(),
+        if heap.is_empty() {
+            "not reported (allocator without statistics)".to_owned()
+        } else {
+            heap.join(", ")
+        },
+    );
+    println!(
+        "  cached objects: {}; other structures: {}",
+        family("express_operator_cached_objects").join(", "),
+        family("express_operator_memory_entries").join(", ")
+    );
 }
 
 fn proc_status_kib(pid: u32, field: &str) -> f64 {
@@ -200,13 +274,21 @@ fn start_operator(args: &Args, dir: &Path, life: usize) -> Operator {
 /// pulling an HTTP client into the workspace for a benchmark.
 async fn http_get(url: &str) -> Option<(u16, String)> {
     let url = url.to_owned();
-    tokio::task::spawn_blocking(move || blocking_get(&url))
+    tokio::task::spawn_blocking(move || blocking_request("GET", &url))
         .await
         .ok()
         .flatten()
 }
 
-fn blocking_get(url: &str) -> Option<(u16, String)> {
+async fn http_post(url: &str) -> Option<(u16, String)> {
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || blocking_request("POST", &url))
+        .await
+        .ok()
+        .flatten()
+}
+
+fn blocking_request(method: &str, url: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://")?;
     let (host, path) = rest
@@ -218,7 +300,8 @@ fn blocking_get(url: &str) -> Option<(u16, String)> {
         .ok()?;
     stream
         .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
         )
         .ok()?;
     let mut response = Vec::new();
@@ -551,13 +634,13 @@ async fn main() {
         operator.process.rss_mib(),
         provisioning.peak_rss_mib
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
     println!(
-        "operator at rest with every tenant cached: RSS {:.0} MiB ({:.1} KiB per tenant), VmHWM {:.0} MiB",
-        operator.process.rss_mib(),
-        operator.process.rss_mib() * 1024.0 / args.tenants as f64,
-        operator.process.peak_rss_mib()
+        "provisioning: operator CPU {:.3} s per node created",
+        operator.process.cpu_seconds() / pods
     );
+    // At rest: past the fleet metrics' interval, which publishes the memory figures.
+    tokio::time::sleep(Duration::from_secs(args.rest_seconds)).await;
+    memory_line(&operator, "at rest after provisioning", args.tenants).await;
 
     print_series(&operator, "at rest after provisioning", args.tenants).await;
 
@@ -621,12 +704,18 @@ async fn main() {
             a.saturating_sub(synced).as_secs_f64()
         ))
     );
-    // A fresh operator holds the caches and nothing a provisioning left behind.
     println!(
-        "cold start: RSS of the fresh operator, every tenant verified: {:.0} MiB ({:.1} KiB per tenant)",
-        operator.process.rss_mib(),
-        operator.process.rss_mib() * 1024.0 / args.tenants as f64
+        "cold start: operator CPU {:.4} s per tenant verified",
+        operator.process.cpu_seconds() / args.tenants as f64
     );
+    // A fresh operator holds the caches and nothing a provisioning left behind.
+    tokio::time::sleep(Duration::from_secs(args.rest_seconds)).await;
+    memory_line(
+        &operator,
+        "of the fresh operator, every tenant verified",
+        args.tenants,
+    )
+    .await;
     until("the pending change", timeout, || {
         seen.lock()
             .unwrap()
@@ -648,6 +737,7 @@ async fn main() {
         .map(|(ns, (g, ..))| (ns.clone(), g + 1))
         .collect();
     let started = Instant::now();
+    let cpu_before_upgrade = operator.process.cpu_seconds();
     let upgrade = sampled(&sim, &operator, async {
         futures::stream::iter(0..args.tenants)
             .map(|i| {
@@ -686,6 +776,10 @@ async fn main() {
         upgrade.mean_qps,
         upgrade.peak_qps,
         upgrade.peak_rss_mib
+    );
+    println!(
+        "upgrade: operator CPU {:.4} s per node change",
+        (operator.process.cpu_seconds() - cpu_before_upgrade) / pods
     );
     println!(
         "upgrade: {} operator writes, {:.2} per node upgraded ({} reads):",
@@ -739,12 +833,19 @@ async fn main() {
         percentile(&steps, 99.0),
         steps.last().copied().unwrap_or(f64::NAN)
     );
-    println!(
-        "operator RSS after the upgrade: {:.0} MiB (VmHWM {:.0} MiB)",
-        operator.process.rss_mib(),
-        operator.process.peak_rss_mib()
-    );
+    tokio::time::sleep(Duration::from_secs(args.rest_seconds)).await;
+    memory_line(&operator, "at rest after the upgrade", args.tenants).await;
     print_series(&operator, "after the upgrade", args.tenants).await;
+
+    // 4. A forced relist: history compacted and every watch cut, so that each watch lists its
+    //    kind again (kube's watcher resumes from its last version, gets 410 Gone, relists).
+    for control in ["compact", "close-watches"] {
+        let url = format!("{}/kubesim/{control}", sim.url);
+        let answer = http_post(&url).await;
+        assert!(answer.is_some_and(|(code, _)| code < 300), "POST {url}");
+    }
+    tokio::time::sleep(Duration::from_secs(args.rest_seconds + 10)).await;
+    memory_line(&operator, "at rest after a forced relist", args.tenants).await;
     drop(operator);
     cache_cost_per_kind(&client, &namespace(0)).await;
     drop(sim);

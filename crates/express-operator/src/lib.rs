@@ -8,6 +8,7 @@ pub mod dev;
 pub mod history;
 pub mod install;
 pub mod leader;
+pub mod memory_metrics;
 pub mod metrics;
 pub mod pods;
 pub mod release_metrics;

@@ -86,6 +86,8 @@ pub struct Metrics {
     pub ring_tenants: Family<RingLabel, Gauge>,
     /// The OperatorReleases this instance judges.
     pub release: crate::release_metrics::ReleaseGauges,
+    /// What the operator holds in memory (caches, overlays, recorders, heap).
+    pub memory: crate::memory_metrics::MemoryGauges,
     /// The rings `ring_tenants` was last published for (a ring left with no tenant is dropped).
     ring_tenants_published: Mutex<BTreeSet<String>>,
     /// Whether the per-tenant families (`express_operator_nodes{namespace,cluster,phase}`) are
@@ -246,8 +248,11 @@ impl Metrics {
         );
         let release = crate::release_metrics::ReleaseGauges::default();
         release.register(&mut registry);
+        let memory = crate::memory_metrics::MemoryGauges::default();
+        memory.register(&mut registry);
         Arc::new(Metrics {
             release,
+            memory,
             reconciles,
             errors,
             actions,

@@ -8,7 +8,8 @@ use express_planner::rollout::{AbortOutcome, Failure};
 use express_planner::settle::{SETTLE_STALLED, SETTLE_WAIT};
 use express_planner::{Action, BouncePlan, NodeIndex, NodeObservation, Operation};
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
+use std::time::Instant;
 use tracing::warn;
 
 use super::{Context, Env};
@@ -394,33 +395,6 @@ pub(super) fn tenant_moved(release: &str, ring: &str, back: bool) -> Notice {
     }
 }
 
-/// Event recorders, one per shard of namespaces. kube's `Recorder` keeps every event it
-/// published in the last six minutes (to count a repeat as a series) and walks all of them on
-/// each publish: one recorder for a whole fleet walked every tenant's recent events on every
-/// event, quadratic in a fleet-wide upgrade (a quarter of the operator's CPU at 10,000
-/// tenants). An object's events always go to the same shard, so repeats still form a series.
-pub struct Recorders(Vec<Recorder>);
-
-impl Recorders {
-    const SHARDS: usize = 64;
-
-    pub fn new(client: &kube::Client, reporter: &Reporter) -> Recorders {
-        Recorders(
-            (0..Self::SHARDS)
-                .map(|_| Recorder::new(client.clone(), reporter.clone()))
-                .collect(),
-        )
-    }
-
-    fn for_namespace(&self, namespace: &str) -> &Recorder {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut hasher = DefaultHasher::new();
-        namespace.hash(&mut hasher);
-        let shard = usize::try_from(hasher.finish() % Self::SHARDS as u64).unwrap_or(0);
-        &self.0[shard]
-    }
-}
-
 pub(super) async fn publish(
     ctx: &Context,
     reference: Option<k8s_openapi::api::core::v1::ObjectReference>,
@@ -434,9 +408,10 @@ pub(super) async fn publish(
         action: notice.action.into(),
         secondary: None,
     };
-    let recorder = ctx
-        .recorders
-        .for_namespace(reference.namespace.as_deref().unwrap_or_default());
+    let recorder = ctx.recorders.for_namespace(
+        reference.namespace.as_deref().unwrap_or_default(),
+        Instant::now(),
+    );
     if let Err(err) = recorder.publish(&event, &reference).await {
         warn!(error = %err, reason = notice.reason, "cannot publish event");
     }
@@ -445,33 +420,6 @@ pub(super) async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn a_namespace_always_has_the_same_recorder_and_namespaces_are_spread() {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
-        let client = kube::Client::try_from(config).expect("client");
-        let reporter = Reporter {
-            controller: "c".into(),
-            instance: None,
-        };
-        let recorders = Recorders::new(&client, &reporter);
-        let shard = |ns: &str| {
-            let recorder = recorders.for_namespace(ns);
-            recorders
-                .0
-                .iter()
-                .position(|r| std::ptr::eq(r, recorder))
-                .expect("one of them")
-        };
-        assert_eq!(shard("tenant-1"), shard("tenant-1"));
-        let used: std::collections::HashSet<usize> =
-            (0..1000).map(|i| shard(&format!("tenant-{i}"))).collect();
-        assert_eq!(
-            used.len(),
-            Recorders::SHARDS,
-            "every shard takes some namespaces"
-        );
-    }
 
     #[test]
     fn a_node_change_is_one_event_and_every_other_operation_has_its_own() {

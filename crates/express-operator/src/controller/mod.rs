@@ -14,13 +14,14 @@ mod index;
 mod observe;
 mod overlay;
 mod record;
+mod recorders;
 mod release;
 mod report;
 
 pub use caches::{Caches, Scoped, Tasks};
 pub use error::Error;
-pub use events::Recorders;
 pub use overlay::{WrittenPods, WrittenStatuses};
+pub use recorders::Recorders;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -102,6 +103,31 @@ pub struct Context {
     pub leader: watch::Receiver<bool>,
     pub written: WrittenStatuses,
     pub written_pods: WrittenPods,
+}
+
+impl Context {
+    /// Publishes what the caches and the other long-lived structures hold
+    /// (`express_operator_cached_objects`, `express_operator_memory_entries`).
+    fn publish_memory(&self, recorder_shards_holding_events: usize) {
+        let (memory, caches) = (&self.metrics.memory, &self.caches);
+        for (kind, (objects, _)) in [
+            ("ExpressCluster", caches.clusters.counts()),
+            ("Backend", caches.backends.counts()),
+            ("Frontend", caches.frontends.counts()),
+            ("Pod", caches.pods.counts()),
+            ("ConfigMap", caches.controls.counts()),
+            ("ControllerRevision", caches.revisions.counts()),
+        ] {
+            memory.set_cached(kind, objects);
+        }
+        memory.set_entries("written_statuses", self.written.len());
+        memory.set_entries("written_pods", self.written_pods.len());
+        memory.set_entries(
+            "event_recorder_shards_holding_events",
+            recorder_shards_holding_events,
+        );
+        memory.set_entries("interned_strings", caches.interner.len());
+    }
 }
 
 /// Runs the controller until the process stops.
@@ -328,6 +354,9 @@ pub async fn run(
                     &context.settings.ring,
                     &express_triage::fleet_figures(&tenants, k8s_openapi::jiff::Timestamp::now()),
                 );
+                drop((objects, tenants));
+                let holding = context.recorders.sweep(Instant::now());
+                context.publish_memory(holding);
             }
         });
     }

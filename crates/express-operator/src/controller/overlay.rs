@@ -22,6 +22,15 @@ pub struct WrittenStatuses(Mutex<HashMap<StatusKey, (u64, serde_json::Value)>>);
 pub(super) type StatusKey = (&'static str, String, String);
 
 impl WrittenStatuses {
+    /// Statuses kept (for the memory metrics).
+    pub fn len(&self) -> usize {
+        self.0.lock().map(|w| w.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub(super) fn remember(
         &self,
         kind: &'static str,
@@ -97,6 +106,18 @@ struct WrittenPod {
 }
 
 impl WrittenPods {
+    /// Pods kept (for the memory metrics).
+    pub fn len(&self) -> usize {
+        self.0
+            .lock()
+            .map(|w| w.values().map(HashMap::len).sum())
+            .unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// A pod this operator patched or deleted.
     pub(super) fn remember(&self, pod: &Pod) {
         self.keep(pod, None);
