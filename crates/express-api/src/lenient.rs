@@ -54,9 +54,7 @@ pub fn slim(kind: &str, raw: &mut Value) {
         .get_mut("managedFields")
         .and_then(Value::as_array_mut)
     {
-        for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
-            entry.remove("fieldsV1");
-        }
+        *entries = latest_writes(entries);
     }
     if let Some(annotations) = metadata
         .get_mut("annotations")
@@ -64,6 +62,42 @@ pub fn slim(kind: &str, raw: &mut Value) {
     {
         annotations.remove(LAST_APPLIED);
     }
+}
+
+/// What triage reads of `managedFields` (when the spec and when the status last moved): the
+/// latest timed entry written to the status subresource and the latest written to anything
+/// else, each as its manager, operation, subresource and time. A tenant's objects gather an
+/// entry per writer (Helm, Argo CD, kubectl, the operator, each bounce or pause by hand), each
+/// a few hundred bytes decoded.
+fn latest_writes(entries: &[Value]) -> Vec<Value> {
+    let mut latest: [Option<(k8s_openapi::jiff::Timestamp, &Value)>; 2] = [None, None];
+    for entry in entries {
+        let Some(time) = entry
+            .get("time")
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
+        let slot =
+            &mut latest[usize::from(entry.get("subresource") == Some(&Value::from("status")))];
+        if slot.as_ref().is_none_or(|(kept, _)| *kept < time) {
+            *slot = Some((time, entry));
+        }
+    }
+    latest
+        .into_iter()
+        .flatten()
+        .map(|(_, entry)| {
+            let mut kept = serde_json::Map::new();
+            for field in ["manager", "operation", "subresource", "time"] {
+                if let Some(value) = entry.get(field) {
+                    kept.insert(field.to_owned(), value.clone());
+                }
+            }
+            Value::Object(kept)
+        })
+        .collect()
 }
 
 /// A pod reduced to what decisions read: no spec when its version annotation says what it runs,
@@ -317,9 +351,16 @@ mod tests {
         let mut raw = frontend(json!({"clusterConfig": {"clusterName": "acme"}}));
         raw["metadata"]["annotations"] =
             json!({LAST_APPLIED: "{...the whole object...}", "team": "a"});
-        raw["metadata"]["managedFields"] = json!([{
-            "manager": "kubectl", "operation": "Apply", "time": "2026-11-24T10:00:00Z",
-            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterConfig": {}}}}]);
+        raw["metadata"]["managedFields"] = json!([
+            {"manager": "helm", "operation": "Apply", "time": "2026-11-24T09:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+            {"manager": "kubectl", "operation": "Apply", "time": "2026-11-24T10:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterConfig": {}}}},
+            {"manager": "express-operator", "operation": "Apply", "time": "2026-11-24T10:00:05Z",
+             "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+            {"manager": "express-operator", "operation": "Apply", "time": "2026-11-24T09:30:00Z",
+             "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+            {"manager": "untimed", "operation": "Update"}]);
         for lenient in [
             serde_json::from_value::<Lenient<Frontend>>(raw.clone()).unwrap(),
             // Undecodable objects keep their (slimmed) metadata too.
@@ -334,10 +375,30 @@ mod tests {
             let annotations = meta.annotations.as_ref().unwrap();
             assert!(!annotations.contains_key(LAST_APPLIED));
             assert_eq!(annotations.get("team").map(String::as_str), Some("a"));
-            let entry = &meta.managed_fields.as_ref().unwrap()[0];
-            assert_eq!(entry.manager.as_deref(), Some("kubectl"));
-            assert!(entry.time.is_some(), "triage reads when fields last moved");
-            assert!(entry.fields_v1.is_none());
+            // The latest write to the spec and the latest to the status, nothing else.
+            let entries = meta.managed_fields.as_ref().unwrap();
+            let kept: Vec<(Option<&str>, Option<&str>, String)> = entries
+                .iter()
+                .map(|e| {
+                    assert!(e.fields_v1.is_none() && e.api_version.is_none());
+                    (
+                        e.manager.as_deref(),
+                        e.subresource.as_deref(),
+                        e.time.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                kept,
+                [
+                    (Some("kubectl"), None, "2026-11-24T10:00:00Z".to_owned()),
+                    (
+                        Some("express-operator"),
+                        Some("status"),
+                        "2026-11-24T10:00:05Z".to_owned()
+                    ),
+                ]
+            );
         }
         let decoded = serde_json::from_value::<Lenient<Frontend>>(raw).unwrap();
         assert!(
