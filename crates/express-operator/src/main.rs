@@ -107,6 +107,35 @@ enum Error {
     Dev(express_operator::dev::DevError),
 }
 
+/// jemalloc, purging freed pages from a background thread: after a burst (a provisioning, a
+/// fleet-wide upgrade, a relist) glibc's malloc kept what the transient work had freed, the
+/// RSS never came back down; the measurements that chose it are in docs/benchmarks.md.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Publishes the allocator's figures (`express_operator_heap_bytes`) every few seconds, so
+/// that the live heap shows beside the RSS and retention is visible.
+async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+    loop {
+        every.tick().await;
+        // The statistics are a snapshot taken when the epoch advances.
+        if epoch::advance().is_err() {
+            continue;
+        }
+        for (state, bytes) in [
+            ("allocated", stats::allocated::read()),
+            ("resident", stats::resident::read()),
+            ("retained", stats::retained::read()),
+        ] {
+            if let Ok(bytes) = bytes {
+                metrics.memory.set_heap("jemalloc", state, bytes);
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -227,6 +256,7 @@ async fn run(
         per_tenant,
     } = metrics_options;
     let metrics = Metrics::with_per_tenant(per_tenant);
+    tokio::spawn(publish_heap(metrics.clone()));
     let config = kube::Config::infer()
         .await
         .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
