@@ -8,10 +8,10 @@ use express_planner::rollout::{AbortOutcome, Failure};
 use express_planner::settle::{SETTLE_STALLED, SETTLE_WAIT};
 use express_planner::{Action, BouncePlan, NodeIndex, NodeObservation, Operation};
 use kube::Resource;
-use kube::runtime::events::{Event, EventType};
-use std::time::Instant;
+use kube::runtime::events::EventType;
 use tracing::warn;
 
+use super::recorders::Occurrence;
 use super::{Context, Env};
 
 /// One event, before it is published.
@@ -401,18 +401,13 @@ pub(super) async fn publish(
     notice: Notice,
 ) {
     let Some(reference) = reference else { return };
-    let event = Event {
-        type_: notice.type_,
-        reason: notice.reason.into(),
-        note: Some(notice.note),
-        action: notice.action.into(),
-        secondary: None,
+    let occurrence = Occurrence {
+        warning: notice.type_ == EventType::Warning,
+        reason: notice.reason,
+        action: notice.action,
+        note: &notice.note,
     };
-    let recorder = ctx.recorders.for_namespace(
-        reference.namespace.as_deref().unwrap_or_default(),
-        Instant::now(),
-    );
-    if let Err(err) = recorder.publish(&event, &reference).await {
+    if let Err(err) = ctx.recorders.publish(&occurrence, &reference).await {
         warn!(error = %err, reason = notice.reason, "cannot publish event");
     }
 }

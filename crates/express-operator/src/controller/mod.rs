@@ -21,7 +21,7 @@ mod report;
 pub use caches::{Caches, Scoped, Tasks};
 pub use error::Error;
 pub use overlay::{WrittenPods, WrittenStatuses};
-pub use recorders::Recorders;
+pub use recorders::{Recorders, Reporter};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +33,6 @@ use express_planner::{ClusterSnapshot, NodeIndex, Plan, plan};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::events::Reporter;
 use kube::runtime::watcher;
 use tokio::sync::{mpsc, watch};
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -108,7 +107,7 @@ pub struct Context {
 impl Context {
     /// Publishes what the caches and the other long-lived structures hold
     /// (`express_operator_cached_objects`, `express_operator_memory_entries`).
-    fn publish_memory(&self, recorder_shards_holding_events: usize) {
+    fn publish_memory(&self, recorded_events: usize) {
         let (memory, caches) = (&self.metrics.memory, &self.caches);
         for (kind, (objects, _)) in [
             ("ExpressCluster", caches.clusters.counts()),
@@ -122,10 +121,7 @@ impl Context {
         }
         memory.set_entries("written_statuses", self.written.len());
         memory.set_entries("written_pods", self.written_pods.len());
-        memory.set_entries(
-            "event_recorder_shards_holding_events",
-            recorder_shards_holding_events,
-        );
+        memory.set_entries("recorded_events", recorded_events);
         memory.set_entries("interned_strings", caches.interner.len());
     }
 }
@@ -268,9 +264,9 @@ pub async fn run(
 
     let recorders = Recorders::new(
         &client,
-        &Reporter {
+        Reporter {
             controller: express_api::keys::REPORTING_CONTROLLER.into(),
-            instance: Some(settings.identity.clone()),
+            instance: settings.identity.clone(),
         },
     );
     let context = Arc::new(Context {
@@ -355,8 +351,8 @@ pub async fn run(
                     &express_triage::fleet_figures(&tenants, k8s_openapi::jiff::Timestamp::now()),
                 );
                 drop((objects, tenants));
-                let holding = context.recorders.sweep(Instant::now());
-                context.publish_memory(holding);
+                let recorded = context.recorders.sweep(Instant::now());
+                context.publish_memory(recorded);
             }
         });
     }
