@@ -15,7 +15,8 @@ use ring::hmac;
 
 use super::dcs::Dc;
 use super::fleet::encode;
-use super::server::{AppState, TOKEN_HEADER, no_tenant, refuse, same_secret};
+use super::guard::{TOKEN_HEADER, refuse, same_secret};
+use super::server::{AppState, no_tenant};
 use crate::control::{self, Done, Request as ControlRequest, Scope};
 use crate::exit::{Code, Exit};
 use crate::release::Request as ReleaseRequest;

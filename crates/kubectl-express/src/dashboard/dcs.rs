@@ -17,6 +17,8 @@ use tokio::sync::watch;
 
 use super::fleet::{DcDoctor, Health};
 use super::model::{self, DoctorBanner, FleetQuery, TenantRow};
+use super::server::Settings;
+use crate::contexts::Loaded;
 use crate::fleet::{ContextError, Scope};
 use crate::live;
 
@@ -182,6 +184,67 @@ impl Dc {
         state.verdict = Some(verdict);
         true
     }
+}
+
+/// What the dashboard serves across DCs.
+pub struct FleetStart {
+    pub loaded: Arc<Loaded>,
+    /// The selected contexts, in order.
+    pub contexts: Vec<String>,
+    /// `-n`; None: each context's own namespace.
+    pub namespace: Option<String>,
+    pub all_namespaces: bool,
+    /// `--read-only-context`.
+    pub read_only_contexts: Vec<String>,
+    /// `--context-timeout`: how long a DC may take to answer a probe, and how long the
+    /// dashboard waits for the DCs' first listing before it serves anyway.
+    pub deadline: Duration,
+}
+
+/// Each context of `start` as a DC, in order, and the watches to follow for those the
+/// kubeconfig makes a client for (a context it does not is down for good, and says why).
+pub async fn open(
+    start: &FleetStart,
+    settings: &Settings,
+) -> (Vec<Arc<Dc>>, Vec<(Arc<Dc>, live::Watched)>) {
+    let mut dcs = Vec::new();
+    let mut watches = Vec::new();
+    for context in &start.contexts {
+        let read_only = settings.read_only || start.read_only_contexts.contains(context);
+        match start.loaded.client(context).await {
+            Ok((client, default)) => {
+                let namespace =
+                    (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
+                let watched = live::Watched::fleet(
+                    &client,
+                    namespace.as_deref(),
+                    &settings.operator_namespace,
+                );
+                let dc = Arc::new(Dc::new(
+                    Some(context.clone()),
+                    namespace,
+                    Some(client),
+                    Some(watched.stores()),
+                    read_only,
+                    Health::Connecting,
+                ));
+                watches.push((dc.clone(), watched));
+                dcs.push(dc);
+            }
+            Err(why) => dcs.push(Arc::new(Dc::new(
+                Some(context.clone()),
+                None,
+                None,
+                None,
+                read_only,
+                Health::Down {
+                    error: crate::fleet::ContextError::Config(why),
+                    last_seen: None,
+                },
+            ))),
+        }
+    }
+    (dcs, watches)
 }
 
 /// Keeps `dc` current: its watches (`watched`), and why it cannot be read when they fail.

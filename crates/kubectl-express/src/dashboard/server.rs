@@ -10,50 +10,36 @@
 //! `/api/tenants/...`. Several (DESIGN section 13) are served as one fleet page
 //! ([`super::fleet`], [`super::fleet_pages`]), each tenant under `/dcs/CONTEXT/...`.
 //!
-//! The guard (DESIGN section 11): every request must name an allowed `Host` (a DNS-rebinding
-//! page cannot reach a loopback server under its own name); every POST must come from one of
-//! our pages (`Origin` and `Sec-Fetch-Site` when the browser sends them) and carry the token
-//! bound to the pages of this server (across DCs: to its DC, tenant and action, checked by the
-//! action); `--read-only` refuses every POST.
+//! Every request passes [`super::guard`] first; the live updates are [`super::streams`].
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use express_api::ClusterKey;
-use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::watch;
 
 use super::actions::{self, Acting, Signer};
-use super::dcs::{self, Dc};
+use super::dcs::{self, Dc, FleetStart};
 use super::fleet::{self as across, DcInput, DcQuery, Health};
 use super::fleet_pages;
+use super::guard::{guard, new_token, refuse};
 use super::model::{self, FleetQuery};
 use super::pages::{self, Chrome};
-use crate::contexts::Loaded;
+use super::streams::{self, REFRESH, update};
 use crate::exit::Exit;
 use crate::live;
-
-/// Changes arriving this close together are sent as one update.
-const COALESCE: Duration = Duration::from_millis(150);
-/// Ages on a page move even when nothing changes: re-render this often.
-const REFRESH: Duration = Duration::from_secs(10);
-/// The header every POST carries the page's token in.
-pub const TOKEN_HEADER: &str = "x-express-token";
 
 /// How the dashboard was started.
 #[derive(Clone, Debug)]
@@ -76,10 +62,10 @@ pub(super) struct Shared {
     /// Several contexts were selected: one fleet page over them, tenants under `/dcs/...`.
     pub(super) fleet_mode: bool,
     /// Bumped on every change the watches see and every new doctor report or health.
-    changes: watch::Receiver<u64>,
+    pub(super) changes: watch::Receiver<u64>,
     /// Tells this process from the one before it: a page whose stream reconnects to another
     /// process reloads, since its token and its view are the old process's.
-    instance: String,
+    pub(super) instance: String,
     /// The last fleet update rendered for each query, with the change it was rendered at and
     /// when: pages showing the same view share one render per change (at 1,000 tenants a
     /// render is about 60 ms).
@@ -132,7 +118,7 @@ fn cached<Q: Clone + Eq + std::hash::Hash>(
 impl Shared {
     /// The chrome of a page of `dc` (of the fleet page: the first DC, whose read-only is the
     /// server's).
-    fn chrome<'a>(&'a self, dc: &'a Dc) -> Chrome<'a> {
+    pub(super) fn chrome<'a>(&'a self, dc: &'a Dc) -> Chrome<'a> {
         let dc_refused = self.fleet_mode && actions::dc_refusal(dc).is_some();
         Chrome {
             token: if self.fleet_mode { "" } else { &self.token },
@@ -155,6 +141,11 @@ impl Shared {
             instance: &self.instance,
             acting: Acting::SINGLE,
         }
+    }
+
+    /// The single DC's page token.
+    pub(super) fn token(&self) -> &str {
+        &self.token
     }
 
     /// The DC a request names: the single one (no context), or the context's.
@@ -185,7 +176,7 @@ impl Shared {
 
     /// The fleet page's live update for `query`: rendered once per change (or, for its ages,
     /// once per [`REFRESH`]) whoever asks.
-    fn fleet_update(&self, query: &FleetQuery) -> Arc<String> {
+    pub(super) fn fleet_update(&self, query: &FleetQuery) -> Arc<String> {
         let change = *self.changes.borrow();
         cached(&self.fleet_updates, query, change, || {
             update(pages::fleet_parts(
@@ -223,14 +214,14 @@ impl Shared {
         across::merge(&inputs, query, Timestamp::now())
     }
 
-    fn dc_fleet_update(&self, query: &DcQuery) -> Arc<String> {
+    pub(super) fn dc_fleet_update(&self, query: &DcQuery) -> Arc<String> {
         let change = *self.changes.borrow();
         cached(&self.dc_updates, query, change, || {
             update(fleet_pages::parts(&self.dc_fleet(query), query))
         })
     }
 
-    fn tenant(
+    pub(super) fn tenant(
         &self,
         dc: &Dc,
         namespace: &str,
@@ -270,12 +261,6 @@ impl Shared {
             .map(|list| list.items.into_iter().map(Arc::new).collect())
             .unwrap_or_default()
     }
-}
-
-/// A random token, 128 bits as hex.
-fn new_token() -> String {
-    let bytes: [u8; 16] = rand::random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn shared(
@@ -359,21 +344,6 @@ pub async fn serve(
     listen(shared, listener, ready).await
 }
 
-/// What the dashboard serves across DCs.
-pub struct FleetStart {
-    pub loaded: Arc<Loaded>,
-    /// The selected contexts, in order.
-    pub contexts: Vec<String>,
-    /// `-n`; None: each context's own namespace.
-    pub namespace: Option<String>,
-    pub all_namespaces: bool,
-    /// `--read-only-context`.
-    pub read_only_contexts: Vec<String>,
-    /// `--context-timeout`: how long a DC may take to answer a probe, and how long the
-    /// dashboard waits for the DCs' first listing before it serves anyway.
-    pub deadline: Duration,
-}
-
 /// Serves one fleet page over every context of `start`, each DC with its own client, watches
 /// and doctor. A DC that cannot be read is served too, with its badge saying why; the
 /// dashboard waits at most the deadline for the DCs' first listing.
@@ -383,43 +353,7 @@ pub async fn serve_fleet(
     listener: tokio::net::TcpListener,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Exit> {
-    let mut dcs = Vec::new();
-    let mut watches = Vec::new();
-    for context in &start.contexts {
-        let read_only = settings.read_only || start.read_only_contexts.contains(context);
-        match start.loaded.client(context).await {
-            Ok((client, default)) => {
-                let namespace =
-                    (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
-                let watched = live::Watched::fleet(
-                    &client,
-                    namespace.as_deref(),
-                    &settings.operator_namespace,
-                );
-                let dc = Arc::new(Dc::new(
-                    Some(context.clone()),
-                    namespace,
-                    Some(client),
-                    Some(watched.stores()),
-                    read_only,
-                    Health::Connecting,
-                ));
-                watches.push((dc.clone(), watched));
-                dcs.push(dc);
-            }
-            Err(why) => dcs.push(Arc::new(Dc::new(
-                Some(context.clone()),
-                None,
-                None,
-                None,
-                read_only,
-                Health::Down {
-                    error: crate::fleet::ContextError::Config(why),
-                    last_seen: None,
-                },
-            ))),
-        }
-    }
+    let (dcs, watches) = dcs::open(&start, &settings).await;
     let scope = format!(
         "{} contexts: {} · {}",
         start.contexts.len(),
@@ -452,9 +386,13 @@ pub async fn serve_fleet(
 
 fn router(shared: AppState) -> Router {
     let (fleet_page, fleet_json, fleet_stream) = if shared.fleet_mode {
-        (get(dc_fleet_page), get(dc_fleet_json), get(dc_fleet_stream))
+        (
+            get(dc_fleet_page),
+            get(dc_fleet_json),
+            get(streams::dc_fleet_stream),
+        )
     } else {
-        (get(fleet_page), get(fleet_json), get(fleet_stream))
+        (get(fleet_page), get(fleet_json), get(streams::fleet_stream))
     };
     Router::new()
         .route("/", fleet_page)
@@ -472,11 +410,11 @@ fn router(shared: AppState) -> Router {
         )
         .route(
             "/api/tenants/{namespace}/{cluster}/stream",
-            get(tenant_stream),
+            get(streams::tenant_stream),
         )
         .route(
             "/api/dcs/{context}/tenants/{namespace}/{cluster}/stream",
-            get(tenant_stream),
+            get(streams::tenant_stream),
         )
         .route(
             "/api/tenants/{namespace}/{cluster}/actions/{action}",
@@ -508,91 +446,6 @@ fn router(shared: AppState) -> Router {
         .with_state(shared)
 }
 
-// ---- the guard ----
-
-pub(super) fn refuse(status: StatusCode, why: &str) -> Response {
-    (status, axum::Json(serde_json::json!({ "error": why }))).into_response()
-}
-
-/// Equal, in a time that does not depend on where they differ.
-pub(super) fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
-}
-
-/// Why a request is refused, if it is (pure: the tests call it with forged headers).
-pub fn refusal(
-    method: &Method,
-    headers: &HeaderMap,
-    settings: &Settings,
-    token: Option<&str>,
-) -> Option<(StatusCode, &'static str)> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let host_allowed = header(header::HOST.as_str()).is_some_and(|host| {
-        settings
-            .allowed_hosts
-            .iter()
-            .any(|allowed| allowed.eq_ignore_ascii_case(host))
-    });
-    if !host_allowed {
-        return Some((
-            StatusCode::MISDIRECTED_REQUEST,
-            "this Host is not one the dashboard answers to (see --allowed-host)",
-        ));
-    }
-    if method == Method::GET || method == Method::HEAD {
-        return None;
-    }
-    if settings.read_only {
-        return Some((StatusCode::FORBIDDEN, "the dashboard is read-only"));
-    }
-    if header("sec-fetch-site").is_some_and(|site| site != "same-origin" && site != "none") {
-        return Some((StatusCode::FORBIDDEN, "cross-site request refused"));
-    }
-    if let Some(origin) = header(header::ORIGIN.as_str()) {
-        let ours = settings
-            .allowed_hosts
-            .iter()
-            .any(|host| origin.eq_ignore_ascii_case(&format!("http://{host}")));
-        if !ours {
-            return Some((StatusCode::FORBIDDEN, "request from another origin refused"));
-        }
-    }
-    // Across DCs each action checks the token bound to it: nothing more to refuse here.
-    let token = token?;
-    match header(TOKEN_HEADER) {
-        Some(sent) if same_secret(sent.as_bytes(), token.as_bytes()) => None,
-        _ => Some((
-            StatusCode::FORBIDDEN,
-            "missing or wrong token: actions are taken from the dashboard's own pages",
-        )),
-    }
-}
-
-async fn guard(State(shared): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some((status, why)) = refusal(
-        request.method(),
-        request.headers(),
-        &shared.settings,
-        (!shared.fleet_mode).then_some(shared.token.as_str()),
-    ) {
-        return refuse(status, why);
-    }
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    let set = |headers: &mut HeaderMap, name: header::HeaderName, value: &'static str| {
-        headers.insert(name, HeaderValue::from_static(value));
-    };
-    set(
-        headers,
-        header::CONTENT_SECURITY_POLICY,
-        "default-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
-    );
-    set(headers, header::X_FRAME_OPTIONS, "DENY");
-    set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    set(headers, header::REFERRER_POLICY, "no-referrer");
-    response
-}
-
 // ---- pages and JSON ----
 
 async fn fleet_page(State(shared): State<AppState>, Query(query): Query<FleetQuery>) -> Response {
@@ -619,7 +472,7 @@ pub(super) fn no_tenant(namespace: &str, cluster: &str) -> String {
     format!("no Express cluster {cluster} in namespace {namespace}")
 }
 
-fn no_dc(context: Option<&str>) -> String {
+pub(super) fn no_dc(context: Option<&str>) -> String {
     match context {
         Some(context) => format!("no context {context} on this dashboard"),
         None => {
@@ -630,11 +483,11 @@ fn no_dc(context: Option<&str>) -> String {
 
 /// A tenant's path: in one DC (`/dcs/CONTEXT/...`), or in the single one.
 #[derive(Debug, serde::Deserialize)]
-struct TenantPath {
+pub(super) struct TenantPath {
     #[serde(default)]
-    context: Option<String>,
-    namespace: String,
-    cluster: String,
+    pub(super) context: Option<String>,
+    pub(super) namespace: String,
+    pub(super) cluster: String,
 }
 
 async fn tenant_page(
@@ -706,332 +559,4 @@ async fn stylesheet() -> Response {
         pages::STYLESHEET,
     )
         .into_response()
-}
-
-// ---- live updates ----
-
-/// One update: the page's parts by element id, as JSON.
-fn update(parts: Vec<(&'static str, String)>) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = parts
-        .into_iter()
-        .map(|(id, html)| (id.to_owned(), html.into()))
-        .collect();
-    serde_json::Value::Object(map).to_string()
-}
-
-/// Waits for the next change (or the periodic refresh), then lets close changes gather.
-/// False when the watches are gone.
-async fn next_change(changes: &mut watch::Receiver<u64>) -> bool {
-    tokio::select! {
-        changed = changes.changed() => if changed.is_err() { return false; },
-        () = tokio::time::sleep(REFRESH) => {}
-    }
-    tokio::time::sleep(COALESCE).await;
-    true
-}
-
-type Updates = Sse<
-    axum::response::sse::KeepAliveStream<
-        std::pin::Pin<Box<dyn Stream<Item = Result<SseEvent, Infallible>> + Send>>,
-    >,
->;
-
-/// A live stream: first `hello` with the server's instance, then the updates.
-fn sse(instance: &str, stream: impl Stream<Item = SseEvent> + Send + 'static) -> Updates {
-    let hello = SseEvent::default().event("hello").data(instance);
-    let stream = futures::stream::once(async move { hello }).chain(stream);
-    Sse::new(stream.map(Ok).boxed()).keep_alive(KeepAlive::default())
-}
-
-async fn fleet_stream(State(shared): State<AppState>, Query(query): Query<FleetQuery>) -> Updates {
-    let query = query.normalized();
-    let changes = shared.changes.clone();
-    let instance = shared.instance.clone();
-    // The first update goes out at once: the page may be older than the stream.
-    let stream = futures::stream::unfold(
-        (shared, changes, Arc::new(String::new()), true),
-        move |(shared, mut changes, last, first)| {
-            let query = query.clone();
-            async move {
-                let mut first = first;
-                loop {
-                    if !first && !next_change(&mut changes).await {
-                        return None;
-                    }
-                    first = false;
-                    let data = shared.fleet_update(&query);
-                    if data != last {
-                        let event = SseEvent::default().event("update").data(data.as_str());
-                        return Some((event, (shared, changes, data, false)));
-                    }
-                }
-            }
-        },
-    );
-    sse(&instance, stream)
-}
-
-async fn dc_fleet_stream(State(shared): State<AppState>, Query(query): Query<DcQuery>) -> Updates {
-    let query = query.normalized();
-    let changes = shared.changes.clone();
-    let instance = shared.instance.clone();
-    let stream = futures::stream::unfold(
-        (shared, changes, Arc::new(String::new()), true),
-        move |(shared, mut changes, last, first)| {
-            let query = query.clone();
-            async move {
-                let mut first = first;
-                loop {
-                    if !first && !next_change(&mut changes).await {
-                        return None;
-                    }
-                    first = false;
-                    let data = shared.dc_fleet_update(&query);
-                    if data != last {
-                        let event = SseEvent::default().event("update").data(data.as_str());
-                        return Some((event, (shared, changes, data, false)));
-                    }
-                }
-            }
-        },
-    );
-    sse(&instance, stream)
-}
-
-/// A tenant stream that can only say the tenant is not there.
-fn gone(instance: &str, why: String) -> Updates {
-    let event = SseEvent::default().event("gone").data(why);
-    sse(instance, futures::stream::once(async move { event }))
-}
-
-async fn tenant_stream(
-    State(shared): State<AppState>,
-    Path(TenantPath {
-        context,
-        namespace,
-        cluster,
-    }): Path<TenantPath>,
-) -> Updates {
-    let instance = shared.instance.clone();
-    let (dc, client) = match shared.dc(context.as_deref()) {
-        Ok(dc) => match dc.client.clone() {
-            Some(client) => (dc, client),
-            None => return gone(&instance, "no client for this context".into()),
-        },
-        Err(_) => return gone(&instance, no_dc(context.as_deref())),
-    };
-    // The namespace's events, watched for as long as the page is open.
-    let (events, writer) = reflector::store::<Event>();
-    let api = Api::<Event>::namespaced(client, &namespace);
-    let event_changes = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
-    )
-    .map(|_| ())
-    .boxed();
-    let changes = shared.changes.clone();
-    struct Follow {
-        shared: AppState,
-        dc: Arc<Dc>,
-        changes: watch::Receiver<u64>,
-        event_changes: std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
-        events: reflector::Store<Event>,
-        last: String,
-        first: bool,
-        gone: bool,
-    }
-    impl Follow {
-        /// Takes every event the watch has ready, so that a relist of hundreds of events is
-        /// one wake-up, not one each.
-        fn drain_events(&mut self) {
-            while let Some(Some(())) = self.event_changes.next().now_or_never() {}
-        }
-
-        /// The events listed so far, or None until the watch has listed them once (the page
-        /// keeps the events it was served with until then).
-        fn events(&self) -> Option<Vec<Arc<Event>>> {
-            let mut ready = std::pin::pin!(self.events.wait_until_ready());
-            ready.as_mut().now_or_never().map(|_| self.events.state())
-        }
-    }
-    let follow = Follow {
-        shared,
-        dc,
-        changes,
-        event_changes,
-        events,
-        last: String::new(),
-        first: true,
-        gone: false,
-    };
-    let stream = futures::stream::unfold(follow, move |mut follow| {
-        let (namespace, cluster) = (namespace.clone(), cluster.clone());
-        async move {
-            if follow.gone {
-                return None;
-            }
-            loop {
-                if !follow.first {
-                    tokio::select! {
-                        more = next_change(&mut follow.changes) => if !more { return None; },
-                        Some(()) = follow.event_changes.next() => {
-                            follow.drain_events();
-                            tokio::time::sleep(COALESCE).await;
-                        }
-                    }
-                }
-                follow.first = false;
-                follow.drain_events();
-                let events = follow.events();
-                let listed = events.as_deref().unwrap_or_default();
-                let Some(view) = follow
-                    .shared
-                    .tenant(&follow.dc, &namespace, &cluster, listed)
-                else {
-                    follow.gone = true;
-                    let event = SseEvent::default()
-                        .event("gone")
-                        .data(no_tenant(&namespace, &cluster));
-                    return Some((event, follow));
-                };
-                let chrome = follow.shared.chrome(&follow.dc);
-                let mut parts = pages::tenant_parts(&view, &chrome);
-                if events.is_none() {
-                    parts.retain(|(id, _)| *id != pages::EVENTS_PART);
-                }
-                let data = update(parts);
-                if data != follow.last {
-                    follow.last = data.clone();
-                    return Some((SseEvent::default().event("update").data(data), follow));
-                }
-            }
-        }
-    });
-    sse(&instance, stream)
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn settings(read_only: bool) -> Settings {
-        Settings {
-            operator_namespace: "express-system".into(),
-            read_only,
-            allowed_hosts: vec!["127.0.0.1:3110".into(), "localhost:3110".into()],
-        }
-    }
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.insert(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
-
-    const TOKEN: &str = "0123456789abcdef";
-
-    #[test]
-    fn pages_are_served_to_an_allowed_host_only() {
-        let ok = headers(&[("host", "localhost:3110")]);
-        assert_eq!(
-            refusal(&Method::GET, &ok, &settings(false), Some(TOKEN)),
-            None
-        );
-        // A DNS-rebinding page reaches the loopback server under its own name.
-        let rebound = headers(&[("host", "evil.example:3110")]);
-        let refused = refusal(&Method::GET, &rebound, &settings(false), Some(TOKEN));
-        assert_eq!(refused.map(|r| r.0), Some(StatusCode::MISDIRECTED_REQUEST));
-        assert!(
-            refusal(
-                &Method::GET,
-                &HeaderMap::new(),
-                &settings(false),
-                Some(TOKEN)
-            )
-            .is_some()
-        );
-    }
-
-    #[test]
-    fn a_post_needs_the_token_and_our_origin() {
-        let post = |pairs: &[(&'static str, &'static str)]| {
-            refusal(
-                &Method::POST,
-                &headers(pairs),
-                &settings(false),
-                Some(TOKEN),
-            )
-            .map(|r| r.1)
-        };
-        let host = ("host", "127.0.0.1:3110");
-        let token = (TOKEN_HEADER, TOKEN);
-        assert_eq!(post(&[host, token]), None);
-        assert_eq!(
-            post(&[
-                host,
-                token,
-                ("origin", "http://127.0.0.1:3110"),
-                ("sec-fetch-site", "same-origin")
-            ]),
-            None
-        );
-        assert!(post(&[host]).unwrap().contains("token"));
-        assert!(
-            post(&[host, (TOKEN_HEADER, "0123456789abcdeX")])
-                .unwrap()
-                .contains("token")
-        );
-        assert!(
-            post(&[host, token, ("origin", "http://evil.example")])
-                .unwrap()
-                .contains("origin")
-        );
-        assert!(
-            post(&[host, token, ("sec-fetch-site", "cross-site")])
-                .unwrap()
-                .contains("cross-site")
-        );
-    }
-
-    #[test]
-    fn read_only_refuses_every_post_and_serves_pages() {
-        let pairs = headers(&[("host", "127.0.0.1:3110"), (TOKEN_HEADER, TOKEN)]);
-        assert_eq!(
-            refusal(&Method::POST, &pairs, &settings(true), Some(TOKEN)),
-            Some((StatusCode::FORBIDDEN, "the dashboard is read-only"))
-        );
-        assert_eq!(
-            refusal(&Method::GET, &pairs, &settings(true), Some(TOKEN)),
-            None
-        );
-    }
-
-    #[test]
-    fn across_dcs_the_guard_leaves_the_token_to_the_action() {
-        let post = |pairs: &[(&'static str, &'static str)], read_only: bool| {
-            refusal(&Method::POST, &headers(pairs), &settings(read_only), None).map(|r| r.1)
-        };
-        let host = ("host", "127.0.0.1:3110");
-        assert_eq!(post(&[host], false), None);
-        // Host, origin and read-only are still the guard's.
-        assert!(
-            post(&[host, ("origin", "http://evil.example")], false)
-                .unwrap()
-                .contains("origin")
-        );
-        assert_eq!(post(&[host], true), Some("the dashboard is read-only"));
-        assert!(post(&[("host", "evil.example")], false).is_some());
-    }
-
-    #[test]
-    fn tokens_differ_and_compare_in_full() {
-        assert_ne!(new_token(), new_token());
-        assert_eq!(new_token().len(), 32);
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
-    }
 }

@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::contexts::{FleetArgs, Mode};
-use crate::dashboard::server::{self, FleetStart, Settings};
+use crate::dashboard::dcs::FleetStart;
+use crate::dashboard::server::{self, Settings};
 use crate::exit::Exit;
 
 #[derive(clap::Args, Debug)]
