@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -222,6 +223,10 @@ def test_a_dc_stopped_mid_session_greys_its_rows(dcs, dashboard, browser):
     assert seen and "last seen" in seen[0][0], seen
     assert badges(browser)["dc-b"] == "unreachable"
     assert browser.execute_script("return window.sameDocument") == "yes", "updated live, not reloaded"
+    # And it stays so: nothing but an answer from dc-b makes it live again.
+    time.sleep(4)
+    assert fleet_rows(browser)[("dc-b", "team-a", "shop")][1]
+    assert badges(browser)["dc-b"] == "unreachable"
     # Nothing is done where nothing can be seen.
     status, answer = dashboard.post("/api/dcs/dc-b/tenants/team-a/shop/actions/pause", {"scope": "cluster"},
                                     headers={"X-Express-Token": "x"})

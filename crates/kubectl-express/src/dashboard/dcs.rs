@@ -259,8 +259,27 @@ pub async fn follow(
         match watched.changed().await {
             Ok(()) => {
                 let listed = dc.stores.as_ref().is_some_and(live::Stores::listed);
-                if listed {
-                    dc.set_health(Health::Live);
+                match dc.health() {
+                    Health::Live => {}
+                    Health::Connecting => {
+                        if listed {
+                            dc.set_health(Health::Live);
+                        }
+                    }
+                    // Not every watch reports its failures (the operator-wide ConfigMap's is
+                    // optional), and a down DC's stores still say listed: only an answer
+                    // makes it live again.
+                    Health::Down { .. } => {
+                        if listed {
+                            dc.set_health(match probe(&dc, deadline).await {
+                                Ok(()) => Health::Live,
+                                Err(error) => Health::Down {
+                                    error,
+                                    last_seen: None,
+                                },
+                            });
+                        }
+                    }
                 }
                 dc.bump(&all);
             }

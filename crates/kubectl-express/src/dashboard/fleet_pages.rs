@@ -9,6 +9,10 @@ use super::actions::Acting;
 use super::fleet::{Count, DcFleetView, DcQuery, DcSort, encode};
 use super::pages::{Chrome, cluster_class, page as shell, progress};
 
+/// Past this many namespaces the filter takes a typed name: a list of thousands would weigh
+/// more than the page's rows.
+const NAMESPACE_CHOICES: usize = 200;
+
 pub fn page(chrome: &Chrome<'_>, view: &DcFleetView, query: &DcQuery) -> Markup {
     let body = html! {
         div id="verdict" { (verdict(view)) }
@@ -118,11 +122,15 @@ fn filter(view: &DcFleetView, query: &DcQuery) -> Markup {
                 }
             }
             label { "Namespace "
-                select name="namespace" {
-                    option value="" { "all" }
-                    @for namespace in &view.namespaces {
-                        option value=(namespace) selected[chosen(&query.namespace, namespace)] { (namespace) }
+                @if view.namespaces.len() <= NAMESPACE_CHOICES {
+                    select name="namespace" {
+                        option value="" { "all" }
+                        @for namespace in &view.namespaces {
+                            option value=(namespace) selected[chosen(&query.namespace, namespace)] { (namespace) }
+                        }
                     }
+                } @else {
+                    input type="search" name="namespace" value=(query.namespace.as_deref().unwrap_or_default()) placeholder="exact name";
                 }
             }
             label { "Phase "
@@ -209,5 +217,126 @@ fn pages(view: &DcFleetView, query: &DcQuery) -> Markup {
             }
             @if view.page < view.pages { a rel="next" href=(query.with_page(view.page + 1)) { "next →" } }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use express_triage::Verdict;
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+    use crate::dashboard::fleet::{DcDoctor, DcInput, Health, merge};
+    use crate::dashboard::model::TenantRow;
+    use crate::fleet::ContextError;
+    use crate::view::ListRow;
+
+    fn row(namespace: String, phase: &str) -> TenantRow {
+        TenantRow::new(
+            ListRow {
+                namespace,
+                cluster: "shop".into(),
+                phase: phase.into(),
+                rollout: "Complete".into(),
+                progress: String::new(),
+                current: "-".into(),
+                ready: "1/1".into(),
+                paused: "-".into(),
+                ring: "default".into(),
+                operator_version: "0.5.0".into(),
+            },
+            1,
+            1,
+            vec!["v1".into()],
+            None,
+        )
+    }
+
+    #[test]
+    fn the_page_has_the_dc_column_stale_rows_groups_and_page_links() {
+        let now: Timestamp = "2026-05-01T12:00:00Z".parse().unwrap();
+        let a: Vec<TenantRow> = (0..250)
+            .map(|i| row(format!("team-{i:03}"), "Healthy"))
+            .collect();
+        let b = vec![row("team-x".into(), "Failed")];
+        let healthy = DcDoctor {
+            verdict: Verdict::Healthy,
+            reason: "ok".into(),
+        };
+        let down = Health::Down {
+            error: ContextError::Unreachable("connection refused".into()),
+            last_seen: Some("2026-05-01T11:59:00Z".parse().unwrap()),
+        };
+        let dcs = [
+            DcInput {
+                context: "dc-a",
+                health: &Health::Live,
+                doctor: Some(&healthy),
+                read_only: false,
+                rows: &a,
+            },
+            DcInput {
+                context: "dc-b",
+                health: &down,
+                doctor: None,
+                read_only: false,
+                rows: &b,
+            },
+        ];
+        let query = DcQuery {
+            group: Some("dc".into()),
+            ..DcQuery::default()
+        };
+        let view = merge(&dcs, &query, now);
+        let html = rows(&view, &query).into_string();
+        // A heading per DC, dc-a's first (grouped, in the selection's order).
+        let headings: Vec<&str> = html
+            .match_indices("data-group=\"")
+            .map(|(i, _)| &html[i + 12..i + 16])
+            .collect();
+        assert_eq!(headings, ["dc-a"]);
+        // The DC column follows the namespace; dc-b's stale row is on page 2 here, grouped.
+        assert!(
+            html.contains("<td>team-000</td><td class=\"dc\">dc-a</td>"),
+            "{html}"
+        );
+        let second = merge(
+            &dcs,
+            &DcQuery {
+                page: Some(2),
+                ..query.clone()
+            },
+            now,
+        );
+        let html = rows(&second, &query).into_string();
+        assert!(html.contains("data-group=\"dc-b\""));
+        assert!(
+            html.contains("class=\"stale\" data-context=\"dc-b\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("stale: last seen 11:59:00 UTC (1m ago)"),
+            "{html}"
+        );
+        // Page links keep the query; the current page is not a link.
+        let links = pages(&second, &query).into_string();
+        assert!(links.contains("href=\"?group=dc&amp;page=1\""), "{links}");
+        assert!(links.contains("aria-current=\"page\">2<"), "{links}");
+        // 251 namespaces: the filter takes a typed name, not a list of them all.
+        let form = filter(&view, &query).into_string();
+        assert!(
+            form.contains("input type=\"search\" name=\"namespace\""),
+            "{form}"
+        );
+        assert!(!form.contains("option value=\"team-000\""));
+        // The badge of the DC that dropped says why and takes no action.
+        let badges = badges(&view).into_string();
+        assert!(badges.contains("data-status=\"unreachable\""), "{badges}");
+        assert!(
+            badges.contains("unreachable: connection refused"),
+            "{badges}"
+        );
+        assert!(badges.contains("no actions"), "{badges}");
     }
 }
