@@ -213,7 +213,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    fn namespace<'a>(&self, namespace: &'a str) -> Option<&'a str> {
+    pub(crate) fn namespace<'a>(&self, namespace: &'a str) -> Option<&'a str> {
         match self {
             Scope::All => None,
             Scope::Namespace => Some(namespace),
@@ -221,7 +221,10 @@ impl Scope {
     }
 }
 
-async fn probe(client: &kube::Client, namespace: Option<&str>) -> Result<(), ContextError> {
+pub(crate) async fn probe(
+    client: &kube::Client,
+    namespace: Option<&str>,
+) -> Result<(), ContextError> {
     client
         .apiserver_version()
         .await

@@ -272,6 +272,26 @@ impl Watched {
 }
 
 impl Stores {
+    /// Whether every watch has listed once (without waiting).
+    pub fn listed(&self) -> bool {
+        fn listed<K>(store: &Store<K>) -> bool
+        where
+            K: Resource + Clone + 'static,
+            K::DynamicType: Eq + std::hash::Hash + Clone,
+        {
+            use futures::FutureExt as _;
+            store
+                .wait_until_ready()
+                .now_or_never()
+                .is_some_and(|ready| ready.is_ok())
+        }
+        listed(&self.clusters)
+            && listed(&self.backends)
+            && listed(&self.frontends)
+            && listed(&self.pods)
+            && self.controls.as_ref().is_none_or(listed)
+    }
+
     /// What the watches hold now (shared with the stores, not copied).
     pub fn objects(&self) -> Objects {
         let mut bad = Vec::new();

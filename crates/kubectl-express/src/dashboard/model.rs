@@ -109,25 +109,55 @@ impl TenantRow {
         format!("{}/{}", self.up_to_date, self.up)
     }
 
+    /// Seconds since its rollout started (while active) or finished.
+    pub fn rollout_age_seconds(&self) -> Option<i64> {
+        self.rollout_age_seconds
+    }
+
+    /// A row from its parts, `rollout_age_seconds` ago.
+    #[cfg(test)]
+    pub(crate) fn new(
+        list: ListRow,
+        up_to_date: usize,
+        up: usize,
+        versions: Vec<String>,
+        rollout_age_seconds: Option<i64>,
+    ) -> TenantRow {
+        TenantRow {
+            list,
+            up_to_date,
+            up,
+            versions,
+            rollout_age: rollout_age_seconds.map(express_triage::age),
+            rollout_age_seconds,
+        }
+    }
+
     fn matches(&self, query: &FleetQuery) -> bool {
         let row = &self.list;
         query.namespace.as_ref().is_none_or(|n| &row.namespace == n)
             && query.phase.as_ref().is_none_or(|p| &row.phase == p)
-            && query.q.as_ref().is_none_or(|q| {
-                let q = q.to_lowercase();
-                [
-                    &row.namespace,
-                    &row.cluster,
-                    &row.phase,
-                    &row.rollout,
-                    &row.paused,
-                    &row.ring,
-                    &row.operator_version,
-                ]
-                .into_iter()
-                .chain(&self.versions)
-                .any(|cell| cell.to_lowercase().contains(&q))
-            })
+            && query
+                .q
+                .as_ref()
+                .is_none_or(|q| self.mentions(&q.to_lowercase()))
+    }
+
+    /// Whether a column (versions included) contains `lowercase`, whatever its case.
+    pub(crate) fn mentions(&self, lowercase: &str) -> bool {
+        let row = &self.list;
+        [
+            &row.namespace,
+            &row.cluster,
+            &row.phase,
+            &row.rollout,
+            &row.paused,
+            &row.ring,
+            &row.operator_version,
+        ]
+        .into_iter()
+        .chain(&self.versions)
+        .any(|cell| cell.to_lowercase().contains(lowercase))
     }
 }
 

@@ -5,6 +5,7 @@
 
 use maud::{DOCTYPE, Markup, html};
 
+use super::actions::Acting;
 use super::model::{FleetQuery, FleetView, NodeRow, ReleaseRow, SortKey, TenantRow, TenantView};
 use super::svg;
 
@@ -17,16 +18,18 @@ pub struct Chrome<'a> {
     pub scope: &'a str,
     /// The serving process (see the live stream's `hello`).
     pub instance: &'a str,
+    /// The DC its actions go to, and their tokens.
+    pub acting: Acting<'a>,
 }
 
-fn page(chrome: &Chrome<'_>, title: &str, stream: &str, body: Markup) -> Markup {
+pub(super) fn page(chrome: &Chrome<'_>, title: &str, stream: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                @if !chrome.read_only { meta name="express-token" content=(chrome.token); }
+                @if !chrome.read_only && !chrome.token.is_empty() { meta name="express-token" content=(chrome.token); }
                 title { (title) " · Express dashboard" }
                 link rel="stylesheet" href="/assets/dashboard.css";
                 script src="/assets/dashboard.js" defer {}
@@ -147,7 +150,7 @@ fn releases(view: &FleetView, read_only: bool) -> Markup {
                         td class="message" { (r.message) }
                         @if !read_only {
                             td class="actions" {
-                                @if !r.over() { (release_actions(r)) }
+                                @if !r.over() { (release_actions(r, Acting::SINGLE)) }
                             }
                         }
                     }
@@ -157,18 +160,33 @@ fn releases(view: &FleetView, read_only: bool) -> Markup {
     }
 }
 
-fn release_actions(r: &ReleaseRow) -> Markup {
-    let url = |action: &str| format!("/api/releases/{}/actions/{action}", r.name);
+pub(super) fn release_actions(r: &ReleaseRow, acting: Acting<'_>) -> Markup {
+    let target = format!("release/{}", r.name);
+    let button = |name: &str, label: &str, confirm: String| {
+        let confirm = match acting.context {
+            Some(context) => format!("{context} / {}: {confirm}", r.name),
+            None => confirm,
+        };
+        let token = acting.token(&target, name, None);
+        action(
+            &acting.release_url(&r.name, name),
+            "{}",
+            label,
+            &confirm,
+            None,
+            token,
+        )
+    };
     let rings = format!("ring {} to ring {}", r.from_ring, r.to_ring);
     html! {
         @if r.phase == "Paused" {
-            (action(&url("resume"), "{}", "Resume", &format!("Resume OperatorRelease {} ({rings})? Moves and judging go on.", r.name), None))
+            (button("resume", "Resume", format!("Resume OperatorRelease {} ({rings})? Moves and judging go on.", r.name)))
         } @else {
-            (action(&url("pause"), "{}", "Pause", &format!("Pause OperatorRelease {} ({rings})? Nothing moves, nothing is judged, no bake time passes.", r.name), None))
+            (button("pause", "Pause", format!("Pause OperatorRelease {} ({rings})? Nothing moves, nothing is judged, no bake time passes.", r.name)))
         }
-        (action(&url("promote"), "{}", "Promote", &format!("Promote OperatorRelease {}: end the current wave's bake now?", r.name), None))
-        (action(&url("promote-full"), "{}", "Promote all", &format!("Promote OperatorRelease {} in full: every remaining wave now, no more baking or judging?", r.name), None))
-        (action(&url("abort"), "{}", "Abort", &format!("Abort OperatorRelease {}: every tenant it moved goes back to ring {}?", r.name, r.from_ring), None))
+        (button("promote", "Promote", format!("Promote OperatorRelease {}: end the current wave's bake now?", r.name)))
+        (button("promote-full", "Promote all", format!("Promote OperatorRelease {} in full: every remaining wave now, no more baking or judging?", r.name)))
+        (button("abort", "Abort", format!("Abort OperatorRelease {}: every tenant it moved goes back to ring {}?", r.name, r.from_ring)))
     }
 }
 
@@ -228,7 +246,7 @@ fn tenant_rows(view: &FleetView) -> Markup {
     }
 }
 
-fn progress(row: &TenantRow) -> Markup {
+pub(super) fn progress(row: &TenantRow) -> Markup {
     // A meter rather than a styled bar: the pages carry no inline style, so the CSP forbids it.
     html! {
         meter class="bar" min="0" max=(row.up.max(1)) value=(row.up_to_date) {}
@@ -236,7 +254,7 @@ fn progress(row: &TenantRow) -> Markup {
     }
 }
 
-fn cluster_class(phase: &str) -> &'static str {
+pub(super) fn cluster_class(phase: &str) -> &'static str {
     match phase {
         "Healthy" => "ready",
         "Progressing" => "changing",
@@ -249,21 +267,21 @@ fn cluster_class(phase: &str) -> &'static str {
 
 /// Path segments are Kubernetes names (DNS labels and subdomains): nothing to escape.
 pub fn tenant_href(namespace: &str, cluster: &str) -> String {
-    format!("/tenants/{namespace}/{cluster}")
-}
-
-fn api_base(namespace: &str, cluster: &str) -> String {
-    format!("/api/tenants/{namespace}/{cluster}")
+    Acting::SINGLE.tenant_href(namespace, cluster)
 }
 
 // ---- tenant page ----
 
 pub fn tenant_page(chrome: &Chrome<'_>, view: &TenantView) -> Markup {
     let (namespace, cluster) = (&view.namespace, &view.cluster);
+    let acting = chrome.acting;
     let body = html! {
-        h1 { (cluster) span class="namespace" { " in namespace " (namespace) } }
+        h1 {
+            (cluster) span class="namespace" { " in namespace " (namespace) }
+            @if let Some(context) = acting.context { span class="namespace context" data-context=(context) { " in context " (context) } }
+        }
         section id="summary" class="summary" { (summary(view)) }
-        @if !chrome.read_only { section id="actions" class="actions" { (tenant_actions(view)) } }
+        @if !chrome.read_only { section id="actions" class="actions" { (tenant_actions(view, acting)) } }
         h2 { "Order" }
         section id="graph" class="graphs" { (graphs(view)) }
         h2 { "Nodes" }
@@ -273,23 +291,28 @@ pub fn tenant_page(chrome: &Chrome<'_>, view: &TenantView) -> Markup {
                 th { "Version" } th { "Waiting for" } th { "Pod" } th { "Age" } th { "Restarts" }
                 @if !chrome.read_only { th {} }
             } }
-            tbody id="nodes" { (node_rows(view, chrome.read_only)) }
+            tbody id="nodes" { (node_rows(view, chrome.read_only, acting)) }
         }
         h2 { "Rollout history" }
         section id="history" { (history(view)) }
         h2 { "Events" }
         section id=(EVENTS_PART) { (events(view)) }
     };
+    let title = match acting.naming(namespace, cluster) {
+        Some(named) => named,
+        None => format!("{namespace}/{cluster}"),
+    };
     page(
         chrome,
-        &format!("{namespace}/{cluster}"),
-        &format!("{}/stream", api_base(namespace, cluster)),
+        &title,
+        &format!("{}/stream", acting.api_base(namespace, cluster)),
         body,
     )
 }
 
 /// The parts of the tenant page the live updates replace, by element id.
-pub fn tenant_parts(view: &TenantView, read_only: bool) -> Vec<(&'static str, String)> {
+pub fn tenant_parts(view: &TenantView, chrome: &Chrome<'_>) -> Vec<(&'static str, String)> {
+    let (read_only, acting) = (chrome.read_only, chrome.acting);
     let mut parts = vec![
         ("summary", summary(view).into_string()),
         (UPGRADE_GRAPH_PART, upgrade_graph(view).into_string()),
@@ -297,12 +320,12 @@ pub fn tenant_parts(view: &TenantView, read_only: bool) -> Vec<(&'static str, St
             PROVISIONING_GRAPH_PART,
             provisioning_graph(view).into_string(),
         ),
-        ("nodes", node_rows(view, read_only).into_string()),
+        ("nodes", node_rows(view, read_only, acting).into_string()),
         ("history", history(view).into_string()),
         (EVENTS_PART, events(view).into_string()),
     ];
     if !read_only {
-        parts.push(("actions", tenant_actions(view).into_string()));
+        parts.push(("actions", tenant_actions(view, acting).into_string()));
     }
     parts
 }
@@ -333,44 +356,66 @@ fn summary(view: &TenantView) -> Markup {
     }
 }
 
-/// A button that asks before it posts.
+/// A button that asks before it posts; across DCs it carries its own token (`token`).
 fn action(
     url: &str,
     body: &str,
     label: &str,
     confirm: &str,
     option: Option<(&str, &str)>,
+    token: Option<String>,
 ) -> Markup {
     html! {
         button type="button" class="action" data-url=(url) data-body=(body) data-title=(label) data-confirm=(confirm)
-            data-option=[option.map(|o| o.0)] data-option-text=[option.map(|o| o.1)] { (label) }
+            data-option=[option.map(|o| o.0)] data-option-text=[option.map(|o| o.1)] data-token=[token] { (label) }
     }
 }
 
-fn tenant_actions(view: &TenantView) -> Markup {
+fn tenant_actions(view: &TenantView, acting: Acting<'_>) -> Markup {
     let (namespace, cluster) = (&view.namespace, &view.cluster);
-    let base = api_base(namespace, cluster);
+    let base = acting.api_base(namespace, cluster);
+    let target = format!("{namespace}/{cluster}");
+    // Across DCs the confirmation starts with where: "dc-b / team-a / shop".
+    let named = |sentence: String| match acting.naming(namespace, cluster) {
+        Some(named) => format!("{named}: {sentence}"),
+        None => sentence,
+    };
+    let button = |name: &str, scope: Option<&str>, label: &str, sentence: String, option| {
+        let body = match scope {
+            Some(scope) => format!(r#"{{"scope":"{scope}"}}"#),
+            None => "{}".to_owned(),
+        };
+        let token = acting.token(&target, name, Some(scope.unwrap_or("cluster")));
+        action(
+            &format!("{base}/actions/{name}"),
+            &body,
+            label,
+            &named(sentence),
+            option,
+            token,
+        )
+    };
     let has_cluster = view.express_cluster.is_some();
     html! {
         @if has_cluster {
             @if view.cluster_paused {
-                (action(&format!("{base}/actions/resume"), r#"{"scope":"cluster"}"#, "Resume",
-                    &format!("Resume Express cluster {cluster} in namespace {namespace}: the operator may create, replace and delete its pods again (sets its ExpressCluster's spec.paused to false)."), None))
+                (button("resume", Some("cluster"), "Resume",
+                    format!("Resume Express cluster {cluster} in namespace {namespace}: the operator may create, replace and delete its pods again (sets its ExpressCluster's spec.paused to false)."), None))
             } @else {
-                (action(&format!("{base}/actions/pause"), r#"{"scope":"cluster"}"#, "Pause",
-                    &format!("Pause Express cluster {cluster} in namespace {namespace}: no pod of it is created, replaced or deleted until it is resumed (sets its ExpressCluster's spec.paused)."), None))
+                (button("pause", Some("cluster"), "Pause",
+                    format!("Pause Express cluster {cluster} in namespace {namespace}: no pod of it is created, replaced or deleted until it is resumed (sets its ExpressCluster's spec.paused)."), None))
             }
         }
-        (action(&format!("{base}/actions/pause"), r#"{"scope":"namespace"}"#, "Pause namespace",
-            &format!("Pause every Express cluster in namespace {namespace}, not only {cluster}: no pod in the namespace is created, replaced or deleted until it is resumed (ConfigMap express-control)."), None))
-        (action(&format!("{base}/actions/resume"), r#"{"scope":"namespace"}"#, "Resume namespace",
-            &format!("Resume every Express cluster in namespace {namespace} that the namespace's pause held (ConfigMap express-control)."), None))
+        (button("pause", Some("namespace"), "Pause namespace",
+            format!("Pause every Express cluster in namespace {namespace}, not only {cluster}: no pod in the namespace is created, replaced or deleted until it is resumed (ConfigMap express-control)."), None))
+        (button("resume", Some("namespace"), "Resume namespace",
+            format!("Resume every Express cluster in namespace {namespace} that the namespace's pause held (ConfigMap express-control)."), None))
         @if has_cluster {
-            (action(&format!("{base}/actions/abort"), "{}", "Abort",
-                &format!("Abort the rollout of Express cluster {cluster} in namespace {namespace}: no further node is changed for the current desired revisions until the spec changes or a retry is requested."),
+            (button("abort", None, "Abort",
+                format!("Abort the rollout of Express cluster {cluster} in namespace {namespace}: no further node is changed for the current desired revisions until the spec changes or a retry is requested."),
                 Some(("rollback", "and return the nodes this rollout changed to their previous revision"))))
-            (action(&format!("{base}/actions/retry"), "{}", "Retry",
-                &format!("Retry Express cluster {cluster} in namespace {namespace}: clears its failed or aborted rollout, so the operator changes nodes again."), None))
+            (button("retry", None, "Retry",
+                format!("Retry Express cluster {cluster} in namespace {namespace}: clears its failed or aborted rollout, so the operator changes nodes again."), None))
         }
     }
 }
@@ -409,7 +454,11 @@ fn graphs(view: &TenantView) -> Markup {
     }
 }
 
-fn node_rows(view: &TenantView, read_only: bool) -> Markup {
+fn node_rows(view: &TenantView, read_only: bool, acting: Acting<'_>) -> Markup {
+    let named = |sentence: String| match acting.naming(&view.namespace, &view.cluster) {
+        Some(named) => format!("{named}: {sentence}"),
+        None => sentence,
+    };
     html! {
         @for node in &view.nodes {
             tr data-node=(node.name) data-phase=(node.phase) {
@@ -431,9 +480,10 @@ fn node_rows(view: &TenantView, read_only: bool) -> Markup {
                 @if !read_only {
                     td {
                         @if node.up && node.pod.is_some() {
-                            (action(&format!("{}/nodes/{}/actions/bounce", api_base(&view.namespace, &view.cluster), node.name), "{}", "Bounce",
-                                &format!("Bounce node {} of Express cluster {} in namespace {}: its pod is deleted gracefully and recreated on the revision it runs, under the same ordering rules as every pod change.", node.name, view.cluster, view.namespace),
-                                Some(("force", "force: even while the application is Rebuilding, or the node has a pending change"))))
+                            (action(&format!("{}/nodes/{}/actions/bounce", acting.api_base(&view.namespace, &view.cluster), node.name), "{}", "Bounce",
+                                &named(format!("Bounce node {} of Express cluster {} in namespace {}: its pod is deleted gracefully and recreated on the revision it runs, under the same ordering rules as every pod change.", node.name, view.cluster, view.namespace)),
+                                Some(("force", "force: even while the application is Rebuilding, or the node has a pending change")),
+                                acting.token(&format!("{}/{}/{}", view.namespace, view.cluster, node.name), "bounce", None)))
                         }
                     }
                 }

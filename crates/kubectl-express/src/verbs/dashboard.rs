@@ -2,11 +2,18 @@
 //! dashboard ([`crate::dashboard`]) with the kubeconfig's identity until interrupted. It
 //! listens on loopback unless told otherwise; another address must name the host names it is
 //! reached by (`--allowed-host`), since the guard refuses any other `Host`.
+//!
+//! With the fleet verbs' selection (`--context a,b`, `/re/`, `^name`, `--all-contexts`) it
+//! serves one fleet page over every DC selected (DESIGN section 13); no selection, or one plain
+//! name, serves one context exactly as before.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use crate::connect::ConnectArgs;
+use std::time::Duration;
+
+use crate::contexts::{FleetArgs, Mode};
+use crate::dashboard::dcs::FleetStart;
 use crate::dashboard::server::{self, Settings};
 use crate::exit::Exit;
 
@@ -21,6 +28,10 @@ pub struct Args {
     /// Show no action buttons and refuse every action.
     #[arg(long)]
     read_only: bool,
+    /// Across contexts: show no action buttons for this context and refuse its actions
+    /// (repeatable).
+    #[arg(long = "read-only-context", value_name = "NAME")]
+    read_only_contexts: Vec<String>,
     /// A host name (with or without :PORT) the dashboard may be reached by, besides the
     /// loopback names; required to listen on another address.
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
@@ -29,7 +40,7 @@ pub struct Args {
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
     #[command(flatten)]
-    connect: ConnectArgs,
+    connect: FleetArgs,
 }
 
 /// The `Host` values the guard accepts for a server on `address` (its port once known).
@@ -74,37 +85,91 @@ pub fn run(args: Args) -> ExitCode {
         ))
         .report("dashboard");
     }
-    let connect = args.connect.clone();
-    super::live_serving("dashboard", &connect, |c| async move {
-        let listener = tokio::net::TcpListener::bind(args.addr)
-            .await
-            .map_err(|e| Exit::failure(format!("cannot listen on {}: {e}", args.addr)))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| Exit::failure(format!("cannot read the listening address: {e}")))?;
-        let settings = Settings {
-            namespace: (!args.all_namespaces).then(|| c.namespace.clone()),
-            operator_namespace: args.operator_namespace.clone(),
-            read_only: args.read_only,
-            allowed_hosts: allowed_hosts(bound, &args.allowed_hosts),
-        };
-        let read_only = args.read_only;
-        // The URL a browser may use: the address itself on loopback, else the first
-        // --allowed-host (a wildcard address is nobody's Host).
-        let url_host = settings
-            .allowed_hosts
-            .first()
-            .cloned()
-            .unwrap_or_else(|| bound.to_string());
-        server::serve(c.client, settings, listener, move |_| {
-            println!(
-                "Express dashboard at http://{url_host}/{} (Ctrl-C stops it)",
-                if read_only { " (read-only)" } else { "" }
-            );
-        })
-        .await?;
-        Ok(ExitCode::SUCCESS)
-    })
+    let mode = match args.connect.mode() {
+        Ok(mode) => mode,
+        Err(e) => return Exit::usage(e.to_string()).report("dashboard"),
+    };
+    match mode {
+        Mode::Single(connect) => {
+            if !args.read_only_contexts.is_empty() {
+                return Exit::usage(
+                    "--read-only-context applies across contexts (--context a,b, /regex/ or --all-contexts); with one context use --read-only",
+                )
+                .report("dashboard");
+            }
+            super::live_serving("dashboard", &connect, |c| async move {
+                let (listener, settings) = bind(&args).await?;
+                let namespace = (!args.all_namespaces).then(|| c.namespace.clone());
+                let banner = banner(&args, &settings);
+                server::serve(c.client, namespace, settings, listener, move |_| {
+                    println!("{banner}");
+                })
+                .await?;
+                Ok(ExitCode::SUCCESS)
+            })
+        }
+        Mode::Fleet(selection) => {
+            let fleet_args = args.connect.clone();
+            crate::fleet::run("dashboard", &fleet_args, selection, |plan| async move {
+                let unknown: Vec<&String> = args
+                    .read_only_contexts
+                    .iter()
+                    .filter(|c| !plan.contexts.contains(c))
+                    .collect();
+                if let Some(context) = unknown.first() {
+                    return Err(Exit::usage(format!(
+                        "--read-only-context {context}: not among the contexts selected ({})",
+                        plan.contexts.join(", ")
+                    )));
+                }
+                let (listener, settings) = bind(&args).await?;
+                let banner = banner(&args, &settings);
+                let start = FleetStart {
+                    loaded: plan.loaded,
+                    contexts: plan.contexts,
+                    namespace: plan.namespace,
+                    all_namespaces: args.all_namespaces,
+                    read_only_contexts: args.read_only_contexts.clone(),
+                    deadline: plan.deadline.max(Duration::from_secs(1)),
+                };
+                server::serve_fleet(start, settings, listener, move |_| {
+                    println!("{banner}");
+                })
+                .await?;
+                Ok(ExitCode::SUCCESS)
+            })
+        }
+    }
+}
+
+/// Listens on `--addr`, and the settings for the address it got.
+async fn bind(args: &Args) -> Result<(tokio::net::TcpListener, Settings), Exit> {
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|e| Exit::failure(format!("cannot listen on {}: {e}", args.addr)))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Exit::failure(format!("cannot read the listening address: {e}")))?;
+    let settings = Settings {
+        operator_namespace: args.operator_namespace.clone(),
+        read_only: args.read_only,
+        allowed_hosts: allowed_hosts(bound, &args.allowed_hosts),
+    };
+    Ok((listener, settings))
+}
+
+/// The line saying where the dashboard is. The URL a browser may use: the address itself on
+/// loopback, else the first --allowed-host (a wildcard address is nobody's Host).
+fn banner(args: &Args, settings: &Settings) -> String {
+    let url_host = settings
+        .allowed_hosts
+        .first()
+        .cloned()
+        .unwrap_or_else(|| args.addr.to_string());
+    format!(
+        "Express dashboard at http://{url_host}/{} (Ctrl-C stops it)",
+        if args.read_only { " (read-only)" } else { "" }
+    )
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::contexts::{FleetArgs, Mode};
 use crate::exit::Exit;
 use crate::{fleet, live, view};
 
-mod across;
+pub(crate) mod across;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -1,0 +1,417 @@
+//! The DCs the dashboard serves: one for `dashboard` as it always was, or one per selected
+//! context (DESIGN section 13). Each has its own client, its own watches and its own doctor,
+//! and a [`Health`] the fleet page's badge and the actions' refusal read.
+//!
+//! A DC's health follows its watches: a watch that fails sends a probe (the fleet verbs' own,
+//! within `--context-timeout`) to say why, and the next change its watches see makes it live
+//! again. The stores keep what they last held while a DC is down, so its rows stay, stale.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use express_api::Objects;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use tokio::sync::watch;
+
+use super::fleet::{DcDoctor, Health};
+use super::model::{self, DoctorBanner, FleetQuery, TenantRow};
+use super::server::Settings;
+use crate::contexts::Loaded;
+use crate::fleet::{ContextError, Scope};
+use crate::live;
+
+/// How often a DC's doctor runs (it reads Leases, Deployments and events).
+pub const DOCTOR_EVERY: Duration = Duration::from_secs(15);
+/// A DC's rows are built again at most this often when nothing changes (for their ages).
+const ROWS_FRESH: Duration = Duration::from_secs(5);
+
+/// One DC.
+pub struct Dc {
+    /// Its kubeconfig context; None for the single-context dashboard.
+    pub context: Option<String>,
+    /// What it watches: one namespace, or every namespace.
+    pub namespace: Option<String>,
+    /// None when the kubeconfig makes no client for it (then it is down for good).
+    pub client: Option<Client>,
+    pub stores: Option<live::Stores>,
+    /// `--read-only`, or `--read-only-context` names it.
+    pub read_only: bool,
+    state: RwLock<State>,
+    /// Bumped on each change its watches see and each new health or verdict.
+    changes: AtomicU64,
+    rows: Mutex<Option<Rows>>,
+}
+
+struct State {
+    health: Health,
+    /// When it was last seen answering.
+    seen: Option<Timestamp>,
+    doctor: Option<DoctorBanner>,
+    verdict: Option<DcDoctor>,
+}
+
+struct Rows {
+    change: u64,
+    at: Instant,
+    rows: Arc<Vec<TenantRow>>,
+}
+
+impl Dc {
+    pub fn new(
+        context: Option<String>,
+        namespace: Option<String>,
+        client: Option<Client>,
+        stores: Option<live::Stores>,
+        read_only: bool,
+        health: Health,
+    ) -> Dc {
+        Dc {
+            context,
+            namespace,
+            client,
+            stores,
+            read_only,
+            state: RwLock::new(State {
+                seen: matches!(health, Health::Live).then(Timestamp::now),
+                health,
+                doctor: None,
+                verdict: None,
+            }),
+            changes: AtomicU64::new(0),
+            rows: Mutex::new(None),
+        }
+    }
+
+    /// The context's name, or "" for the single-context dashboard.
+    pub fn name(&self) -> &str {
+        self.context.as_deref().unwrap_or_default()
+    }
+
+    pub fn objects(&self) -> Objects {
+        self.stores
+            .as_ref()
+            .map(live::Stores::objects)
+            .unwrap_or_default()
+    }
+
+    pub fn health(&self) -> Health {
+        self.state
+            .read()
+            .map(|s| s.health.clone())
+            .unwrap_or(Health::Connecting)
+    }
+
+    pub fn doctor(&self) -> Option<DoctorBanner> {
+        self.state.read().ok().and_then(|s| s.doctor.clone())
+    }
+
+    pub fn verdict(&self) -> Option<DcDoctor> {
+        self.state.read().ok().and_then(|s| s.verdict.clone())
+    }
+
+    pub fn in_scope(&self, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|n| n == namespace)
+    }
+
+    /// Its tenants' rows, built once per change (or per [`ROWS_FRESH`], for their ages).
+    pub fn rows(&self, operator_namespace: &str) -> Arc<Vec<TenantRow>> {
+        let change = self.changes.load(Ordering::SeqCst);
+        if let Ok(rows) = self.rows.lock()
+            && let Some(rows) = rows
+                .as_ref()
+                .filter(|r| r.change == change && r.at.elapsed() < ROWS_FRESH)
+        {
+            return rows.rows.clone();
+        }
+        let view = model::fleet(
+            &self.objects(),
+            operator_namespace,
+            &FleetQuery::default(),
+            None,
+            Timestamp::now(),
+        );
+        let rows = Arc::new(view.tenants);
+        if let Ok(mut cached) = self.rows.lock() {
+            *cached = Some(Rows {
+                change,
+                at: Instant::now(),
+                rows: rows.clone(),
+            });
+        }
+        rows
+    }
+
+    pub(super) fn bump(&self, all: &watch::Sender<u64>) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        all.send_modify(|n| *n += 1);
+    }
+
+    /// Sets its health; true when that changed anything.
+    fn set_health(&self, health: Health) -> bool {
+        let Ok(mut state) = self.state.write() else {
+            return false;
+        };
+        if matches!(health, Health::Live) {
+            state.seen = Some(Timestamp::now());
+        }
+        let health = match health {
+            // Down since it was last seen.
+            Health::Down { error, .. } => Health::Down {
+                error,
+                last_seen: state.seen,
+            },
+            other => other,
+        };
+        if state.health == health {
+            return false;
+        }
+        state.health = health;
+        true
+    }
+
+    /// Records its doctor's verdict; true when it changed.
+    fn set_doctor(&self, banner: DoctorBanner, verdict: DcDoctor) -> bool {
+        let Ok(mut state) = self.state.write() else {
+            return false;
+        };
+        let banner = Some(banner);
+        if state.doctor == banner {
+            return false;
+        }
+        state.doctor = banner;
+        state.verdict = Some(verdict);
+        true
+    }
+}
+
+/// What the dashboard serves across DCs.
+pub struct FleetStart {
+    pub loaded: Arc<Loaded>,
+    /// The selected contexts, in order.
+    pub contexts: Vec<String>,
+    /// `-n`; None: each context's own namespace.
+    pub namespace: Option<String>,
+    pub all_namespaces: bool,
+    /// `--read-only-context`.
+    pub read_only_contexts: Vec<String>,
+    /// `--context-timeout`: how long a DC may take to answer a probe, and how long the
+    /// dashboard waits for the DCs' first listing before it serves anyway.
+    pub deadline: Duration,
+}
+
+/// Each context of `start` as a DC, in order, and the watches to follow for those the
+/// kubeconfig makes a client for (a context it does not is down for good, and says why).
+pub async fn open(
+    start: &FleetStart,
+    settings: &Settings,
+) -> (Vec<Arc<Dc>>, Vec<(Arc<Dc>, live::Watched)>) {
+    let mut dcs = Vec::new();
+    let mut watches = Vec::new();
+    for context in &start.contexts {
+        let read_only = settings.read_only || start.read_only_contexts.contains(context);
+        match start.loaded.client(context).await {
+            Ok((client, default)) => {
+                let namespace =
+                    (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
+                let watched = live::Watched::fleet(
+                    &client,
+                    namespace.as_deref(),
+                    &settings.operator_namespace,
+                );
+                let dc = Arc::new(Dc::new(
+                    Some(context.clone()),
+                    namespace,
+                    Some(client),
+                    Some(watched.stores()),
+                    read_only,
+                    Health::Connecting,
+                ));
+                watches.push((dc.clone(), watched));
+                dcs.push(dc);
+            }
+            Err(why) => dcs.push(Arc::new(Dc::new(
+                Some(context.clone()),
+                None,
+                None,
+                None,
+                read_only,
+                Health::Down {
+                    error: crate::fleet::ContextError::Config(why),
+                    last_seen: None,
+                },
+            ))),
+        }
+    }
+    (dcs, watches)
+}
+
+/// Keeps `dc` current: its watches (`watched`), and why it cannot be read when they fail.
+/// `all` is bumped on every change the pages should see.
+pub async fn follow(
+    dc: Arc<Dc>,
+    mut watched: live::Watched,
+    all: Arc<watch::Sender<u64>>,
+    deadline: Duration,
+) {
+    loop {
+        match watched.changed().await {
+            Ok(()) => {
+                let listed = dc.stores.as_ref().is_some_and(live::Stores::listed);
+                match dc.health() {
+                    Health::Live => {}
+                    Health::Connecting => {
+                        if listed {
+                            dc.set_health(Health::Live);
+                        }
+                    }
+                    // Not every watch reports its failures (the operator-wide ConfigMap's is
+                    // optional), and a down DC's stores still say listed: only an answer
+                    // makes it live again.
+                    Health::Down { .. } => {
+                        if listed {
+                            dc.set_health(match probe(&dc, deadline).await {
+                                Ok(()) => Health::Live,
+                                Err(error) => Health::Down {
+                                    error,
+                                    last_seen: None,
+                                },
+                            });
+                        }
+                    }
+                }
+                dc.bump(&all);
+            }
+            Err(failed) => {
+                let why = match probe(&dc, deadline).await {
+                    Ok(()) => match dc.health() {
+                        // It answers, but a watch does not: say what the watch said.
+                        Health::Live => None,
+                        _ => Some(ContextError::Failed(failed)),
+                    },
+                    Err(error) => Some(error),
+                };
+                if let Some(error) = why
+                    && dc.set_health(Health::Down {
+                        error,
+                        last_seen: None,
+                    })
+                {
+                    dc.bump(&all);
+                }
+                // The watches retry with their own backoff; this only bounds a tight loop.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Asks the DC for its version and one ExpressCluster, within `deadline`.
+pub async fn probe(dc: &Dc, deadline: Duration) -> Result<(), ContextError> {
+    let Some(client) = &dc.client else {
+        return Err(ContextError::Config("no client for this context".into()));
+    };
+    let scope = match dc.namespace {
+        Some(_) => Scope::Namespace,
+        None => Scope::All,
+    };
+    let namespace = dc.namespace.clone().unwrap_or_default();
+    match tokio::time::timeout(
+        deadline,
+        crate::fleet::probe(client, scope.namespace(&namespace)),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => Err(ContextError::TimedOut(deadline.as_secs())),
+    }
+}
+
+/// Runs `dc`'s doctor every [`DOCTOR_EVERY`] while it is live; in the fleet (`deadline` set), a
+/// probe first, so that a DC that hangs without failing its watches is named too.
+pub async fn doctor(
+    dc: Arc<Dc>,
+    operator_namespace: String,
+    all: Arc<watch::Sender<u64>>,
+    deadline: Option<Duration>,
+) {
+    loop {
+        if let Some(deadline) = deadline
+            && let Err(error) = probe(&dc, deadline).await
+            && dc.set_health(Health::Down {
+                error,
+                last_seen: None,
+            })
+        {
+            dc.bump(&all);
+        }
+        if let (Health::Live, Some(client)) = (dc.health(), &dc.client) {
+            let objects = dc.objects();
+            let fleet =
+                crate::live::fleet_around(client, &operator_namespace, &objects, Vec::new()).await;
+            let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
+            let banner = DoctorBanner::from_report(&report, &fleet.releases);
+            let verdict = DcDoctor {
+                verdict: report.verdict,
+                reason: report.reason.clone(),
+            };
+            // Pages re-render only for a verdict that changed, not every run.
+            if dc.set_doctor(banner, verdict) {
+                dc.bump(&all);
+            }
+        }
+        tokio::time::sleep(DOCTOR_EVERY).await;
+    }
+}
+
+/// Waits until no DC is still connecting, or `deadline` has passed.
+pub async fn settled(dcs: &[Arc<Dc>], deadline: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < deadline
+        && dcs
+            .iter()
+            .any(|dc| matches!(dc.health(), Health::Connecting))
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_dc_that_drops_is_down_since_it_was_last_seen_and_comes_back_live() {
+        let dc = Dc::new(
+            Some("dc-b".into()),
+            None,
+            None,
+            None,
+            false,
+            Health::Connecting,
+        );
+        let unreachable = || Health::Down {
+            error: ContextError::Unreachable("connection refused".into()),
+            last_seen: None,
+        };
+        // Never seen: down with no time.
+        assert!(dc.set_health(unreachable()));
+        assert_eq!(dc.health(), unreachable());
+        assert!(!dc.set_health(unreachable()), "the same health again");
+        assert!(dc.set_health(Health::Live));
+        let before = Timestamp::now();
+        assert!(dc.set_health(unreachable()));
+        let Health::Down {
+            last_seen: Some(seen),
+            ..
+        } = dc.health()
+        else {
+            panic!("down, seen before: {:?}", dc.health())
+        };
+        assert!(seen <= before);
+        assert!(dc.set_health(Health::Live));
+        assert_eq!(dc.health(), Health::Live);
+    }
+}

@@ -1,0 +1,894 @@
+//! The fleet page across data centres (DESIGN section 13), pure: each DC's rows (as the
+//! single-DC page builds them), its health and its doctor's verdict go in; one view comes out,
+//! with a DC column, a badge per DC, counts, the unhealthy first, and a page of rows.
+//!
+//! A DC that stops answering keeps its rows: the watches' stores keep what they last held, and
+//! the rows are marked stale with the time the DC was last seen, so that an outage never reads
+//! as an empty (or healthy) DC.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use express_triage::Verdict;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::model::{SortKey, TenantRow};
+use crate::fleet::ContextError;
+use crate::verbs::doctor::across::{self, FleetVerdict};
+
+/// Rows on one page of the fleet.
+pub const PAGE_SIZE: usize = 200;
+
+/// What the dashboard knows of a DC's connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Its watches have not listed yet.
+    Connecting,
+    Live,
+    /// It cannot be read now; `last_seen` is when it last could (None: never, so no rows).
+    Down {
+        error: ContextError,
+        last_seen: Option<Timestamp>,
+    },
+}
+
+impl Health {
+    /// Why actions in this DC are refused, when they are: nothing is done where the
+    /// dashboard cannot see what it does.
+    pub fn refusal(&self) -> Option<String> {
+        match self {
+            Health::Live => None,
+            Health::Connecting => Some("not read yet (connecting)".into()),
+            Health::Down { error, .. } => Some(format!("cannot be read ({})", describe(error))),
+        }
+    }
+}
+
+/// Why a DC cannot be read, in one line: "Unauthorized", "forbidden: cannot list
+/// expressclusters", "unreachable: connection refused".
+pub fn describe(error: &ContextError) -> String {
+    match error {
+        // These say it themselves.
+        ContextError::Unauthorized | ContextError::Forbidden(_) => error.to_string(),
+        _ => format!("{}: {error}", error.status()),
+    }
+}
+
+/// The doctor's last verdict on one DC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DcDoctor {
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+/// One DC, as the merge reads it.
+pub struct DcInput<'a> {
+    pub context: &'a str,
+    pub health: &'a Health,
+    pub doctor: Option<&'a DcDoctor>,
+    /// `--read-only` or `--read-only-context` names it.
+    pub read_only: bool,
+    /// Its tenants, as the single-DC page has them.
+    pub rows: &'a [TenantRow],
+}
+
+/// One DC's badge: its doctor's verdict, or why it cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Badge {
+    pub context: String,
+    /// A doctor verdict (`healthy`, `tenant`, `deployment`, `infrastructure`), `pending`
+    /// (read, doctor not run yet), `connecting`, or a fleet read's status (`unreachable`,
+    /// `forbidden`, `error`).
+    pub status: String,
+    /// One line: "healthy", "Unauthorized", "unreachable: connection refused".
+    pub text: String,
+    /// The doctor's reason, or the error in full.
+    pub reason: String,
+    pub tenants: usize,
+    /// Its rows are what it held when last seen.
+    pub stale: bool,
+    /// When it was last seen, for a DC that is down ("12s ago").
+    pub last_seen: Option<String>,
+    /// Whether its rows offer actions.
+    pub actions: bool,
+}
+
+/// `dc`'s badge at `now`.
+pub fn badge(dc: &DcInput<'_>, now: Timestamp) -> Badge {
+    let (status, text, reason) = match (dc.health, dc.doctor) {
+        (Health::Connecting, _) => (
+            "connecting".to_owned(),
+            "connecting".to_owned(),
+            "its watches have not listed yet".to_owned(),
+        ),
+        (Health::Down { error, .. }, _) => (
+            error.status().to_owned(),
+            describe(error),
+            error.to_string(),
+        ),
+        (Health::Live, None) => (
+            "pending".to_owned(),
+            "doctor: not run yet".to_owned(),
+            String::new(),
+        ),
+        (Health::Live, Some(doctor)) => (
+            doctor.verdict.as_str().to_owned(),
+            doctor.verdict.as_str().to_owned(),
+            doctor.reason.clone(),
+        ),
+    };
+    let last_seen = match dc.health {
+        Health::Down {
+            last_seen: Some(at),
+            ..
+        } => Some(seen_ago(now, *at)),
+        _ => None,
+    };
+    Badge {
+        context: dc.context.to_owned(),
+        status,
+        text,
+        reason,
+        tenants: dc.rows.len(),
+        stale: matches!(dc.health, Health::Down { .. }) && !dc.rows.is_empty(),
+        last_seen,
+        actions: !dc.read_only && dc.health.refusal().is_none(),
+    }
+}
+
+fn seen_ago(now: Timestamp, then: Timestamp) -> String {
+    let seconds = (now.as_second() - then.as_second()).max(0);
+    format!(
+        "{} ({} ago)",
+        then.strftime("%H:%M:%S UTC"),
+        express_triage::age(seconds)
+    )
+}
+
+/// How the fleet page across DCs is sorted: unhealthy first, unless another order is asked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DcSort {
+    #[default]
+    Health,
+    Context,
+    Namespace,
+    Cluster,
+    Phase,
+    Progress,
+    Age,
+}
+
+impl DcSort {
+    pub const ALL: [DcSort; 7] = [
+        DcSort::Health,
+        DcSort::Context,
+        DcSort::Namespace,
+        DcSort::Cluster,
+        DcSort::Phase,
+        DcSort::Progress,
+        DcSort::Age,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DcSort::Health => "health",
+            DcSort::Context => "context",
+            DcSort::Namespace => SortKey::Namespace.as_str(),
+            DcSort::Cluster => SortKey::Cluster.as_str(),
+            DcSort::Phase => SortKey::Phase.as_str(),
+            DcSort::Progress => SortKey::Progress.as_str(),
+            DcSort::Age => SortKey::Age.as_str(),
+        }
+    }
+}
+
+/// The fleet page's filter, sort, grouping and page, from its query string.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, Serialize)]
+pub struct DcQuery {
+    /// Only this DC (kubeconfig context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<String>,
+    /// Only tenants this operator version last wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<String>,
+    #[serde(default)]
+    pub sort: DcSort,
+    /// `dc`: rows under a heading per DC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<usize>,
+}
+
+impl DcQuery {
+    /// Empty fields mean "any" (a form submits them empty).
+    pub fn normalized(mut self) -> DcQuery {
+        let keep = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        self.context = keep(self.context);
+        self.namespace = keep(self.namespace);
+        self.phase = keep(self.phase);
+        self.ring = keep(self.ring);
+        self.version = keep(self.version);
+        self.q = keep(self.q);
+        self.group = keep(self.group).filter(|g| g == "dc");
+        self
+    }
+
+    pub fn grouped(&self) -> bool {
+        self.group.is_some()
+    }
+
+    /// The query string of this query on another page (for the page links).
+    pub fn with_page(&self, page: usize) -> String {
+        let mut pairs = Vec::new();
+        for (name, value) in [
+            ("context", &self.context),
+            ("namespace", &self.namespace),
+            ("phase", &self.phase),
+            ("ring", &self.ring),
+            ("version", &self.version),
+            ("q", &self.q),
+            ("group", &self.group),
+        ] {
+            if let Some(value) = value {
+                pairs.push(format!("{name}={}", encode(value)));
+            }
+        }
+        if self.sort != DcSort::Health {
+            pairs.push(format!("sort={}", self.sort.as_str()));
+        }
+        pairs.push(format!("page={page}"));
+        format!("?{}", pairs.join("&"))
+    }
+}
+
+/// Percent-encodes a query value (names and versions: letters, digits, `-._~` pass).
+pub fn encode(value: &str) -> String {
+    let mut out = String::new();
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// One tenant of one DC on the fleet page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DcRow {
+    pub context: String,
+    #[serde(flatten)]
+    pub tenant: TenantRow,
+    /// The DC is down: this is what it held when last seen.
+    pub stale: bool,
+    pub last_seen: Option<String>,
+}
+
+impl DcRow {
+    /// 0: failing (Failed, InvalidSpec, Degraded); 1: not settled or not known (Progressing,
+    /// Paused, stale...); 2: Healthy.
+    pub fn concern(&self) -> u8 {
+        if self.stale {
+            return 1;
+        }
+        match self.tenant.list.phase.as_str() {
+            "Failed" | "InvalidSpec" | "Degraded" => 0,
+            "Healthy" => 2,
+            _ => 1,
+        }
+    }
+
+    fn matches(&self, query: &DcQuery) -> bool {
+        let list = &self.tenant.list;
+        query.context.as_ref().is_none_or(|c| &self.context == c)
+            && query
+                .namespace
+                .as_ref()
+                .is_none_or(|n| &list.namespace == n)
+            && query.phase.as_ref().is_none_or(|p| &list.phase == p)
+            && query.ring.as_ref().is_none_or(|r| &list.ring == r)
+            && query
+                .version
+                .as_ref()
+                .is_none_or(|v| &list.operator_version == v)
+            && query.q.as_ref().is_none_or(|q| {
+                let q = q.to_lowercase();
+                self.context.to_lowercase().contains(&q) || self.tenant.mentions(&q)
+            })
+    }
+}
+
+/// How many tenants have each value.
+pub type Count = Vec<(String, usize)>;
+
+/// The counts the page leads with, over every tenant of every DC.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub by_context: Count,
+    pub by_phase: Count,
+    pub by_ring: Count,
+    pub by_version: Count,
+    /// Failing tenants (Failed, InvalidSpec, Degraded).
+    pub failing: usize,
+    pub stale: usize,
+}
+
+/// The fleet page across DCs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DcFleetView {
+    /// The doctor's verdicts merged as `doctor --context` merges them.
+    pub verdict: String,
+    pub headline: String,
+    pub reason: String,
+    pub badges: Vec<Badge>,
+    pub counts: Counts,
+    /// This page's rows.
+    pub tenants: Vec<DcRow>,
+    /// Tenants the filter keeps, and tenants in all.
+    pub shown: usize,
+    pub total: usize,
+    pub page: usize,
+    pub pages: usize,
+    pub contexts: Vec<String>,
+    pub namespaces: Vec<String>,
+    pub phases: Vec<String>,
+}
+
+impl DcFleetView {
+    pub fn badge(&self, context: &str) -> Option<&Badge> {
+        self.badges.iter().find(|b| b.context == context)
+    }
+}
+
+fn count<'a>(values: impl Iterator<Item = &'a str>) -> Count {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for value in values {
+        *counts.entry(value).or_default() += 1;
+    }
+    counts.into_iter().map(|(k, n)| (k.to_owned(), n)).collect()
+}
+
+/// Merges the DCs (in the order given) into the page `query` asks for.
+pub fn merge(dcs: &[DcInput<'_>], query: &DcQuery, now: Timestamp) -> DcFleetView {
+    let badges: Vec<Badge> = dcs.iter().map(|dc| badge(dc, now)).collect();
+    let mut rows: Vec<DcRow> = Vec::new();
+    for (dc, badge) in dcs.iter().zip(&badges) {
+        rows.extend(dc.rows.iter().map(|tenant| DcRow {
+            context: dc.context.to_owned(),
+            tenant: tenant.clone(),
+            stale: badge.stale,
+            last_seen: badge.last_seen.clone().filter(|_| badge.stale),
+        }));
+    }
+    let counts = Counts {
+        by_context: dcs
+            .iter()
+            .map(|dc| (dc.context.to_owned(), dc.rows.len()))
+            .collect(),
+        by_phase: count(rows.iter().map(|r| r.tenant.list.phase.as_str())),
+        by_ring: count(rows.iter().map(|r| r.tenant.list.ring.as_str())),
+        by_version: count(rows.iter().map(|r| r.tenant.list.operator_version.as_str())),
+        failing: rows.iter().filter(|r| r.concern() == 0).count(),
+        stale: rows.iter().filter(|r| r.stale).count(),
+    };
+    let namespaces: BTreeSet<String> = rows
+        .iter()
+        .map(|r| r.tenant.list.namespace.clone())
+        .collect();
+    let phases: BTreeSet<String> = rows.iter().map(|r| r.tenant.list.phase.clone()).collect();
+    let total = rows.len();
+    let mut kept: Vec<DcRow> = rows.into_iter().filter(|r| r.matches(query)).collect();
+    sort(&mut kept, dcs, query);
+    let shown = kept.len();
+    let pages = shown.div_ceil(PAGE_SIZE).max(1);
+    let page = query.page.unwrap_or(1).clamp(1, pages);
+    let tenants: Vec<DcRow> = kept
+        .into_iter()
+        .skip((page - 1) * PAGE_SIZE)
+        .take(PAGE_SIZE)
+        .collect();
+    let FleetVerdict {
+        verdict,
+        headline,
+        reason,
+        ..
+    } = fleet_verdict(dcs);
+    DcFleetView {
+        verdict: verdict.map_or("unknown", Verdict::as_str).to_owned(),
+        headline,
+        reason,
+        badges,
+        counts,
+        tenants,
+        shown,
+        total,
+        page,
+        pages,
+        contexts: dcs.iter().map(|dc| dc.context.to_owned()).collect(),
+        namespaces: namespaces.into_iter().collect(),
+        phases: phases.into_iter().collect(),
+    }
+}
+
+/// `doctor --context`'s fleet verdict over the DCs' last verdicts; a DC not read (yet) is
+/// named as such, never counted healthy.
+fn fleet_verdict(dcs: &[DcInput<'_>]) -> FleetVerdict {
+    let pending = ContextError::Failed("not read yet".into());
+    let versions: Vec<Vec<String>> = dcs
+        .iter()
+        .map(|dc| {
+            let set: BTreeSet<&str> = dc
+                .rows
+                .iter()
+                .map(|r| r.list.operator_version.as_str())
+                .filter(|v| *v != crate::view::NONE)
+                .collect();
+            set.into_iter().map(str::to_owned).collect()
+        })
+        .collect();
+    let read: Vec<across::Dc<'_>> = dcs
+        .iter()
+        .zip(&versions)
+        .map(|(dc, versions)| across::Dc {
+            context: dc.context,
+            read: match (dc.health, dc.doctor) {
+                (Health::Live, Some(doctor)) => {
+                    Ok((doctor.verdict, doctor.reason.as_str(), versions.as_slice()))
+                }
+                (Health::Down { error, .. }, _) => Err(error),
+                _ => Err(&pending),
+            },
+        })
+        .collect();
+    across::fleet_verdict(&read)
+}
+
+fn sort(rows: &mut [DcRow], dcs: &[DcInput<'_>], query: &DcQuery) {
+    let place = |context: &str| dcs.iter().position(|dc| dc.context == context);
+    let by_name = |a: &DcRow, b: &DcRow| {
+        (
+            place(&a.context),
+            &a.tenant.list.namespace,
+            &a.tenant.list.cluster,
+        )
+            .cmp(&(
+                place(&b.context),
+                &b.tenant.list.namespace,
+                &b.tenant.list.cluster,
+            ))
+    };
+    let done = |r: &DcRow| {
+        (r.tenant.up_to_date * 1000)
+            .checked_div(r.tenant.up)
+            .unwrap_or(1000)
+    };
+    let grouped = query.grouped();
+    rows.sort_by(|a, b| {
+        let group = if grouped {
+            place(&a.context).cmp(&place(&b.context))
+        } else {
+            std::cmp::Ordering::Equal
+        };
+        let key = match query.sort {
+            DcSort::Health => a.concern().cmp(&b.concern()),
+            DcSort::Context => place(&a.context).cmp(&place(&b.context)),
+            DcSort::Namespace => a.tenant.list.namespace.cmp(&b.tenant.list.namespace),
+            DcSort::Cluster => a.tenant.list.cluster.cmp(&b.tenant.list.cluster),
+            DcSort::Phase => a.tenant.list.phase.cmp(&b.tenant.list.phase),
+            // Least done first, as on the single-DC page.
+            DcSort::Progress => done(a).cmp(&done(b)),
+            // Oldest rollout first; tenants without one last.
+            DcSort::Age => b
+                .tenant
+                .rollout_age_seconds()
+                .cmp(&a.tenant.rollout_age_seconds()),
+        };
+        group.then(key).then_with(|| by_name(a, b))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::view::ListRow;
+
+    fn now() -> Timestamp {
+        "2026-05-01T12:00:00Z".parse().unwrap()
+    }
+
+    fn row(namespace: &str, cluster: &str, phase: &str, ring: &str, version: &str) -> TenantRow {
+        TenantRow::new(
+            ListRow {
+                namespace: namespace.into(),
+                cluster: cluster.into(),
+                phase: phase.into(),
+                rollout: "Complete".into(),
+                progress: String::new(),
+                current: "-".into(),
+                ready: "2/2".into(),
+                paused: "-".into(),
+                ring: ring.into(),
+                operator_version: version.into(),
+            },
+            2,
+            2,
+            vec!["v1".into()],
+            Some(60),
+        )
+    }
+
+    fn doctor(verdict: Verdict) -> DcDoctor {
+        DcDoctor {
+            verdict,
+            reason: format!("{} reason", verdict.as_str()),
+        }
+    }
+
+    fn names(view: &DcFleetView) -> Vec<String> {
+        view.tenants
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}/{}/{}",
+                    r.context, r.tenant.list.namespace, r.tenant.list.cluster
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_of_every_dc_merge_with_their_dc_and_the_unhealthy_lead() {
+        let a = vec![
+            row("team-a", "shop", "Healthy", "default", "0.5.0"),
+            row("team-b", "shop", "Failed", "default", "0.5.0"),
+        ];
+        let b = vec![
+            row("team-a", "shop", "Progressing", "canary", "0.6.0"),
+            row("team-c", "web", "Healthy", "default", "0.5.0"),
+        ];
+        let healthy = doctor(Verdict::Healthy);
+        let dcs = [
+            DcInput {
+                context: "dc-a",
+                health: &Health::Live,
+                doctor: Some(&healthy),
+                read_only: false,
+                rows: &a,
+            },
+            DcInput {
+                context: "dc-b",
+                health: &Health::Live,
+                doctor: Some(&healthy),
+                read_only: false,
+                rows: &b,
+            },
+        ];
+        let view = merge(&dcs, &DcQuery::default(), now());
+        assert_eq!(
+            names(&view),
+            [
+                "dc-a/team-b/shop",
+                "dc-b/team-a/shop",
+                "dc-a/team-a/shop",
+                "dc-b/team-c/web"
+            ]
+        );
+        assert_eq!(
+            (view.shown, view.total, view.page, view.pages),
+            (4, 4, 1, 1)
+        );
+        assert_eq!(view.verdict, "healthy");
+        assert_eq!(
+            view.counts.by_context,
+            [("dc-a".to_owned(), 2), ("dc-b".to_owned(), 2)]
+        );
+        assert_eq!(
+            view.counts.by_phase,
+            [
+                ("Failed".to_owned(), 1),
+                ("Healthy".to_owned(), 2),
+                ("Progressing".to_owned(), 1)
+            ]
+        );
+        assert_eq!(
+            view.counts.by_ring,
+            [("canary".to_owned(), 1), ("default".to_owned(), 3)]
+        );
+        assert_eq!(
+            view.counts.by_version,
+            [("0.5.0".to_owned(), 3), ("0.6.0".to_owned(), 1)]
+        );
+        assert_eq!(view.counts.failing, 1);
+        // The same namespace in two DCs stays two tenants; a filter by DC keeps one.
+        let only_b = merge(
+            &dcs,
+            &DcQuery {
+                context: Some("dc-b".into()),
+                ..DcQuery::default()
+            },
+            now(),
+        );
+        assert_eq!(names(&only_b), ["dc-b/team-a/shop", "dc-b/team-c/web"]);
+        assert_eq!((only_b.shown, only_b.total), (2, 4));
+        // Text finds a DC's name too; ring and operator version filter.
+        let text = |q: DcQuery| names(&merge(&dcs, &q.normalized(), now()));
+        assert_eq!(
+            text(DcQuery {
+                q: Some("DC-B".into()),
+                ..DcQuery::default()
+            })
+            .len(),
+            2
+        );
+        assert_eq!(
+            text(DcQuery {
+                ring: Some("canary".into()),
+                ..DcQuery::default()
+            }),
+            ["dc-b/team-a/shop"]
+        );
+        assert_eq!(
+            text(DcQuery {
+                version: Some("0.5.0".into()),
+                sort: DcSort::Namespace,
+                ..DcQuery::default()
+            }),
+            ["dc-a/team-a/shop", "dc-a/team-b/shop", "dc-b/team-c/web"]
+        );
+        // Grouped by DC: each DC's rows together, unhealthy first within.
+        assert_eq!(
+            text(DcQuery {
+                group: Some("dc".into()),
+                ..DcQuery::default()
+            }),
+            [
+                "dc-a/team-b/shop",
+                "dc-a/team-a/shop",
+                "dc-b/team-a/shop",
+                "dc-b/team-c/web"
+            ]
+        );
+        // Another group value is no grouping.
+        assert!(
+            !DcQuery {
+                group: Some("ring".into()),
+                ..DcQuery::default()
+            }
+            .normalized()
+            .grouped()
+        );
+    }
+
+    #[test]
+    fn each_dc_has_a_badge_its_verdict_or_why_it_cannot_be_read() {
+        let rows = vec![row("team-a", "shop", "Healthy", "default", "0.5.0")];
+        let infra = doctor(Verdict::Infrastructure);
+        let lost_at: Timestamp = "2026-05-01T11:59:18Z".parse().unwrap();
+        // (health, doctor, read-only, rows, badge)
+        type Case<'a> = (Health, Option<&'a DcDoctor>, bool, &'a [TenantRow], Badge);
+        let cases: Vec<Case<'_>> = vec![
+            (
+                Health::Live,
+                Some(&infra),
+                false,
+                &rows,
+                Badge {
+                    context: "dc".into(),
+                    status: "infrastructure".into(),
+                    text: "infrastructure".into(),
+                    reason: "infrastructure reason".into(),
+                    tenants: 1,
+                    stale: false,
+                    last_seen: None,
+                    actions: true,
+                },
+            ),
+            (
+                Health::Live,
+                None,
+                true,
+                &rows,
+                Badge {
+                    context: "dc".into(),
+                    status: "pending".into(),
+                    text: "doctor: not run yet".into(),
+                    reason: String::new(),
+                    tenants: 1,
+                    stale: false,
+                    last_seen: None,
+                    actions: false,
+                },
+            ),
+            (
+                Health::Down {
+                    error: ContextError::Unauthorized,
+                    last_seen: None,
+                },
+                None,
+                false,
+                &[],
+                Badge {
+                    context: "dc".into(),
+                    status: "forbidden".into(),
+                    text: "Unauthorized".into(),
+                    reason: "Unauthorized".into(),
+                    tenants: 0,
+                    stale: false,
+                    last_seen: None,
+                    actions: false,
+                },
+            ),
+            (
+                Health::Down {
+                    error: ContextError::Unreachable("connection refused".into()),
+                    last_seen: Some(lost_at),
+                },
+                Some(&infra),
+                false,
+                &rows,
+                Badge {
+                    context: "dc".into(),
+                    status: "unreachable".into(),
+                    text: "unreachable: connection refused".into(),
+                    reason: "connection refused".into(),
+                    tenants: 1,
+                    stale: true,
+                    last_seen: Some("11:59:18 UTC (42s ago)".into()),
+                    actions: false,
+                },
+            ),
+            (
+                Health::Connecting,
+                None,
+                false,
+                &[],
+                Badge {
+                    context: "dc".into(),
+                    status: "connecting".into(),
+                    text: "connecting".into(),
+                    reason: "its watches have not listed yet".into(),
+                    tenants: 0,
+                    stale: false,
+                    last_seen: None,
+                    actions: false,
+                },
+            ),
+        ];
+        for (health, doctor, read_only, rows, want) in cases {
+            let dc = DcInput {
+                context: "dc",
+                health: &health,
+                doctor,
+                read_only,
+                rows,
+            };
+            assert_eq!(badge(&dc, now()), want, "{health:?}");
+        }
+    }
+
+    #[test]
+    fn a_dc_that_dropped_keeps_its_rows_stale_and_is_never_healthy() {
+        let a = vec![row("team-a", "shop", "Healthy", "default", "0.5.0")];
+        let b = vec![row("team-b", "shop", "Healthy", "default", "0.5.0")];
+        let healthy = doctor(Verdict::Healthy);
+        let down = Health::Down {
+            error: ContextError::Unreachable("connection refused".into()),
+            last_seen: Some("2026-05-01T11:58:00Z".parse().unwrap()),
+        };
+        let dcs = [
+            DcInput {
+                context: "dc-a",
+                health: &Health::Live,
+                doctor: Some(&healthy),
+                read_only: false,
+                rows: &a,
+            },
+            DcInput {
+                context: "dc-b",
+                health: &down,
+                // Its last verdict before it dropped does not count.
+                doctor: Some(&healthy),
+                read_only: false,
+                rows: &b,
+            },
+        ];
+        let view = merge(&dcs, &DcQuery::default(), now());
+        // The stale row leads (not known healthy), with when it was last seen.
+        assert_eq!(names(&view), ["dc-b/team-b/shop", "dc-a/team-a/shop"]);
+        let stale = &view.tenants[0];
+        assert!(stale.stale);
+        assert_eq!(stale.last_seen.as_deref(), Some("11:58:00 UTC (2m ago)"));
+        assert!(!view.tenants[1].stale && view.tenants[1].last_seen.is_none());
+        assert_eq!(view.counts.stale, 1);
+        assert_eq!(view.verdict, "unknown");
+        assert!(view.reason.contains("not read: dc-b"), "{}", view.reason);
+        assert!(!view.badge("dc-b").unwrap().actions);
+        assert!(view.badge("dc-a").unwrap().actions);
+    }
+
+    #[test]
+    fn the_fleet_is_paged_and_the_links_keep_the_query() {
+        let many: Vec<TenantRow> = (0..450)
+            .map(|i| {
+                row(
+                    &format!("team-{i:03}"),
+                    "shop",
+                    "Healthy",
+                    "default",
+                    "0.5.0",
+                )
+            })
+            .collect();
+        let healthy = doctor(Verdict::Healthy);
+        let dcs = [DcInput {
+            context: "dc-a",
+            health: &Health::Live,
+            doctor: Some(&healthy),
+            read_only: false,
+            rows: &many,
+        }];
+        let page = |n: Option<usize>| {
+            merge(
+                &dcs,
+                &DcQuery {
+                    page: n,
+                    ..DcQuery::default()
+                },
+                now(),
+            )
+        };
+        let first = page(None);
+        assert_eq!((first.tenants.len(), first.page, first.pages), (200, 1, 3));
+        assert_eq!(first.tenants[0].tenant.list.namespace, "team-000");
+        let last = page(Some(3));
+        assert_eq!(last.tenants.len(), 50);
+        assert_eq!(last.tenants[0].tenant.list.namespace, "team-400");
+        // Past the end: the last page; 0: the first.
+        assert_eq!(page(Some(9)).page, 3);
+        assert_eq!(page(Some(0)).page, 1);
+        let query = DcQuery {
+            context: Some("dc a".into()),
+            sort: DcSort::Age,
+            group: Some("dc".into()),
+            ..DcQuery::default()
+        };
+        assert_eq!(
+            query.with_page(2),
+            "?context=dc%20a&group=dc&sort=age&page=2"
+        );
+    }
+
+    #[test]
+    fn actions_are_refused_where_the_dc_cannot_be_seen() {
+        assert_eq!(Health::Live.refusal(), None);
+        assert_eq!(
+            Health::Connecting.refusal().as_deref(),
+            Some("not read yet (connecting)")
+        );
+        let down = Health::Down {
+            error: ContextError::Forbidden("cannot list expressclusters".into()),
+            last_seen: None,
+        };
+        assert_eq!(
+            down.refusal().as_deref(),
+            Some("cannot be read (forbidden: cannot list expressclusters)")
+        );
+    }
+}

@@ -1,0 +1,232 @@
+//! The live updates (server-sent events): a fleet page's parts, rendered once per change
+//! whoever watches, and a tenant page's parts with its namespace's events, watched for as long
+//! as the page is open. Every stream starts with `hello` and the serving process's instance.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use tokio::sync::watch;
+
+use super::dcs::Dc;
+use super::fleet::DcQuery;
+use super::model::FleetQuery;
+use super::pages;
+use super::server::{AppState, TenantPath, no_dc, no_tenant};
+
+/// Changes arriving this close together are sent as one update.
+const COALESCE: Duration = Duration::from_millis(150);
+/// Ages on a page move even when nothing changes: re-render this often.
+pub(super) const REFRESH: Duration = Duration::from_secs(10);
+
+/// One update: the page's parts by element id, as JSON.
+pub(super) fn update(parts: Vec<(&'static str, String)>) -> String {
+    let map: serde_json::Map<String, serde_json::Value> = parts
+        .into_iter()
+        .map(|(id, html)| (id.to_owned(), html.into()))
+        .collect();
+    serde_json::Value::Object(map).to_string()
+}
+
+/// Waits for the next change (or the periodic refresh), then lets close changes gather.
+/// False when the watches are gone.
+async fn next_change(changes: &mut watch::Receiver<u64>) -> bool {
+    tokio::select! {
+        changed = changes.changed() => if changed.is_err() { return false; },
+        () = tokio::time::sleep(REFRESH) => {}
+    }
+    tokio::time::sleep(COALESCE).await;
+    true
+}
+
+type Updates = Sse<
+    axum::response::sse::KeepAliveStream<
+        std::pin::Pin<Box<dyn Stream<Item = Result<SseEvent, Infallible>> + Send>>,
+    >,
+>;
+
+/// A live stream: first `hello` with the server's instance, then the updates.
+fn sse(instance: &str, stream: impl Stream<Item = SseEvent> + Send + 'static) -> Updates {
+    let hello = SseEvent::default().event("hello").data(instance);
+    let stream = futures::stream::once(async move { hello }).chain(stream);
+    Sse::new(stream.map(Ok).boxed()).keep_alive(KeepAlive::default())
+}
+
+pub(super) async fn fleet_stream(
+    State(shared): State<AppState>,
+    Query(query): Query<FleetQuery>,
+) -> Updates {
+    let query = query.normalized();
+    let changes = shared.changes.clone();
+    let instance = shared.instance.clone();
+    // The first update goes out at once: the page may be older than the stream.
+    let stream = futures::stream::unfold(
+        (shared, changes, Arc::new(String::new()), true),
+        move |(shared, mut changes, last, first)| {
+            let query = query.clone();
+            async move {
+                let mut first = first;
+                loop {
+                    if !first && !next_change(&mut changes).await {
+                        return None;
+                    }
+                    first = false;
+                    let data = shared.fleet_update(&query);
+                    if data != last {
+                        let event = SseEvent::default().event("update").data(data.as_str());
+                        return Some((event, (shared, changes, data, false)));
+                    }
+                }
+            }
+        },
+    );
+    sse(&instance, stream)
+}
+
+pub(super) async fn dc_fleet_stream(
+    State(shared): State<AppState>,
+    Query(query): Query<DcQuery>,
+) -> Updates {
+    let query = query.normalized();
+    let changes = shared.changes.clone();
+    let instance = shared.instance.clone();
+    let stream = futures::stream::unfold(
+        (shared, changes, Arc::new(String::new()), true),
+        move |(shared, mut changes, last, first)| {
+            let query = query.clone();
+            async move {
+                let mut first = first;
+                loop {
+                    if !first && !next_change(&mut changes).await {
+                        return None;
+                    }
+                    first = false;
+                    let data = shared.dc_fleet_update(&query);
+                    if data != last {
+                        let event = SseEvent::default().event("update").data(data.as_str());
+                        return Some((event, (shared, changes, data, false)));
+                    }
+                }
+            }
+        },
+    );
+    sse(&instance, stream)
+}
+
+/// A tenant stream that can only say the tenant is not there.
+fn gone(instance: &str, why: String) -> Updates {
+    let event = SseEvent::default().event("gone").data(why);
+    sse(instance, futures::stream::once(async move { event }))
+}
+
+pub(super) async fn tenant_stream(
+    State(shared): State<AppState>,
+    Path(TenantPath {
+        context,
+        namespace,
+        cluster,
+    }): Path<TenantPath>,
+) -> Updates {
+    let instance = shared.instance.clone();
+    let (dc, client) = match shared.dc(context.as_deref()) {
+        Ok(dc) => match dc.client.clone() {
+            Some(client) => (dc, client),
+            None => return gone(&instance, "no client for this context".into()),
+        },
+        Err(_) => return gone(&instance, no_dc(context.as_deref())),
+    };
+    // The namespace's events, watched for as long as the page is open.
+    let (events, writer) = reflector::store::<Event>();
+    let api = Api::<Event>::namespaced(client, &namespace);
+    let event_changes = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).default_backoff(),
+    )
+    .map(|_| ())
+    .boxed();
+    let changes = shared.changes.clone();
+    struct Follow {
+        shared: AppState,
+        dc: Arc<Dc>,
+        changes: watch::Receiver<u64>,
+        event_changes: std::pin::Pin<Box<dyn Stream<Item = ()> + Send>>,
+        events: reflector::Store<Event>,
+        last: String,
+        first: bool,
+        gone: bool,
+    }
+    impl Follow {
+        /// Takes every event the watch has ready, so that a relist of hundreds of events is
+        /// one wake-up, not one each.
+        fn drain_events(&mut self) {
+            while let Some(Some(())) = self.event_changes.next().now_or_never() {}
+        }
+
+        /// The events listed so far, or None until the watch has listed them once (the page
+        /// keeps the events it was served with until then).
+        fn events(&self) -> Option<Vec<Arc<Event>>> {
+            let mut ready = std::pin::pin!(self.events.wait_until_ready());
+            ready.as_mut().now_or_never().map(|_| self.events.state())
+        }
+    }
+    let follow = Follow {
+        shared,
+        dc,
+        changes,
+        event_changes,
+        events,
+        last: String::new(),
+        first: true,
+        gone: false,
+    };
+    let stream = futures::stream::unfold(follow, move |mut follow| {
+        let (namespace, cluster) = (namespace.clone(), cluster.clone());
+        async move {
+            if follow.gone {
+                return None;
+            }
+            loop {
+                if !follow.first {
+                    tokio::select! {
+                        more = next_change(&mut follow.changes) => if !more { return None; },
+                        Some(()) = follow.event_changes.next() => {
+                            follow.drain_events();
+                            tokio::time::sleep(COALESCE).await;
+                        }
+                    }
+                }
+                follow.first = false;
+                follow.drain_events();
+                let events = follow.events();
+                let listed = events.as_deref().unwrap_or_default();
+                let Some(view) = follow
+                    .shared
+                    .tenant(&follow.dc, &namespace, &cluster, listed)
+                else {
+                    follow.gone = true;
+                    let event = SseEvent::default()
+                        .event("gone")
+                        .data(no_tenant(&namespace, &cluster));
+                    return Some((event, follow));
+                };
+                let chrome = follow.shared.chrome(&follow.dc);
+                let mut parts = pages::tenant_parts(&view, &chrome);
+                if events.is_none() {
+                    parts.retain(|(id, _)| *id != pages::EVENTS_PART);
+                }
+                let data = update(parts);
+                if data != follow.last {
+                    follow.last = data.clone();
+                    return Some((SseEvent::default().event("update").data(data), follow));
+                }
+            }
+        }
+    });
+    sse(&instance, stream)
+}
