@@ -63,30 +63,7 @@ pub(super) async fn fleet_stream(
     Query(query): Query<FleetQuery>,
 ) -> Updates {
     let query = query.normalized();
-    let changes = shared.changes.clone();
-    let instance = shared.instance.clone();
-    // The first update goes out at once: the page may be older than the stream.
-    let stream = futures::stream::unfold(
-        (shared, changes, Arc::new(String::new()), true),
-        move |(shared, mut changes, last, first)| {
-            let query = query.clone();
-            async move {
-                let mut first = first;
-                loop {
-                    if !first && !next_change(&mut changes).await {
-                        return None;
-                    }
-                    first = false;
-                    let data = shared.fleet_update(&query);
-                    if data != last {
-                        let event = SseEvent::default().event("update").data(data.as_str());
-                        return Some((event, (shared, changes, data, false)));
-                    }
-                }
-            }
-        },
-    );
-    sse(&instance, stream)
+    rendered_updates(shared, move |shared| shared.fleet_update(&query))
 }
 
 pub(super) async fn dc_fleet_stream(
@@ -94,12 +71,21 @@ pub(super) async fn dc_fleet_stream(
     Query(query): Query<DcQuery>,
 ) -> Updates {
     let query = query.normalized();
+    rendered_updates(shared, move |shared| shared.dc_fleet_update(&query))
+}
+
+/// An update each time a change of the watches changes what `render` gives; the first goes out
+/// at once (the page may be older than the stream).
+fn rendered_updates(
+    shared: AppState,
+    render: impl Fn(&AppState) -> Arc<String> + Clone + Send + Sync + 'static,
+) -> Updates {
     let changes = shared.changes.clone();
     let instance = shared.instance.clone();
     let stream = futures::stream::unfold(
         (shared, changes, Arc::new(String::new()), true),
         move |(shared, mut changes, last, first)| {
-            let query = query.clone();
+            let render = render.clone();
             async move {
                 let mut first = first;
                 loop {
@@ -107,7 +93,7 @@ pub(super) async fn dc_fleet_stream(
                         return None;
                     }
                     first = false;
-                    let data = shared.dc_fleet_update(&query);
+                    let data = render(&shared);
                     if data != last {
                         let event = SseEvent::default().event("update").data(data.as_str());
                         return Some((event, (shared, changes, data, false)));
