@@ -170,7 +170,7 @@ mod tests {
             let status = NodeStatus {
                 desired_revision: Some("r1".into()),
                 change,
-                bounce,
+                bounce: bounce.map(Box::new),
                 ..NodeStatus::default()
             };
             assert_eq!(down_node_work(&status), work, "{what}");

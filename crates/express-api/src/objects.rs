@@ -10,15 +10,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 use kube::core::ApiResource;
 
 use crate::lenient::Undecodable;
 use crate::natural::natural_cmp;
-use crate::views::{PodView, RevisionView};
-use crate::{Backend, ExpressCluster, Frontend, NodeKind, NodeSpec, NodeStatus};
+use crate::views::{NodeView, PodView, RevisionView};
+use crate::{Backend, ExpressCluster, Frontend, NodeKind};
 
 /// A kind the operator's caches and the CLI's watches keep in kube's reflectors: what those
 /// need of it, said once.
@@ -76,108 +75,18 @@ impl NodeKind {
     }
 }
 
-/// One Backend or Frontend, whatever its kind.
-#[derive(Clone, Copy, Debug)]
-pub enum NodeRef<'a> {
-    Backend(&'a Backend),
-    Frontend(&'a Frontend),
-}
-
-impl<'a> From<&'a Backend> for NodeRef<'a> {
-    fn from(backend: &'a Backend) -> Self {
-        NodeRef::Backend(backend)
-    }
-}
-
-impl<'a> From<&'a Frontend> for NodeRef<'a> {
-    fn from(frontend: &'a Frontend) -> Self {
-        NodeRef::Frontend(frontend)
-    }
-}
-
-impl<'a> NodeRef<'a> {
-    pub fn kind(&self) -> NodeKind {
-        match self {
-            NodeRef::Backend(_) => NodeKind::Backend,
-            NodeRef::Frontend(_) => NodeKind::Frontend,
-        }
-    }
-
-    pub fn meta(&self) -> &'a ObjectMeta {
-        match self {
-            NodeRef::Backend(b) => &b.metadata,
-            NodeRef::Frontend(f) => &f.metadata,
-        }
-    }
-
-    pub fn spec(&self) -> &'a NodeSpec {
-        match self {
-            NodeRef::Backend(b) => &b.spec,
-            NodeRef::Frontend(f) => &f.spec,
-        }
-    }
-
-    pub fn status(&self) -> Option<&'a NodeStatus> {
-        match self {
-            NodeRef::Backend(b) => b.status.as_ref(),
-            NodeRef::Frontend(f) => f.status.as_ref(),
-        }
-    }
-
-    /// The node's name ("" for an object without one, which the API server never stores).
-    pub fn name(&self) -> &'a str {
-        self.meta().name.as_deref().unwrap_or("")
-    }
-
-    pub fn namespace(&self) -> Option<&'a str> {
-        self.meta().namespace.as_deref()
-    }
-
-    /// The Express cluster the node belongs to.
-    pub fn cluster_name(&self) -> &'a str {
-        &self.spec().cluster_config.cluster_name
-    }
-
-    pub fn key(&self) -> Option<ClusterKey> {
-        Some(ClusterKey::new(self.namespace()?, self.cluster_name()))
-    }
-
-    /// The operator has not reported on the node's latest spec yet.
-    pub fn unobserved(&self) -> bool {
-        let status = self.status();
-        status.is_none() || status.and_then(|s| s.observed_generation) < self.meta().generation
-    }
-
-    /// The controller owner reference a pod or ControllerRevision of this node carries (None
-    /// for a node the API server has not stored yet: it has no uid). It blocks the node's
-    /// foreground deletion until the pod is gone, as a workload controller's does.
-    pub fn controller_owner_ref(&self) -> Option<OwnerReference> {
-        let owner = match self {
-            NodeRef::Backend(b) => b.controller_owner_ref(&()),
-            NodeRef::Frontend(f) => f.controller_owner_ref(&()),
-        };
-        owner.map(|owner| OwnerReference {
-            block_owner_deletion: Some(true),
-            ..owner
-        })
-    }
-
-    /// The node as an event's subject.
-    pub fn object_ref(&self) -> ObjectReference {
-        match self {
-            NodeRef::Backend(b) => b.object_ref(&()),
-            NodeRef::Frontend(f) => f.object_ref(&()),
-        }
-    }
-}
+/// One Backend or Frontend, whatever its kind: its view ([`crate::views::NodeView`]).
+pub type NodeRef<'a> = &'a NodeView;
 
 /// Express objects of one namespace or many, with the pods and ControllerRevisions they own and
 /// the control ConfigMaps that pause them.
 #[derive(Clone, Debug, Default)]
 pub struct Objects {
     pub clusters: Vec<Arc<ExpressCluster>>,
-    pub backends: Vec<Arc<Backend>>,
-    pub frontends: Vec<Arc<Frontend>>,
+    /// Backends, as their views ([`crate::views`]).
+    pub backends: Vec<Arc<NodeView>>,
+    /// Frontends, as their views.
+    pub frontends: Vec<Arc<NodeView>>,
     /// Pods, as their views ([`crate::views`]).
     pub pods: Vec<Arc<PodView>>,
     /// Control ConfigMaps (others are ignored).
@@ -188,9 +97,10 @@ pub struct Objects {
     pub undecodable: Vec<Arc<Undecodable>>,
 }
 
-/// Wraps owned objects for [`Objects`].
-pub fn shared<K>(objects: impl IntoIterator<Item = K>) -> Vec<Arc<K>> {
-    objects.into_iter().map(Arc::new).collect()
+/// Wraps owned objects for [`Objects`], as the views it holds them as (the identity for the
+/// kinds it holds whole).
+pub fn shared<K, V: From<K>>(objects: impl IntoIterator<Item = K>) -> Vec<Arc<V>> {
+    objects.into_iter().map(|o| Arc::new(V::from(o))).collect()
 }
 
 /// What [`Objects`] holds: an API object or a view, each knowing its namespace.
@@ -205,6 +115,12 @@ impl<K: Resource> Namespaced for K {
 }
 
 impl Namespaced for PodView {
+    fn namespace_name(&self) -> Option<&str> {
+        self.namespace()
+    }
+}
+
+impl Namespaced for NodeView {
     fn namespace_name(&self) -> Option<&str> {
         self.namespace()
     }
@@ -294,8 +210,8 @@ impl Objects {
 
     /// Every Backend, then every Frontend.
     pub fn nodes(&self) -> impl Iterator<Item = NodeRef<'_>> {
-        let backends = self.backends.iter().map(|b| NodeRef::from(&**b));
-        backends.chain(self.frontends.iter().map(|f| NodeRef::from(&**f)))
+        let backends = self.backends.iter().map(|b| &**b);
+        backends.chain(self.frontends.iter().map(|f| &**f))
     }
 
     /// Every Express cluster an ExpressCluster or a node names, sorted.
@@ -346,7 +262,8 @@ impl Objects {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BackendSpec, FrontendSpec};
+    use crate::{BackendSpec, FrontendSpec, NodeSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn spec(cluster: &str) -> NodeSpec {
         NodeSpec::for_cluster(cluster)
@@ -405,40 +322,5 @@ mod tests {
                 .node("tenant", NodeKind::Backend, "acme-fe2")
                 .is_none()
         );
-    }
-
-    #[test]
-    fn owner_references_come_from_the_stored_node() {
-        let frontend = Frontend {
-            metadata: meta("acme-fe1", Some("uid-1")),
-            spec: FrontendSpec(spec("acme")),
-            status: None,
-        };
-        let owner = NodeRef::from(&frontend)
-            .controller_owner_ref()
-            .expect("a stored node has a uid");
-        assert_eq!(
-            (
-                owner.api_version.as_str(),
-                owner.kind.as_str(),
-                owner.name.as_str(),
-                owner.uid.as_str(),
-                owner.controller,
-                owner.block_owner_deletion
-            ),
-            (
-                "express.dev/v1alpha1",
-                "Frontend",
-                "acme-fe1",
-                "uid-1",
-                Some(true),
-                Some(true)
-            )
-        );
-        let unsaved = Frontend {
-            metadata: meta("acme-fe1", None),
-            ..frontend
-        };
-        assert!(NodeRef::from(&unsaved).controller_owner_ref().is_none());
     }
 }

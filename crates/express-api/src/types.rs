@@ -378,7 +378,9 @@ pub struct NodeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub invalid_revisions: Vec<InvalidRevision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bounce: Option<crate::bounce::BounceStatus>,
+    // Boxed: a bounce is rare, and its record (192 bytes) would otherwise sit in every
+    // cached node.
+    pub bounce: Option<Box<crate::bounce::BounceStatus>>,
     /// The desired state the operator last saw, for the settle window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_desired: Option<ObservedDesired>,

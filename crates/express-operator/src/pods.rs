@@ -128,10 +128,10 @@ pub(crate) fn test_identity(kind: NodeKind, name: &str, uid: &str) -> NodeIdenti
     let identity = match kind {
         NodeKind::Backend => serde_json::from_value::<express_api::Backend>(object)
             .ok()
-            .and_then(|b| NodeIdentity::of(NodeRef::from(&b))),
+            .and_then(|b| NodeIdentity::of(&express_api::views::NodeView::from(b))),
         NodeKind::Frontend => serde_json::from_value::<express_api::Frontend>(object)
             .ok()
-            .and_then(|f| NodeIdentity::of(NodeRef::from(&f))),
+            .and_then(|f| NodeIdentity::of(&express_api::views::NodeView::from(f))),
     };
     identity.unwrap_or_else(|| panic!("a test node {name}"))
 }

@@ -18,7 +18,6 @@ use express_api::{
     BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use crate::snapshot::{
@@ -150,12 +149,10 @@ impl<'a> Grouped<'a> {
         let mut names_per_namespace: HashMap<(&str, &str), Vec<NodeKind>> = HashMap::new();
         for (namespace, cluster_nodes) in groups.iter().map(|((ns, _), g)| (ns, &g.nodes)) {
             for node in cluster_nodes {
-                if let Some(name) = node.meta().name.as_deref() {
-                    names_per_namespace
-                        .entry((namespace, name))
-                        .or_default()
-                        .push(node.kind());
-                }
+                names_per_namespace
+                    .entry((namespace, node.name()))
+                    .or_default()
+                    .push(node.kind());
             }
         }
         Grouped {
@@ -213,8 +210,8 @@ impl<'a> Grouped<'a> {
         });
         let mut observations: Vec<NodeObservation> = nodes
                 .iter()
-                .filter_map(|node| {
-                    let name = node.meta().name.as_deref()?;
+                .map(|node| {
+                    let name = node.name();
                     let duplicate = names_per_namespace
                         .get(&(namespace, name))
                         .is_some_and(|kinds| kinds.len() > 1);
@@ -228,7 +225,7 @@ impl<'a> Grouped<'a> {
                     let pod = pods
                         .get(&(namespace, name))
                         .map(|pod| {
-                            let uid = node.meta().uid.as_deref();
+                            let uid = node.meta.uid.as_deref();
                             observe_pod(pod, node.kind(), name, uid, inventory.ownership)
                         });
                     let status = node.status();
@@ -246,7 +243,7 @@ impl<'a> Grouped<'a> {
                         c.in_progress()
                             && pod.as_ref().is_none_or(|p| p.revision.as_deref() != Some(c.to.as_str()))
                     });
-                    Some(NodeObservation {
+                    NodeObservation {
                         name: name.to_owned(),
                         kind: node.kind(),
                         up: node.spec().up,
@@ -265,16 +262,16 @@ impl<'a> Grouped<'a> {
                             })
                             .collect(),
                         history: history_of(inventory, namespace, node.kind(), name),
-                        rollout_id: rollout_id_of(node.meta()),
+                        rollout_id: rollout_id_of(node.meta.annotations.as_deref()),
                         recorded_desired: status
                             .and_then(|s| s.observed_desired.as_ref())
                             .and_then(recorded_desired),
-                        bounce_request: bounce_request_of(node.meta()).map(Box::new),
+                        bounce_request: bounce_request_of(node.meta.annotations.as_deref()).map(Box::new),
                         bounce: status
-                            .and_then(|s| s.bounce.as_ref())
+                            .and_then(|s| s.bounce.as_deref())
                             .and_then(recorded_bounce)
                             .map(Box::new),
-                    })
+                    }
                 })
                 .collect();
         observations.extend(group.unreadable.iter().filter_map(|bad| {
@@ -300,7 +297,7 @@ impl<'a> Grouped<'a> {
             unreadable,
             control: governing.map(rollout_control).unwrap_or_default(),
             express_cluster: governing.map(|c| ExpressClusterObservation {
-                rollout_id: rollout_id_of(&c.metadata),
+                rollout_id: rollout_id_of(c.metadata.annotations.as_ref()),
                 recorded: c
                     .status
                     .as_ref()
@@ -311,27 +308,29 @@ impl<'a> Grouped<'a> {
     }
 }
 
+/// An object's annotations.
+type Annotations = std::collections::BTreeMap<String, String>;
+
 /// An object's `express.dev/rollout-id`, trimmed; blank counts as absent.
-fn rollout_id_of(meta: &ObjectMeta) -> Option<String> {
-    annotation(meta, ANNOTATION_ROLLOUT_ID)
+fn rollout_id_of(annotations: Option<&Annotations>) -> Option<String> {
+    annotation(annotations, ANNOTATION_ROLLOUT_ID)
 }
 
 /// An annotation's value, trimmed; blank counts as absent.
-fn annotation(meta: &ObjectMeta, key: &str) -> Option<String> {
-    meta.annotations
-        .as_ref()?
+fn annotation(annotations: Option<&Annotations>, key: &str) -> Option<String> {
+    annotations?
         .get(key)
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
 }
 
 /// A node's `express.dev/bounce` request and its options.
-fn bounce_request_of(meta: &ObjectMeta) -> Option<BounceRequest> {
+fn bounce_request_of(annotations: Option<&Annotations>) -> Option<BounceRequest> {
     Some(BounceRequest {
-        id: annotation(meta, ANNOTATION_BOUNCE)?,
-        force: annotation(meta, ANNOTATION_BOUNCE_FORCE)
+        id: annotation(annotations, ANNOTATION_BOUNCE)?,
+        force: annotation(annotations, ANNOTATION_BOUNCE_FORCE)
             .is_some_and(|v| v.eq_ignore_ascii_case("true")),
-        timeout_seconds: match annotation(meta, ANNOTATION_BOUNCE_TIMEOUT) {
+        timeout_seconds: match annotation(annotations, ANNOTATION_BOUNCE_TIMEOUT) {
             None => Ok(DEFAULT_BOUNCE_TIMEOUT_SECONDS),
             Some(text) => parse_duration(&text)
                 .map_err(|why| format!("annotation {ANNOTATION_BOUNCE_TIMEOUT}: {why}")),
@@ -382,7 +381,7 @@ fn desired_state(
     let effective =
         effective_spec(node.kind(), node.spec(), defaults).map_err(|e| e.to_string())?;
     Ok(DesiredState {
-        revision: effective.desired_revision(node.meta().labels.as_ref()),
+        revision: effective.desired_revision(node.meta.labels.as_deref()),
         version: effective.express_version.clone(),
         spec: effective,
     })
@@ -489,7 +488,7 @@ fn history_of(
 
 /// Abort and retry requests on an ExpressCluster and what its status recorded of them.
 fn rollout_control(cluster: &ExpressCluster) -> RolloutControl {
-    let annotation = |key: &str| annotation(&cluster.metadata, key);
+    let annotation = |key: &str| annotation(cluster.metadata.annotations.as_ref(), key);
     let status = cluster.status.as_ref();
     let requests = status.and_then(|s| s.requests.as_ref());
     RolloutControl {
@@ -565,7 +564,7 @@ fn pause_in_force(
     }
     cluster.filter(|c| c.spec.paused).map(|c| Pause {
         scope: PauseScope::Cluster,
-        reason: annotation(&c.metadata, ANNOTATION_PAUSE_REASON),
+        reason: annotation(c.metadata.annotations.as_ref(), ANNOTATION_PAUSE_REASON),
     })
 }
 

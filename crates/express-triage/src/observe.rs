@@ -7,27 +7,15 @@ use std::collections::BTreeMap;
 
 use express_api::conditions::{self, reason};
 use express_api::release;
-use express_api::views::PodView;
+use express_api::views::{PodView, last_write};
 use express_api::{ClusterKey, ClusterPhase, ExpressCluster, NodeKind, NodeRef, Objects};
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1 as events;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::{Deployment, Lease, NodeDown, OperatorPod, Rollout, Symptom, Tenant, Warning, Work};
-
-/// The latest write to `meta`'s object: to its status subresource (`status: true`) or to
-/// anything else.
-fn last_write(meta: &ObjectMeta, status: bool) -> Option<Timestamp> {
-    meta.managed_fields
-        .iter()
-        .flatten()
-        .filter(|entry| (entry.subresource.as_deref() == Some("status")) == status)
-        .filter_map(|entry| entry.time.as_ref().map(|t| t.0))
-        .max()
-}
 
 fn pod_moved(pod: &PodView) -> Option<Timestamp> {
     let ready = pod
@@ -179,12 +167,10 @@ fn tenant(
     if symptomatic || status.and_then(|s| s.phase) == Some(ClusterPhase::Degraded) {
         symptoms.push(Symptom::NodesNotReady);
     }
-    let node_meta = |n: &NodeRef<'_>| n.meta().clone();
     let status_changed = cluster
-        .map(|c| c.metadata.clone())
+        .and_then(|c| last_write(&c.metadata, true))
         .into_iter()
-        .chain(nodes.iter().map(node_meta))
-        .filter_map(|meta| last_write(&meta, true))
+        .chain(nodes.iter().filter_map(|n| n.meta.status_written))
         .max();
     Tenant {
         namespace: key.namespace,
@@ -211,12 +197,19 @@ fn tenant(
             last_write(&c.metadata, false).or(c.metadata.creation_timestamp.as_ref().map(|t| t.0))
         }),
         desired_changed: cluster
-            .map(|c| c.metadata.clone())
-            .into_iter()
-            .chain(nodes.iter().map(node_meta))
-            .filter_map(|meta| {
-                last_write(&meta, false).or(meta.creation_timestamp.as_ref().map(|t| t.0))
+            .and_then(|c| {
+                last_write(&c.metadata, false).or(c
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0))
             })
+            .into_iter()
+            .chain(
+                nodes
+                    .iter()
+                    .filter_map(|n| n.meta.written.or(n.meta.created)),
+            )
             .max(),
         last_node_change: nodes
             .iter()
@@ -398,6 +391,7 @@ pub fn warning(event: &events::Event) -> Option<Warning> {
 mod tests {
     use super::*;
     use express_api::keys::LABEL_CLUSTER;
+    use express_api::views::NodeView;
     use express_api::{Backend, BackendSpec, NodeSpec};
     use std::sync::Arc;
 
@@ -418,10 +412,11 @@ mod tests {
             Arc::new(c)
         };
         let backend = |ns: &str| {
-            meta(
+            let backend = meta(
                 Backend::new("shop-be", BackendSpec(NodeSpec::for_cluster("shop"))),
                 ns,
-            )
+            );
+            Arc::new(NodeView::from(&*backend))
         };
         let pod = |ns: &str, name: &str| {
             let pod: Pod = serde_json::from_value(serde_json::json!({

@@ -12,7 +12,7 @@ use express_api::keys::{
 use express_api::lenient::{Lenient, Undecodable};
 use express_api::objects::WatchedKind;
 use express_api::rings;
-use express_api::views::{PodView, RevisionView};
+use express_api::views::{NodeView, PodView, RevisionView};
 use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
 use express_planner::observe::{Inventory, PodOwnership};
 use express_triage::observe;
@@ -85,8 +85,14 @@ pub async fn load(
     }
     Ok(Objects {
         clusters: list(scoped(client, namespace), &all, "ExpressClusters", &mut bad).await?,
-        backends: list(scoped(client, namespace), &all, "Backends", &mut bad).await?,
-        frontends: list(scoped(client, namespace), &all, "Frontends", &mut bad).await?,
+        backends: views(
+            list::<Backend>(scoped(client, namespace), &all, "Backends", &mut bad).await?,
+            |n| NodeView::from(n),
+        ),
+        frontends: views(
+            list::<Frontend>(scoped(client, namespace), &all, "Frontends", &mut bad).await?,
+            |n| NodeView::from(n),
+        ),
         pods: views(
             list::<Pod>(scoped(client, namespace), &ours, "pods", &mut bad).await?,
             |pod| PodView::from(pod),
@@ -301,8 +307,8 @@ impl Stores {
         }
         Objects {
             clusters: decoded(&self.clusters, &mut bad),
-            backends: decoded(&self.backends, &mut bad),
-            frontends: decoded(&self.frontends, &mut bad),
+            backends: views(decoded(&self.backends, &mut bad), |n| NodeView::from(n)),
+            frontends: views(decoded(&self.frontends, &mut bad), |n| NodeView::from(n)),
             pods: views(decoded(&self.pods, &mut bad), |pod| PodView::from(pod)),
             config_maps,
             undecodable: bad,

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use express_api::keys::{GROUP, VERSION};
 
-use express_api::Objects;
-use express_api::views::PodView;
+use express_api::views::{NodeView, PodView};
+use express_api::{Backend, Frontend, Objects};
 use k8s_openapi::api::core::v1::Pod;
 use serde::de::DeserializeOwned;
 
@@ -300,12 +300,14 @@ fn add_object(
         (_, "ExpressCluster") if express => {
             typed(object, &describe).map(|o| manifests.objects.clusters.push(Arc::new(o)))
         }
-        (_, "Backend") if express => {
-            typed(object, &describe).map(|o| manifests.objects.backends.push(Arc::new(o)))
-        }
-        (_, "Frontend") if express => {
-            typed(object, &describe).map(|o| manifests.objects.frontends.push(Arc::new(o)))
-        }
+        (_, "Backend") if express => typed::<Backend>(object, &describe)
+            .map(|o| manifests.objects.backends.push(Arc::new(NodeView::from(o)))),
+        (_, "Frontend") if express => typed::<Frontend>(object, &describe).map(|o| {
+            manifests
+                .objects
+                .frontends
+                .push(Arc::new(NodeView::from(o)))
+        }),
         ("v1", "Pod") => typed::<Pod>(object, &describe)
             .map(|o| manifests.objects.pods.push(Arc::new(PodView::from(&o)))),
         ("v1", "ConfigMap") => {

@@ -130,14 +130,14 @@ pub fn node_sides(
     };
     let side = |node: NodeRef<'_>| -> Option<NodeSide> {
         let (kind, meta, spec) = (node.kind(), node.meta(), node.spec());
-        let namespace = meta.namespace.clone()?;
-        let name = meta.name.clone()?;
+        let namespace = node.namespace()?.to_owned();
+        let name = node.name().to_owned();
         let cluster = spec.cluster_config.cluster_name.clone();
         let express_cluster = governing(&namespace, &cluster);
         let defaults = express_cluster.and_then(|c| c.spec.defaults.for_kind(kind));
         Some(NodeSide {
             effective: effective_spec(kind, spec, defaults).map_err(|e| e.to_string()),
-            label: express_api::effective::revision_override(meta.labels.as_ref())
+            label: express_api::effective::revision_override(meta.labels.as_deref())
                 .map(str::to_owned),
             up: spec.up,
             origin: origin(kind, &namespace, &name),
@@ -163,20 +163,20 @@ pub type Facts = BTreeMap<(String, String), LiveFacts>;
 pub fn live_facts(objects: &Objects) -> Facts {
     let mut facts = BTreeMap::new();
     for node in objects.nodes() {
-        let (Some(namespace), Some(name)) = (&node.meta().namespace, &node.meta().name) else {
+        let (Some(namespace), name) = (node.namespace(), node.name()) else {
             continue;
         };
         let kept = objects
             .revisions
             .iter()
-            .filter(|r| r.namespace() == Some(namespace.as_str()))
+            .filter(|r| r.namespace() == Some(namespace))
             .filter_map(|r| {
                 let revision = r.kept_for(node.kind(), name)?;
                 Some((revision.to_owned(), KeptSpec::clone(r.kept.as_ref()?)))
             })
             .collect();
         facts.insert(
-            (namespace.clone(), name.clone()),
+            (namespace.to_owned(), name.to_owned()),
             LiveFacts {
                 status: node.status().cloned(),
                 generation: node.meta().generation,

@@ -22,7 +22,10 @@ use serde_json::{Value, json};
 use support::*;
 
 async fn bounce_of(env: &Env, name: &str) -> Option<BounceStatus> {
-    frontend(env, name).await.status.and_then(|s| s.bounce)
+    frontend(env, name)
+        .await
+        .status
+        .and_then(|s| s.bounce.map(|b| *b))
 }
 
 async fn wait_for_bounce(env: &Env, name: &str, phase: BouncePhase) -> BounceStatus {

@@ -1,6 +1,6 @@
 //! The controller's view of the cluster: one index per kind (and per managed namespace) of what
 //! the operator reads of each object, fed by its watch, every change mapped to the Express
-//! clusters it concerns. Pods and ControllerRevisions are kept as views
+//! clusters it concerns. Nodes, pods and ControllerRevisions are kept as views
 //! ([`express_api::views`]); the other kinds as decoded. The overlay of this operator's own
 //! writes is [`super::overlay`].
 
@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use express_api::lenient::{Lenient, Undecodable};
 use express_api::objects::WatchedKind;
-use express_api::views::{Interner, PodView, RevisionView};
-use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, NodeRef, Objects};
+use express_api::views::{Interner, NodeView, PodView, RevisionView};
+use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, NodeKind, Objects};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Resource;
@@ -118,8 +118,8 @@ pub(super) fn version_number(version: Option<&str>) -> u64 {
 
 pub struct Caches {
     pub clusters: Scoped<ExpressCluster>,
-    pub backends: Scoped<Backend>,
-    pub frontends: Scoped<Frontend>,
+    pub backends: Scoped<NodeView>,
+    pub frontends: Scoped<NodeView>,
     pub pods: Scoped<PodView>,
     /// The namespaces' control ConfigMaps (`express-control`), watched by name.
     pub controls: Scoped<ConfigMap>,
@@ -187,8 +187,16 @@ impl Caches {
                 Watch::whole(whole.clone(), &interner),
             )
             .await,
-            backends: replayed(take("Backend"), Watch::whole(whole.clone(), &interner)).await,
-            frontends: replayed(take("Frontend"), Watch::whole(whole.clone(), &interner)).await,
+            backends: replayed(
+                take("Backend"),
+                Watch::<Backend, _>::nodes(whole.clone(), &interner),
+            )
+            .await,
+            frontends: replayed(
+                take("Frontend"),
+                Watch::<Frontend, _>::nodes(whole.clone(), &interner),
+            )
+            .await,
             pods: replayed(take("Pod"), Watch::pods(whole.clone(), &interner)).await,
             controls: replayed(config_maps, Watch::whole(whole.clone(), &interner)).await,
             operator_control: replayed(Vec::new(), Watch::whole(whole.clone(), &interner)).await,
@@ -316,8 +324,8 @@ where
 }
 
 /// The Express cluster of a changed Backend or Frontend.
-pub(super) fn node_key<'a>(node: impl Into<NodeRef<'a>>) -> Vec<ClusterKey> {
-    node.into().key().into_iter().collect()
+pub(super) fn node_key(node: &NodeView) -> Vec<ClusterKey> {
+    node.key().into_iter().collect()
 }
 
 /// What a cache watches of its kind, and what it keeps of each object.
@@ -345,6 +353,48 @@ impl Watch<Pod, PodView> {
         Watch {
             config,
             view: |pod, interner| Arc::new(PodView::new(pod, Some(interner))),
+            interner: interner.clone(),
+        }
+    }
+}
+
+/// A kind of node, and how its view is built.
+pub(super) trait NodeResource: WatchedKind {
+    fn view(&self, interner: &Interner) -> NodeView;
+}
+
+impl NodeResource for Backend {
+    fn view(&self, interner: &Interner) -> NodeView {
+        let status = self.status.clone();
+        NodeView::new(
+            NodeKind::Backend,
+            &self.metadata,
+            self.spec.0.clone(),
+            status,
+            Some(interner),
+        )
+    }
+}
+
+impl NodeResource for Frontend {
+    fn view(&self, interner: &Interner) -> NodeView {
+        let status = self.status.clone();
+        NodeView::new(
+            NodeKind::Frontend,
+            &self.metadata,
+            self.spec.0.clone(),
+            status,
+            Some(interner),
+        )
+    }
+}
+
+impl<K: NodeResource> Watch<K, NodeView> {
+    /// Backends or Frontends, kept as views: the metadata they are read by, spec and status.
+    pub(super) fn nodes(config: watcher::Config, interner: &Arc<Interner>) -> Self {
+        Watch {
+            config,
+            view: |node, interner| Arc::new(node.view(interner)),
             interner: interner.clone(),
         }
     }

@@ -167,8 +167,8 @@ pub async fn run(
     let backends = cache::<Backend, _, _>(
         &client,
         &scopes,
-        Watch::whole(watcher::Config::default(), &interner),
-        |b| node_key(b),
+        Watch::nodes(watcher::Config::default(), &interner),
+        node_key,
         triggers.clone(),
         &metrics,
         &mut tasks,
@@ -176,8 +176,8 @@ pub async fn run(
     let frontends = cache::<Frontend, _, _>(
         &client,
         &scopes,
-        Watch::whole(watcher::Config::default(), &interner),
-        |f| node_key(f),
+        Watch::nodes(watcher::Config::default(), &interner),
+        node_key,
         triggers.clone(),
         &metrics,
         &mut tasks,

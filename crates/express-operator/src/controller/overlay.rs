@@ -4,10 +4,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use express_api::views::PodView;
+use express_api::views::{NodeView, PodView};
+use express_api::{ExpressCluster, ExpressClusterStatus, NodeStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use super::index::Synced;
@@ -55,27 +55,19 @@ impl WrittenStatuses {
     /// Replaces a cached object's status by the one written, while the cache is older than
     /// the write (copying the object only then). Resource versions are compared as numbers (as
     /// etcd and kubesim issue them); an object whose version is not a number is taken as fresh.
-    pub(super) fn refresh<K>(&self, kind: &'static str, object: &mut Arc<K>)
-    where
-        K: Resource + kube::core::object::HasStatus + Clone,
-        K::Status: DeserializeOwned,
-    {
-        let meta = object.meta();
-        let (Some(namespace), Some(name)) = (meta.namespace.clone(), meta.name.clone()) else {
+    pub(super) fn refresh<K: StatusWritten>(&self, kind: &'static str, object: &mut Arc<K>) {
+        let (Some(namespace), Some(name)) = object.written_key() else {
             return;
         };
-        let cached: Option<u64> = meta
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse().ok());
+        let cached = object.cached_version();
         let Ok(mut written) = self.0.lock() else {
             return;
         };
-        let key = (kind, namespace, name);
+        let key = (kind, namespace.to_owned(), name.to_owned());
         match (written.get(&key), cached) {
             (Some((version, status)), Some(cached)) if cached < *version => {
                 if let Ok(status) = serde_json::from_value(status.clone()) {
-                    *Arc::make_mut(object).status_mut() = Some(status);
+                    Arc::make_mut(object).set_status(status);
                 }
             }
             (Some(_), _) => {
@@ -83,6 +75,48 @@ impl WrittenStatuses {
             }
             (None, _) => {}
         }
+    }
+}
+
+/// What the status overlay needs of a cached object: where it is, how new, and its status.
+pub(super) trait StatusWritten: Clone {
+    type Status: DeserializeOwned;
+    /// Its namespace and name.
+    fn written_key(&self) -> (Option<&str>, Option<&str>);
+    /// Its resourceVersion as a number; None when it is not one.
+    fn cached_version(&self) -> Option<u64>;
+    fn set_status(&mut self, status: Self::Status);
+}
+
+impl StatusWritten for ExpressCluster {
+    type Status = ExpressClusterStatus;
+    fn written_key(&self) -> (Option<&str>, Option<&str>) {
+        (
+            self.metadata.namespace.as_deref(),
+            self.metadata.name.as_deref(),
+        )
+    }
+    fn cached_version(&self) -> Option<u64> {
+        self.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+    }
+    fn set_status(&mut self, status: ExpressClusterStatus) {
+        self.status = Some(status);
+    }
+}
+
+impl StatusWritten for NodeView {
+    type Status = NodeStatus;
+    fn written_key(&self) -> (Option<&str>, Option<&str>) {
+        (self.namespace(), Some(self.name()))
+    }
+    fn cached_version(&self) -> Option<u64> {
+        self.meta.resource_version
+    }
+    fn set_status(&mut self, status: NodeStatus) {
+        self.status = Some(status);
     }
 }
 

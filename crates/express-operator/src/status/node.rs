@@ -201,9 +201,10 @@ pub fn node_status(
         invalid_revisions: next_invalid_revisions(index, cluster, previous, now),
         bounce: bounce_status(
             plan.bounce.as_deref(),
-            previous.and_then(|p| p.bounce.as_ref()),
+            previous.and_then(|p| p.bounce.as_deref()),
             now,
-        ),
+        )
+        .map(Box::new),
         observed_desired: cluster.settle.marks.get(index.0).map(observed_desired),
     }
 }

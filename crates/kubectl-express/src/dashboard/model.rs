@@ -775,9 +775,9 @@ fn tenant_events(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use express_api::ExpressCluster;
     use express_api::objects::shared;
-    use express_api::views::PodView;
-    use express_api::{Backend, ExpressCluster, Frontend};
+    use express_api::views::{NodeView, PodView};
     use k8s_openapi::api::core::v1::{ConfigMap, Pod};
     use serde_json::{Value, json};
 
@@ -839,10 +839,10 @@ mod tests {
             match node.kind {
                 "Backend" => objects
                     .backends
-                    .push(Arc::new(serde_json::from_value::<Backend>(value).unwrap())),
+                    .push(Arc::new(serde_json::from_value::<NodeView>(value).unwrap())),
                 _ => objects
                     .frontends
-                    .push(Arc::new(serde_json::from_value::<Frontend>(value).unwrap())),
+                    .push(Arc::new(serde_json::from_value::<NodeView>(value).unwrap())),
             }
             if let Some(revision) = node.pod_revision {
                 let pod: Pod = serde_json::from_value(json!({
