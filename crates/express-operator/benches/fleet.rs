@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use express_api::{
     Backend, BackendSpec, ClusterPhase, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec,
-    NodeDefaults, NodeSpec,
+    NodeDefaults, NodeKind, NodeSpec,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -169,6 +169,13 @@ async fn memory_line(operator: &Operator, point: &str, tenants: usize) {
         "  cached objects: {}; other structures: {}",
         family("express_operator_cached_objects").join(", "),
         family("express_operator_memory_entries").join(", ")
+    );
+    let recomputed = sample(&text, "express_operator_fleet_view_duration_seconds_count");
+    let spent = sample(&text, "express_operator_fleet_view_duration_seconds_sum");
+    println!(
+        "  fleet view (on its timer) so far: {recomputed:.0} recomputations, {spent:.2} s in all, {:.3} s each; operator CPU so far {:.1} s",
+        spent / recomputed.max(1.0),
+        process.cpu_seconds()
     );
 }
 
@@ -937,7 +944,7 @@ static ALLOCATOR: dhat::Alloc = dhat::Alloc;
 /// heap bytes they hold (requested sizes: the allocator's rounding and headers come on top).
 async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
     use express_api::lenient::Lenient;
-    use express_api::views::{Interner, PodView, RevisionView};
+    use express_api::views::{Interner, NodeView, PodView, RevisionView};
     use k8s_openapi::api::apps::v1::ControllerRevision;
     use kube::api::{ApiResource, DynamicObject, ListParams};
 
@@ -1008,13 +1015,37 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
             raw::<ExpressCluster>(client, namespace).await,
             |raw| weigh::<ExpressCluster, _>(raw, whole),
         ),
-        ("Backend", raw::<Backend>(client, namespace).await, |raw| {
-            weigh::<Backend, _>(raw, whole)
-        }),
         (
-            "Frontend",
+            "Backend (view)",
+            raw::<Backend>(client, namespace).await,
+            |raw| {
+                weigh::<Backend, _>(raw, |node, interner| {
+                    let (spec, status) = (node.spec.0.clone(), node.status.clone());
+                    Arc::new(NodeView::new(
+                        NodeKind::Backend,
+                        &node.metadata,
+                        spec,
+                        status,
+                        Some(interner),
+                    ))
+                })
+            },
+        ),
+        (
+            "Frontend (view)",
             raw::<Frontend>(client, namespace).await,
-            |raw| weigh::<Frontend, _>(raw, whole),
+            |raw| {
+                weigh::<Frontend, _>(raw, |node, interner| {
+                    let (spec, status) = (node.spec.0.clone(), node.status.clone());
+                    Arc::new(NodeView::new(
+                        NodeKind::Frontend,
+                        &node.metadata,
+                        spec,
+                        status,
+                        Some(interner),
+                    ))
+                })
+            },
         ),
         ("Pod (view)", raw::<Pod>(client, namespace).await, |raw| {
             weigh::<Pod, _>(raw, |pod, interner| {

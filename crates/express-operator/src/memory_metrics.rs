@@ -37,7 +37,7 @@ impl MemoryGauges {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "cached_objects",
-            "Objects the operator's caches hold, by kind (pods and ControllerRevisions as views)",
+            "Objects the operator's caches hold, by kind (nodes, pods and ControllerRevisions as views)",
             self.cached_objects.clone(),
         );
         registry.register(

@@ -60,6 +60,9 @@ pub struct Metrics {
     pub errors: Family<ErrorLabel, Counter>,
     pub actions: Family<ActionLabel, Counter>,
     pub reconcile_seconds: Histogram,
+    /// Time the fleet view (ring counts, doctor's figures) takes to recompute on its timer:
+    /// the one pass over every tenant, which grows with the fleet.
+    pub fleet_view_seconds: Histogram,
     pub nodes: Family<PhaseLabel, Gauge>,
     pub rollout_failures: Counter,
     /// Bounce requests ended, by result: succeeded, failed, refused.
@@ -128,6 +131,12 @@ impl Metrics {
         let actions = Family::<ActionLabel, Counter>::default();
         let reconcile_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         let nodes = Family::<PhaseLabel, Gauge>::default();
+        let fleet_view_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        registry.register(
+            "fleet_view_duration_seconds",
+            "Time to recompute the fleet view (ring counts, fleet figures) from the caches",
+            fleet_view_seconds.clone(),
+        );
         registry.register(
             "reconciles",
             "Reconciles of Express clusters, by result",
@@ -257,6 +266,7 @@ impl Metrics {
             errors,
             actions,
             reconcile_seconds,
+            fleet_view_seconds,
             nodes,
             rollout_failures,
             bounces,

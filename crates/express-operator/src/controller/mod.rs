@@ -338,6 +338,7 @@ pub async fn run(
             let mut every = tokio::time::interval(context.settings.fleet_metrics_every);
             loop {
                 every.tick().await;
+                let started = Instant::now();
                 let objects = context.caches.objects(None);
                 let mut tenants = express_triage::observe::tenants(&objects, |_| None);
                 context.metrics.set_ring_tenants(
@@ -351,6 +352,10 @@ pub async fn run(
                     &express_triage::fleet_figures(&tenants, k8s_openapi::jiff::Timestamp::now()),
                 );
                 drop((objects, tenants));
+                context
+                    .metrics
+                    .fleet_view_seconds
+                    .observe(started.elapsed().as_secs_f64());
                 let recorded = context.recorders.sweep(Instant::now());
                 context.publish_memory(recorded);
             }
