@@ -347,6 +347,23 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+/// The operator's reconciles so far, whatever their result.
+async fn reconciles(operator: &Operator) -> f64 {
+    let text = http_get(&format!("{}/metrics", operator.metrics))
+        .await
+        .map(|(_, text)| text)
+        .unwrap_or_default();
+    ["ok", "error"]
+        .iter()
+        .map(|result| {
+            sample(
+                &text,
+                &format!("express_operator_reconciles_total{{result=\"{result}\"}}"),
+            )
+        })
+        .sum()
+}
+
 /// A sample's value in the Prometheus text `metrics` (the first line starting with `series`).
 fn sample(metrics: &str, series: &str) -> f64 {
     metrics
@@ -793,6 +810,7 @@ async fn main() {
         .collect();
     let started = Instant::now();
     let cpu_before_upgrade = operator.process.cpu_seconds();
+    let reconciles_before_upgrade = reconciles(&operator).await;
     let upgrade = sampled(&sim, &operator, async {
         futures::stream::iter(0..args.tenants)
             .map(|i| {
@@ -833,8 +851,9 @@ async fn main() {
         upgrade.peak_rss_mib
     );
     println!(
-        "upgrade: operator CPU {:.4} s per node change",
-        (operator.process.cpu_seconds() - cpu_before_upgrade) / pods
+        "upgrade: operator CPU {:.4} s per node change; {:.2} reconciles per node change",
+        (operator.process.cpu_seconds() - cpu_before_upgrade) / pods,
+        (reconciles(&operator).await - reconciles_before_upgrade) / pods
     );
     println!(
         "upgrade: {} operator writes, {:.2} per node upgraded ({} reads):",

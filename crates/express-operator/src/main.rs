@@ -136,6 +136,32 @@ async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
     }
 }
 
+/// jemalloc's bytes allocated and resident now.
+fn jemalloc_heap() -> Option<(u64, u64)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    let allocated = stats::allocated::read().ok()?;
+    let resident = stats::resident::read().ok()?;
+    Some((
+        u64::try_from(allocated).ok()?,
+        u64::try_from(resident).ok()?,
+    ))
+}
+
+/// Runs `work` with this thread's jemalloc cache off (turning it off flushes it): every
+/// allocation then takes a free slot of the arena's oldest page with room, every free returns
+/// its slot at once, which is what packs a copy of the caches (`Caches::repack`).
+fn without_jemalloc_thread_cache(work: &mut dyn FnMut()) {
+    use tikv_jemalloc_ctl::{Access, AsName};
+    let enabled = b"thread.tcache.enabled\0".name();
+    let was: Result<bool, _> = enabled.read();
+    if let Err(error) = enabled.write(false) {
+        tracing::warn!(%error, "cannot turn jemalloc's thread cache off; copying with it on");
+    }
+    work();
+    let _ = enabled.write(was.unwrap_or(true));
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -298,6 +324,10 @@ async fn run(
         fleet_metrics_every: std::time::Duration::from_secs(15),
         ring,
         version: env!("CARGO_PKG_VERSION").into(),
+        compact_heap: Some(controller::HeapCompactor {
+            heap: jemalloc_heap,
+            without_thread_cache: without_jemalloc_thread_cache,
+        }),
     };
     tokio::select! {
         () = controller::run(client, settings, metrics, leader) => Ok(()),

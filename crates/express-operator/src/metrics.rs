@@ -122,6 +122,20 @@ impl Metrics {
         Metrics::with_per_tenant(true)
     }
 
+    /// Reconciles run so far, whatever their result.
+    pub fn reconciles_so_far(&self) -> u64 {
+        ["ok", "error"]
+            .into_iter()
+            .map(|result| {
+                self.reconciles
+                    .get_or_create(&ResultLabel {
+                        result: result.into(),
+                    })
+                    .get()
+            })
+            .sum()
+    }
+
     /// Every family; the per-tenant ones only if `per_tenant` (their series grow with the
     /// fleet: see docs/benchmarks.md).
     pub fn with_per_tenant(per_tenant: bool) -> Arc<Metrics> {

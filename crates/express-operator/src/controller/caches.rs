@@ -103,6 +103,16 @@ impl<V> Scoped<V> {
             .unwrap_or_default()
     }
 
+    /// See [`Caches::repack`].
+    fn repack(&self)
+    where
+        V: Clone,
+    {
+        for s in &self.stores {
+            s.index.repack();
+        }
+    }
+
     /// Relists begun so far by the index of a namespace; read it after a write returned: a
     /// relist numbered higher lists what that write left.
     pub(super) fn relists_begun(&self, namespace: &str) -> u64 {
@@ -152,6 +162,23 @@ impl Caches {
             revisions: self.revisions.in_namespace(namespace),
             undecodable,
         }
+    }
+
+    /// Copies every cached object into fresh allocations and drops the old ones. After a burst
+    /// (a provisioning, a fleet-wide upgrade, a relist) the objects that stay were allocated
+    /// between the transient ones of the burst, one here and one there in pages the transient
+    /// ones filled: the allocator cannot give those pages back while one object lives in them.
+    /// Copied while its thread cache is off (see `Settings::compact_heap`), each copy takes
+    /// the lowest free slot of the oldest page with room, so the copies pack together and the
+    /// pages the old ones leave empty are returned.
+    pub fn repack(&self) {
+        self.clusters.repack();
+        self.backends.repack();
+        self.frontends.repack();
+        self.pods.repack();
+        self.controls.repack();
+        self.operator_control.repack();
+        self.revisions.repack();
     }
 
     /// Every Express cluster known, optionally only in one namespace.

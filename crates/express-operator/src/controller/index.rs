@@ -168,6 +168,36 @@ impl<V> KindIndex<V> {
         }
     }
 
+    /// Moves what it holds into fresh allocations, one namespace at a time: a copy of each
+    /// view, its name and its namespace's map, the old ones dropped as their copies are made
+    /// (see [`super::caches::Caches::repack`]). Readers holding the old `Arc`s keep them.
+    pub(super) fn repack(&self)
+    where
+        V: Clone,
+    {
+        let namespaces: Vec<Arc<str>> = match self.objects.read() {
+            Ok(objects) => objects.by_namespace.keys().cloned().collect(),
+            Err(_) => return,
+        };
+        for namespace in namespaces {
+            let Ok(mut objects) = self.objects.write() else {
+                return;
+            };
+            if let Some(names) = objects.by_namespace.get_mut(&namespace) {
+                *names = std::mem::take(names)
+                    .into_iter()
+                    .map(|(name, slot)| {
+                        let entry = match slot.entry {
+                            Entry::View(view) => Entry::View(Arc::new(V::clone(&view))),
+                            undecodable => undecodable,
+                        };
+                        (Box::from(&*name), Slot { entry, ..slot })
+                    })
+                    .collect();
+            }
+        }
+    }
+
     fn apply(&self, namespace: &str, name: &str, version: u64, entry: Entry<V>) {
         let Ok(mut objects) = self.objects.write() else {
             return;

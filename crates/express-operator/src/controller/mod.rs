@@ -7,6 +7,7 @@
 
 mod act;
 mod caches;
+mod compact;
 mod error;
 mod events;
 mod handover;
@@ -46,6 +47,8 @@ use report::report;
 use crate::metrics::{ErrorLabel, Metrics, ResultLabel};
 use crate::runner::{self, Next};
 
+pub use compact::{Heap, HeapCompactor, repack_due};
+
 /// Which Express cluster a change belongs to.
 pub use express_api::ClusterKey;
 
@@ -66,6 +69,9 @@ pub struct Settings {
     pub ring: String,
     /// This build's version, written into the status of every tenant it drives.
     pub version: String,
+    /// The allocator's means to give memory back after a burst (`compact`); None leaves the
+    /// caches where they were allocated.
+    pub compact_heap: Option<HeapCompactor>,
 }
 
 /// The operator's own namespace when nothing says otherwise.
@@ -83,6 +89,7 @@ impl Settings {
             fleet_metrics_every: std::time::Duration::from_secs(15),
             ring: express_api::rings::DEFAULT_RING.into(),
             version: env!("CARGO_PKG_VERSION").into(),
+            compact_heap: None,
         }
     }
 
@@ -336,6 +343,7 @@ pub async fn run(
         let context = context.clone();
         tasks.spawn(async move {
             let mut every = tokio::time::interval(context.settings.fleet_metrics_every);
+            let mut compaction = compact::Compaction::default();
             loop {
                 every.tick().await;
                 let started = Instant::now();
@@ -358,6 +366,7 @@ pub async fn run(
                     .observe(started.elapsed().as_secs_f64());
                 let recorded = context.recorders.sweep(Instant::now());
                 context.publish_memory(recorded);
+                compact::compact_if_due(&context, &mut compaction).await;
             }
         });
     }

@@ -1,0 +1,146 @@
+//! Giving memory back after a burst: when the allocator holds far more than the heap uses, the
+//! caches are copied into fresh allocations ([`super::caches::Caches::repack`]) with the
+//! thread's allocation cache off, so that the copies pack into few pages and the pages the old
+//! objects leave empty are returned. The allocator's side (reading its figures, turning its
+//! thread cache off) is the binary's, through [`HeapCompactor`]; the decision is
+//! [`repack_due`], a pure function.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::info;
+
+use super::Context;
+
+/// What the operator's allocator offers to compact its heap (jemalloc's, in the binary).
+#[derive(Clone, Copy, Debug)]
+pub struct HeapCompactor {
+    /// Bytes allocated and resident in the heap, as the allocator reports them now.
+    pub heap: fn() -> Option<(u64, u64)>,
+    /// Runs `work` on the calling thread with its allocation cache off.
+    pub without_thread_cache: fn(&mut dyn FnMut()),
+}
+
+/// Resident bytes beyond the allocated ones below which nothing is worth copying.
+const SLACK_BYTES: u64 = 32 << 20;
+
+/// The heap as the allocator reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heap {
+    pub allocated: u64,
+    pub resident: u64,
+}
+
+/// Whether the caches should be repacked now: the operator is at rest (`quiet`: no reconcile
+/// since the last look, so that a burst is not copied while it runs), the heap keeps resident
+/// half again what it has allocated and more than [`SLACK_BYTES`] over it, and it has grown
+/// by a tenth since the last repack left it at `resident_after_last` (a heap a repack could
+/// not pack better is not copied again and again).
+pub fn repack_due(heap: Heap, quiet: bool, resident_after_last: Option<u64>) -> bool {
+    let spread = heap.resident.saturating_sub(heap.allocated);
+    quiet
+        && spread > heap.allocated / 2
+        && spread > SLACK_BYTES
+        && resident_after_last.is_none_or(|after| heap.resident > after.saturating_add(after / 10))
+}
+
+/// What the timer remembers between looks.
+#[derive(Default)]
+pub(super) struct Compaction {
+    /// Reconciles counted at the last look.
+    reconciles: u64,
+    /// Resident bytes right after the last repack.
+    resident_after_last: Option<u64>,
+}
+
+/// Repacks the caches when [`repack_due`] says so.
+pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
+    let Some(compactor) = ctx.settings.compact_heap else {
+        return;
+    };
+    let reconciles = ctx.metrics.reconciles_so_far();
+    let quiet = reconciles == state.reconciles;
+    state.reconciles = reconciles;
+    let Some((allocated, resident)) = (compactor.heap)() else {
+        return;
+    };
+    let heap = Heap {
+        allocated,
+        resident,
+    };
+    if !repack_due(heap, quiet, state.resident_after_last) {
+        return;
+    }
+    let started = Instant::now();
+    let context = ctx.clone();
+    // A thread of its own: its allocation cache is turned off for the copy.
+    let copied = tokio::task::spawn_blocking(move || {
+        (compactor.without_thread_cache)(&mut || context.caches.repack());
+    })
+    .await;
+    let after = (compactor.heap)();
+    state.resident_after_last = Some(after.map_or(resident, |(_, resident)| resident));
+    if copied.is_ok() {
+        info!(
+            allocated_mib = allocated >> 20,
+            resident_mib = resident >> 20,
+            resident_after_mib = after.map(|(_, r)| r >> 20),
+            seconds = started.elapsed().as_secs_f64(),
+            "repacked the caches: the heap kept far more resident than it used"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn heap(allocated: u64, resident: u64) -> Heap {
+        Heap {
+            allocated: allocated * MIB,
+            resident: resident * MIB,
+        }
+    }
+
+    #[test]
+    fn a_spread_heap_is_repacked_at_rest_and_again_only_once_it_grew() {
+        let rows = [
+            // (heap, quiet, resident after the last repack, due)
+            (heap(40, 70), true, None, false), // 30 MiB over: not worth a copy
+            (heap(40, 80), true, None, true),
+            (heap(40, 80), false, None, false), // a burst under way
+            (heap(300, 420), true, None, false), // under half again
+            (heap(300, 620), true, None, true),
+            (heap(300, 620), true, Some(600 * MIB), false), // the last repack could do no better
+            (heap(300, 620), true, Some(500 * MIB), true),  // grew since
+            (heap(0, 0), true, None, false),
+            (
+                Heap {
+                    allocated: u64::MAX,
+                    resident: 0,
+                },
+                true,
+                None,
+                false,
+            ),
+            (
+                Heap {
+                    allocated: 0,
+                    resident: u64::MAX,
+                },
+                true,
+                Some(u64::MAX),
+                false,
+            ),
+        ];
+        for (heap, quiet, after, due) in rows {
+            assert_eq!(
+                repack_due(heap, quiet, after),
+                due,
+                "{heap:?}, quiet {quiet}, {after:?} after the last"
+            );
+        }
+    }
+}
