@@ -70,42 +70,43 @@ pub fn tenants(
         nodes: Vec<NodeRef<'a>>,
         pods: Vec<&'a PodView>,
     }
-    let mut groups: BTreeMap<ClusterKey, Group<'_>> = objects
-        .cluster_keys()
-        .into_iter()
-        .map(|key| (key, Group::default()))
-        .collect();
+    // Grouped under borrowed (namespace, cluster) names: one key per tenant is copied, not
+    // one per object (this runs over the whole fleet on the operator's fleet-figures timer).
+    let mut groups: BTreeMap<(&str, &str), Group<'_>> = BTreeMap::new();
     for cluster in &objects.clusters {
-        let key = cluster
+        let Some(key) = cluster
             .metadata
             .namespace
             .as_deref()
             .zip(cluster.cluster_name())
-            .map(|(ns, name)| ClusterKey::new(ns, name));
+        else {
+            continue;
+        };
         // The first ExpressCluster claiming a cluster governs it (as `Objects::express_cluster`).
-        if let Some(group) = key.and_then(|k| groups.get_mut(&k))
-            && group.cluster.is_none()
-        {
+        let group = groups.entry(key).or_default();
+        if group.cluster.is_none() {
             group.cluster = Some(cluster);
         }
     }
     for node in objects.nodes() {
-        if let Some(group) = node.key().and_then(|k| groups.get_mut(&k)) {
-            group.nodes.push(node);
+        if let Some(namespace) = node.namespace() {
+            groups
+                .entry((namespace, node.cluster_name()))
+                .or_default()
+                .nodes
+                .push(node);
         }
     }
     for pod in &objects.pods {
         let key = pod.namespace().zip(pod.cluster.as_deref());
-        if let Some(group) = key
-            .map(|(ns, cluster)| ClusterKey::new(ns, cluster))
-            .and_then(|k| groups.get_mut(&k))
-        {
+        if let Some(group) = key.and_then(|k| groups.get_mut(&k)) {
             group.pods.push(pod);
         }
     }
     groups
         .into_iter()
-        .map(|(key, group)| {
+        .map(|((namespace, cluster), group)| {
+            let key = ClusterKey::new(namespace, cluster);
             let pause = pause_of(&key);
             tenant(key, group.cluster, &group.nodes, &group.pods, pause)
         })
