@@ -22,7 +22,7 @@ pub struct HeapCompactor {
 }
 
 /// Resident bytes beyond the allocated ones below which nothing is worth copying.
-const SLACK_BYTES: u64 = 32 << 20;
+const SLACK_BYTES: u64 = 16 << 20;
 
 /// The heap as the allocator reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,8 +108,8 @@ mod tests {
     fn a_spread_heap_is_repacked_at_rest_and_again_only_once_it_grew() {
         let rows = [
             // (heap, quiet, resident after the last repack, due)
-            (heap(40, 70), true, None, false), // 30 MiB over: not worth a copy
-            (heap(40, 80), true, None, true),
+            (heap(20, 34), true, None, false), // 14 MiB over: not worth a copy
+            (heap(40, 70), true, None, true),
             (heap(40, 80), false, None, false), // a burst under way
             (heap(300, 420), true, None, false), // under half again
             (heap(300, 620), true, None, true),
