@@ -136,16 +136,14 @@ async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
     }
 }
 
-/// jemalloc's bytes allocated and resident now.
-fn jemalloc_heap() -> Option<(u64, u64)> {
+/// jemalloc's heap now.
+fn jemalloc_heap() -> Option<controller::Heap> {
     use tikv_jemalloc_ctl::{epoch, stats};
     epoch::advance().ok()?;
-    let allocated = stats::allocated::read().ok()?;
-    let resident = stats::resident::read().ok()?;
-    Some((
-        u64::try_from(allocated).ok()?,
-        u64::try_from(resident).ok()?,
-    ))
+    Some(controller::Heap {
+        allocated: u64::try_from(stats::allocated::read().ok()?).ok()?,
+        resident: u64::try_from(stats::resident::read().ok()?).ok()?,
+    })
 }
 
 /// Runs `work` with this thread's jemalloc cache off (turning it off flushes it): every

@@ -15,8 +15,8 @@ use super::Context;
 /// What the operator's allocator offers to compact its heap (jemalloc's, in the binary).
 #[derive(Clone, Copy, Debug)]
 pub struct HeapCompactor {
-    /// Bytes allocated and resident in the heap, as the allocator reports them now.
-    pub heap: fn() -> Option<(u64, u64)>,
+    /// The heap as the allocator reports it now.
+    pub heap: fn() -> Option<Heap>,
     /// Runs `work` on the calling thread with its allocation cache off.
     pub without_thread_cache: fn(&mut dyn FnMut()),
 }
@@ -49,8 +49,11 @@ pub fn repack_due(heap: Heap, quiet: bool, resident_after_last: Option<u64>) -> 
 pub(super) struct Compaction {
     /// Reconciles counted at the last look.
     reconciles: u64,
-    /// Resident bytes right after the last repack.
+    /// Resident bytes once the last repack's pages were returned.
     resident_after_last: Option<u64>,
+    /// A repack ran at the last look: the allocator returns the pages it emptied over the
+    /// next seconds (its decay), so what it left is read at the look after.
+    repacked: bool,
 }
 
 /// Repacks the caches when [`repack_due`] says so.
@@ -61,13 +64,12 @@ pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
     let reconciles = ctx.metrics.reconciles_so_far();
     let quiet = reconciles == state.reconciles;
     state.reconciles = reconciles;
-    let Some((allocated, resident)) = (compactor.heap)() else {
+    let Some(heap) = (compactor.heap)() else {
         return;
     };
-    let heap = Heap {
-        allocated,
-        resident,
-    };
+    if std::mem::take(&mut state.repacked) {
+        state.resident_after_last = Some(heap.resident);
+    }
     if !repack_due(heap, quiet, state.resident_after_last) {
         return;
     }
@@ -78,13 +80,13 @@ pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
         (compactor.without_thread_cache)(&mut || context.caches.repack());
     })
     .await;
-    let after = (compactor.heap)();
-    state.resident_after_last = Some(after.map_or(resident, |(_, resident)| resident));
+    state.repacked = true;
+    // Until the look after reads what it left, the heap as it stood counts as the last.
+    state.resident_after_last = Some(heap.resident);
     if copied.is_ok() {
         info!(
-            allocated_mib = allocated >> 20,
-            resident_mib = resident >> 20,
-            resident_after_mib = after.map(|(_, r)| r >> 20),
+            allocated_mib = heap.allocated >> 20,
+            resident_mib = heap.resident >> 20,
             seconds = started.elapsed().as_secs_f64(),
             "repacked the caches: the heap kept far more resident than it used"
         );

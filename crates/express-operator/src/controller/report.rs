@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use express_api::keys::FIELD_MANAGER;
 use express_api::{ExpressCluster, ExpressClusterStatus, NodeStatus};
 use express_planner::Blocked;
-use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
 
 use express_planner::NodeIndex;
 
@@ -70,16 +71,14 @@ impl Env<'_> {
         let observation = self.snapshot.node(index);
         let (kind, name) = (observation.kind, observation.name.as_str());
         let patch = status_patch(&kind.to_string(), status);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            self.ctx.client.clone(),
-            &self.key.namespace,
+        let meta = apply_status(
+            &self.ctx.client,
             &kind.api_resource(),
-        );
-        let meta = api
-            .patch_status(name, &params, &Patch::Apply(&patch))
-            .await?
-            .metadata;
+            &self.key.namespace,
+            name,
+            &patch,
+        )
+        .await?;
         self.ctx.written.remember(
             kind.as_str(),
             &meta,
@@ -97,22 +96,63 @@ impl Env<'_> {
         };
         let name = cluster.name_any();
         let patch = status_patch("ExpressCluster", status);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let written =
-            Api::<ExpressCluster>::namespaced(self.ctx.client.clone(), &self.key.namespace)
-                .patch_status(&name, &params, &Patch::Apply(&patch))
-                .await
-                .map_err(|source| Error::WriteStatus {
-                    object: format!("ExpressCluster {name}"),
-                    source,
-                })?;
+        let written = apply_status(
+            &self.ctx.client,
+            &ApiResource::erase::<ExpressCluster>(&()),
+            &self.key.namespace,
+            &name,
+            &patch,
+        )
+        .await
+        .map_err(|source| Error::WriteStatus {
+            object: format!("ExpressCluster {name}"),
+            source,
+        })?;
         self.ctx.written.remember(
             "ExpressCluster",
-            &written.metadata,
+            &written,
             serde_json::to_value(status).unwrap_or_default(),
         );
         Ok(())
     }
+}
+
+/// Applies `patch` to the status of `name` under this operator's field manager, and returns
+/// the metadata the write left (name, namespace, resourceVersion: what the overlay of its own
+/// writes needs). The rest of the object the server answers with is skipped, not decoded: its
+/// `managedFields` alone decoded to a few hundred allocations, a tenth of the operator's CPU
+/// in a fleet-wide upgrade at 10,000 tenants.
+async fn apply_status(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<ObjectMeta, kube::Error> {
+    #[derive(serde::Deserialize)]
+    struct Written {
+        metadata: WrittenMeta,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct WrittenMeta {
+        name: Option<String>,
+        namespace: Option<String>,
+        resource_version: Option<String>,
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let path = <DynamicObject as Resource>::url_path(resource, Some(namespace));
+    let mut request = kube::core::Request::new(path)
+        .patch_subresource("status", name, &params, &Patch::Apply(patch))
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("patch_subresource");
+    let written: Written = client.request(request).await?;
+    Ok(ObjectMeta {
+        name: written.metadata.name,
+        namespace: written.metadata.namespace,
+        resource_version: written.metadata.resource_version,
+        ..ObjectMeta::default()
+    })
 }
 
 pub(super) fn status_patch(kind: &str, status: &impl serde::Serialize) -> serde_json::Value {
