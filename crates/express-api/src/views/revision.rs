@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 
-use super::{Interner, number, shared};
+use super::{Interner, shared};
 use crate::NodeKind;
 use crate::history::KeptSpec;
-use crate::keys::{LABEL_CLUSTER, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE};
+use crate::keys::{LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NODE};
 
 /// A ControllerRevision keeping a node's revision: which node, which revision, its number in
 /// the node's history, and, only where a reader asked for it, the kept spec. The operator's
@@ -17,8 +17,6 @@ use crate::keys::{LABEL_CLUSTER, LABEL_DEPLOYMENT_REVISION, LABEL_KIND, LABEL_NO
 pub struct RevisionView {
     pub namespace: Option<Arc<str>>,
     pub name: Box<str>,
-    pub resource_version: Option<u64>,
-    pub cluster: Option<Arc<str>>,
     /// Its `express.dev/node` label.
     pub node: Option<Box<str>>,
     /// Its `express.dev/kind` label, read as a node kind.
@@ -39,8 +37,6 @@ impl RevisionView {
         RevisionView {
             namespace: meta.namespace.as_deref().map(|n| shared(interner, n)),
             name: meta.name.as_deref().unwrap_or_default().into(),
-            resource_version: number(meta.resource_version.as_deref()),
-            cluster: label(LABEL_CLUSTER).map(|v| shared(interner, v)),
             node: label(LABEL_NODE).map(|v| v.as_str().into()),
             kind: label(LABEL_KIND).and_then(|v| {
                 [NodeKind::Backend, NodeKind::Frontend]

@@ -453,14 +453,12 @@ mod tests {
             image_repository: "reg/express".into(),
             pod_template: serde_json::json!({}),
         };
-        let mut kept = crate::history::build(&node, &spec, "r1", 3).unwrap();
-        kept.metadata.resource_version = Some("7".into());
+        let kept = crate::history::build(&node, &spec, "r1", 3).unwrap();
         let interner = Arc::new(Interner::default());
         let watch = Watch::revisions(watcher::Config::default(), &interner);
         let view = (watch.view)(&Arc::new(kept), &interner);
         assert_eq!(view.kept, None, "no body");
         assert_eq!(view.number, Some(3));
-        assert_eq!(view.resource_version, Some(7));
         assert_eq!(
             view.kept_for(express_api::NodeKind::Frontend, "acme-fe1"),
             Some("r1")
