@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use express_api::{
     Backend, BackendSpec, ClusterPhase, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec,
-    NodeDefaults, NodeKind, NodeSpec,
+    NodeDefaults, NodeSpec,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -1039,14 +1039,7 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
             raw::<Backend>(client, namespace).await,
             |raw| {
                 weigh::<Backend, _>(raw, |node, interner| {
-                    let (spec, status) = (node.spec.0.clone(), node.status.clone());
-                    Arc::new(NodeView::new(
-                        NodeKind::Backend,
-                        &node.metadata,
-                        spec,
-                        status,
-                        Some(interner),
-                    ))
+                    Arc::new(NodeView::of(&**node, Some(interner)))
                 })
             },
         ),
@@ -1055,14 +1048,7 @@ async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
             raw::<Frontend>(client, namespace).await,
             |raw| {
                 weigh::<Frontend, _>(raw, |node, interner| {
-                    let (spec, status) = (node.spec.0.clone(), node.status.clone());
-                    Arc::new(NodeView::new(
-                        NodeKind::Frontend,
-                        &node.metadata,
-                        spec,
-                        status,
-                        Some(interner),
-                    ))
+                    Arc::new(NodeView::of(&**node, Some(interner)))
                 })
             },
         ),

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
+use express_api::Frontend;
 use express_api::lenient::Lenient;
 use express_api::views::{Interner, NodeView, PodView};
-use express_api::{Frontend, NodeKind};
 use express_operator::controller::Caches;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -184,15 +184,7 @@ async fn the_caches_hold_views_not_whole_objects() {
         let views: Vec<Arc<NodeView>> = nodes
             .iter()
             .map(|n| serde_json::from_value::<Frontend>(n.clone()).unwrap())
-            .map(|n| {
-                Arc::new(NodeView::new(
-                    NodeKind::Frontend,
-                    &n.metadata,
-                    n.spec.0,
-                    n.status,
-                    Some(&interner),
-                ))
-            })
+            .map(|n| Arc::new(NodeView::of(&n, Some(&interner))))
             .collect();
         (interner, views)
     });

@@ -99,12 +99,8 @@ impl<'a> Grouped<'a> {
             }
         }
         for node in inventory.objects.nodes() {
-            if let Some(namespace) = node.namespace() {
-                groups
-                    .entry((namespace, node.cluster_name()))
-                    .or_default()
-                    .nodes
-                    .push(node);
+            if let Some(key) = node.cluster_names() {
+                groups.entry(key).or_default().nodes.push(node);
             }
         }
 

@@ -89,12 +89,8 @@ pub fn tenants(
         }
     }
     for node in objects.nodes() {
-        if let Some(namespace) = node.namespace() {
-            groups
-                .entry((namespace, node.cluster_name()))
-                .or_default()
-                .nodes
-                .push(node);
+        if let Some(key) = node.cluster_names() {
+            groups.entry(key).or_default().nodes.push(node);
         }
     }
     for pod in &objects.pods {

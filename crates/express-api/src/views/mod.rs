@@ -16,7 +16,7 @@ mod node;
 mod pod;
 mod revision;
 
-pub use node::{MetaView, NodeView, last_write};
+pub use node::{MetaView, NodeObject, NodeView, last_write};
 pub use pod::{PodConditionView, PodOwner, PodStatusView, PodView};
 pub use revision::RevisionView;
 

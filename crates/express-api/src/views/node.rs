@@ -132,8 +132,14 @@ impl NodeView {
         &self.spec.cluster_config.cluster_name
     }
 
+    /// Its namespace and Express cluster, borrowed: how the fleet-wide readers group nodes.
+    pub fn cluster_names(&self) -> Option<(&str, &str)> {
+        Some((self.namespace()?, self.cluster_name()))
+    }
+
     pub fn key(&self) -> Option<ClusterKey> {
-        Some(ClusterKey::new(self.namespace()?, self.cluster_name()))
+        let (namespace, cluster) = self.cluster_names()?;
+        Some(ClusterKey::new(namespace, cluster))
     }
 
     /// The operator has not reported on the node's latest spec yet.
@@ -181,51 +187,50 @@ impl NodeView {
     }
 }
 
-impl From<&Backend> for NodeView {
-    fn from(node: &Backend) -> Self {
-        NodeView::new(
-            NodeKind::Backend,
-            &node.metadata,
-            node.spec.0.clone(),
-            node.status.clone(),
-            None,
-        )
+/// A Backend or Frontend custom resource: what a [`NodeView`] is built from.
+pub trait NodeObject {
+    const KIND: NodeKind;
+    fn parts(&self) -> (&ObjectMeta, &NodeSpec, Option<&NodeStatus>);
+}
+
+impl NodeObject for Backend {
+    const KIND: NodeKind = NodeKind::Backend;
+    fn parts(&self) -> (&ObjectMeta, &NodeSpec, Option<&NodeStatus>) {
+        (&self.metadata, &self.spec, self.status.as_ref())
     }
 }
 
-impl From<&Frontend> for NodeView {
-    fn from(node: &Frontend) -> Self {
-        NodeView::new(
-            NodeKind::Frontend,
-            &node.metadata,
-            node.spec.0.clone(),
-            node.status.clone(),
-            None,
-        )
+impl NodeObject for Frontend {
+    const KIND: NodeKind = NodeKind::Frontend;
+    fn parts(&self) -> (&ObjectMeta, &NodeSpec, Option<&NodeStatus>) {
+        (&self.metadata, &self.spec, self.status.as_ref())
+    }
+}
+
+impl NodeView {
+    /// The view of a decoded Backend or Frontend, its namespace shared through `interner`
+    /// when there is one.
+    pub fn of<N: NodeObject>(node: &N, interner: Option<&Interner>) -> NodeView {
+        let (meta, spec, status) = node.parts();
+        NodeView::new(N::KIND, meta, spec.clone(), status.cloned(), interner)
+    }
+}
+
+impl<N: NodeObject> From<&N> for NodeView {
+    fn from(node: &N) -> Self {
+        NodeView::of(node, None)
     }
 }
 
 impl From<Backend> for NodeView {
     fn from(node: Backend) -> Self {
-        NodeView::new(
-            NodeKind::Backend,
-            &node.metadata,
-            node.spec.0,
-            node.status,
-            None,
-        )
+        NodeView::of(&node, None)
     }
 }
 
 impl From<Frontend> for NodeView {
     fn from(node: Frontend) -> Self {
-        NodeView::new(
-            NodeKind::Frontend,
-            &node.metadata,
-            node.spec.0,
-            node.status,
-            None,
-        )
+        NodeView::of(&node, None)
     }
 }
 

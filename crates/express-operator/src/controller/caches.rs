@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use express_api::lenient::{Lenient, Undecodable};
 use express_api::objects::WatchedKind;
-use express_api::views::{Interner, NodeView, PodView, RevisionView};
-use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, NodeKind, Objects};
+use express_api::views::{Interner, NodeObject, NodeView, PodView, RevisionView};
+use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, Objects};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Resource;
@@ -385,43 +385,12 @@ impl Watch<Pod, PodView> {
     }
 }
 
-/// A kind of node, and how its view is built.
-pub(super) trait NodeResource: WatchedKind {
-    fn view(&self, interner: &Interner) -> NodeView;
-}
-
-impl NodeResource for Backend {
-    fn view(&self, interner: &Interner) -> NodeView {
-        let status = self.status.clone();
-        NodeView::new(
-            NodeKind::Backend,
-            &self.metadata,
-            self.spec.0.clone(),
-            status,
-            Some(interner),
-        )
-    }
-}
-
-impl NodeResource for Frontend {
-    fn view(&self, interner: &Interner) -> NodeView {
-        let status = self.status.clone();
-        NodeView::new(
-            NodeKind::Frontend,
-            &self.metadata,
-            self.spec.0.clone(),
-            status,
-            Some(interner),
-        )
-    }
-}
-
-impl<K: NodeResource> Watch<K, NodeView> {
+impl<K: NodeObject + WatchedKind> Watch<K, NodeView> {
     /// Backends or Frontends, kept as views: the metadata they are read by, spec and status.
     pub(super) fn nodes(config: watcher::Config, interner: &Arc<Interner>) -> Self {
         Watch {
             config,
-            view: |node, interner| Arc::new(node.view(interner)),
+            view: |node, interner| Arc::new(NodeView::of(&**node, Some(interner))),
             interner: interner.clone(),
         }
     }
