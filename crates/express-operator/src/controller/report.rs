@@ -70,7 +70,7 @@ impl Env<'_> {
     ) -> Result<(), kube::Error> {
         let observation = self.snapshot.node(index);
         let (kind, name) = (observation.kind, observation.name.as_str());
-        let patch = status_patch(&kind.to_string(), status);
+        let mut patch = status_patch(&kind.to_string(), status);
         let meta = apply_status(
             &self.ctx.client,
             &kind.api_resource(),
@@ -79,11 +79,10 @@ impl Env<'_> {
             &patch,
         )
         .await?;
-        self.ctx.written.remember(
-            kind.as_str(),
-            &meta,
-            serde_json::to_value(status).unwrap_or_default(),
-        );
+        // The status as serialized for the patch: the overlay keeps the same value.
+        self.ctx
+            .written
+            .remember(kind.as_str(), &meta, patch["status"].take());
         Ok(())
     }
 
@@ -95,7 +94,7 @@ impl Env<'_> {
             return Ok(());
         };
         let name = cluster.name_any();
-        let patch = status_patch("ExpressCluster", status);
+        let mut patch = status_patch("ExpressCluster", status);
         let written = apply_status(
             &self.ctx.client,
             &ApiResource::erase::<ExpressCluster>(&()),
@@ -108,11 +107,9 @@ impl Env<'_> {
             object: format!("ExpressCluster {name}"),
             source,
         })?;
-        self.ctx.written.remember(
-            "ExpressCluster",
-            &written,
-            serde_json::to_value(status).unwrap_or_default(),
-        );
+        self.ctx
+            .written
+            .remember("ExpressCluster", &written, patch["status"].take());
         Ok(())
     }
 }
