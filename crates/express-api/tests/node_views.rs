@@ -6,9 +6,11 @@
 //! repository's fixture, on a node shaped as kubesim serves one, and on generated nodes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use express_api::effective::revision_override;
 use express_api::keys::{ANNOTATION_BOUNCE, ANNOTATION_ROLLOUT_ID, LABEL_DEPLOYMENT_REVISION};
-use express_api::views::{Interner, NodeView};
+use express_api::views::{Interner, NodeObject, NodeView};
 use express_api::{Backend, ClusterKey, Frontend, NodeKind, NodeSpec, NodeStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -16,6 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::{opt, put, time};
 
 /// One value per field a reader took of the decoded node.
 #[derive(Debug, PartialEq)]
@@ -114,45 +117,26 @@ fn through_view(view: &NodeView) -> Read {
     }
 }
 
+/// The node decoded as the custom resource `N`: how it was read before the view, its view
+/// built without and with an interner.
+fn decoded<N>(node: &Value) -> (Read, NodeView, NodeView)
+where
+    N: NodeObject + Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+{
+    let interner = Interner::default();
+    let whole: N = serde_json::from_value(node.clone()).unwrap();
+    let (_, spec, status) = whole.parts();
+    let expected = reference(N::KIND, &whole, spec, status);
+    let shared = NodeView::of(&whole, Some(&interner));
+    (expected, NodeView::from(&whole), shared)
+}
+
 /// A node's JSON reads alike decoded whole and through its view (decoded from the custom
 /// resource, straight from the JSON, and with shared strings).
 fn assert_reads_alike(node: &Value) {
-    let interner = Interner::default();
     let (expected, from_object, shared) = match node["kind"].as_str() {
-        Some("Backend") => {
-            let whole: Backend = serde_json::from_value(node.clone()).unwrap();
-            let shared = NodeView::new(
-                NodeKind::Backend,
-                &whole.metadata,
-                whole.spec.0.clone(),
-                whole.status.clone(),
-                Some(&interner),
-            );
-            let expected = reference(
-                NodeKind::Backend,
-                &whole,
-                &whole.spec,
-                whole.status.as_ref(),
-            );
-            (expected, NodeView::from(&whole), shared)
-        }
-        _ => {
-            let whole: Frontend = serde_json::from_value(node.clone()).unwrap();
-            let shared = NodeView::new(
-                NodeKind::Frontend,
-                &whole.metadata,
-                whole.spec.0.clone(),
-                whole.status.clone(),
-                Some(&interner),
-            );
-            let expected = reference(
-                NodeKind::Frontend,
-                &whole,
-                &whole.spec,
-                whole.status.as_ref(),
-            );
-            (expected, NodeView::from(&whole), shared)
-        }
+        Some("Backend") => decoded::<Backend>(node),
+        _ => decoded::<Frontend>(node),
     };
     let from_json: NodeView = serde_json::from_value(node.clone()).unwrap();
     assert_eq!(through_view(&from_object), expected);
@@ -241,12 +225,6 @@ fn a_view_refuses_what_is_not_a_node() {
     );
 }
 
-fn opt<T: std::fmt::Debug + Clone>(
-    s: impl Strategy<Value = T>,
-) -> impl Strategy<Value = Option<T>> {
-    prop::option::of(s)
-}
-
 prop_compose! {
     fn a_node()(
         kind in prop::sample::select(vec!["Backend", "Frontend"]),
@@ -272,9 +250,7 @@ prop_compose! {
         deleted in opt(0i64..2_000_000_000),
         cluster in prop::sample::select(vec!["acme", "other"]),
     ) -> Value {
-        let time = |s: i64| Timestamp::from_second(s).unwrap().to_string();
         let mut metadata = json!({"labels": labels, "annotations": annotations});
-        let put = |m: &mut Value, k: &str, v: Option<Value>| if let Some(v) = v { m[k] = v; };
         put(&mut metadata, "namespace", namespace.map(Value::from));
         put(&mut metadata, "name", name.map(Value::from));
         put(&mut metadata, "uid", uid.map(Value::from));

@@ -4,6 +4,8 @@
 //! fixtures, on objects shaped as kubesim serves them, and on generated pods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -19,6 +21,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::{opt, put, time};
 
 /// How the pod was read before the views (planner `observe_pod`, triage `pod_moved`, CLI
 /// `pod_row`), one value per field a view keeps.
@@ -299,12 +302,6 @@ fn a_revision_view_keeps_the_node_revision_as_the_labels_said() {
     }
 }
 
-fn opt<T: std::fmt::Debug + Clone>(
-    s: impl Strategy<Value = T>,
-) -> impl Strategy<Value = Option<T>> {
-    prop::option::of(s)
-}
-
 prop_compose! {
     fn a_pod()(
         namespace in opt(prop::sample::select(vec!["a", "tenant-acme"])),
@@ -340,9 +337,7 @@ prop_compose! {
             prop::collection::vec(0i32..50, 0..3),
         )),
     ) -> Pod {
-        let time = |s: i64| Timestamp::from_second(s).unwrap().to_string();
         let mut metadata = json!({"labels": labels, "annotations": annotations});
-        let put = |m: &mut Value, k: &str, v: Option<Value>| if let Some(v) = v { m[k] = v; };
         put(&mut metadata, "namespace", namespace.map(Value::from));
         put(&mut metadata, "name", name.map(Value::from));
         put(&mut metadata, "uid", uid.map(Value::from));
