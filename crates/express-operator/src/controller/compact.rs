@@ -33,13 +33,13 @@ pub struct Heap {
 
 /// Whether the caches should be repacked now: the operator is at rest (`quiet`: no reconcile
 /// since the last look, so that a burst is not copied while it runs), the heap keeps resident
-/// half again what it has allocated and more than [`SLACK_BYTES`] over it, and it has grown
+/// a quarter more than it has allocated and more than [`SLACK_BYTES`] over it, and it has grown
 /// by a tenth since the last repack left it at `resident_after_last` (a heap a repack could
 /// not pack better is not copied again and again).
 pub fn repack_due(heap: Heap, quiet: bool, resident_after_last: Option<u64>) -> bool {
     let spread = heap.resident.saturating_sub(heap.allocated);
     quiet
-        && spread > heap.allocated / 2
+        && spread > heap.allocated / 4
         && spread > SLACK_BYTES
         && resident_after_last.is_none_or(|after| heap.resident > after.saturating_add(after / 10))
 }
@@ -113,7 +113,8 @@ mod tests {
             (heap(20, 34), true, None, false), // 14 MiB over: not worth a copy
             (heap(40, 70), true, None, true),
             (heap(40, 80), false, None, false), // a burst under way
-            (heap(300, 420), true, None, false), // under half again
+            (heap(300, 370), true, None, false), // under a quarter more
+            (heap(480, 620), true, None, true), // a settled fleet after an upgrade
             (heap(300, 620), true, None, true),
             (heap(300, 620), true, Some(600 * MIB), false), // the last repack could do no better
             (heap(300, 620), true, Some(500 * MIB), true),  // grew since
