@@ -99,16 +99,16 @@ fn through_view(view: &NodeView) -> Read {
         kind: view.kind(),
         name: view.name().to_owned(),
         namespace: view.namespace().map(str::to_owned),
-        uid: meta.uid.as_deref().map(str::to_owned),
+        uid: meta.uid.as_ref().map(ToString::to_string),
         generation: meta.generation,
         key: view.key(),
         revision_label: revision_override(meta.labels.as_deref()).map(str::to_owned),
         rollout_id: meta.annotation(ANNOTATION_ROLLOUT_ID).map(str::to_owned),
         bounce: meta.annotation(ANNOTATION_BOUNCE).map(str::to_owned),
-        spec_written: meta.written,
-        status_written: meta.status_written,
-        created: meta.created,
-        deleted: meta.deleted,
+        spec_written: meta.written(),
+        status_written: meta.status_written(),
+        created: meta.created(),
+        deleted: meta.deleted(),
         unobserved: view.unobserved(),
         object_ref: view.object_ref(),
         owner: view.controller_owner_ref(),
@@ -152,7 +152,7 @@ fn served_node() -> Value {
     json!({
         "apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
         "metadata": {
-            "name": "acme-fe1", "namespace": "tenant-acme", "uid": "5d0e", "resourceVersion": "48210",
+            "name": "acme-fe1", "namespace": "tenant-acme", "uid": "7c1f0e2d-3b4a-4c5d-8e6f-9a0b1c2d3e4f", "resourceVersion": "48210",
             "generation": 3, "creationTimestamp": "2026-11-25T10:00:00Z",
             "labels": {"app.kubernetes.io/managed-by": "Helm", LABEL_DEPLOYMENT_REVISION: " f86a979861 "},
             "annotations": {"meta.helm.sh/release-name": "acme", ANNOTATION_ROLLOUT_ID: "r-7"},
@@ -197,11 +197,11 @@ fn a_served_node_reads_alike_and_keeps_the_write_times_triage_reads() {
     let view: NodeView = serde_json::from_value(node).unwrap();
     let at = |s: &str| Some(s.parse::<Timestamp>().unwrap());
     assert_eq!(
-        view.meta.written,
+        view.meta.written(),
         at("2026-11-25T10:05:00Z"),
         "the latest non-status write"
     );
-    assert_eq!(view.meta.status_written, at("2026-11-25T10:06:00Z"));
+    assert_eq!(view.meta.status_written(), at("2026-11-25T10:06:00Z"));
     assert_eq!(
         view.meta.label("app.kubernetes.io/managed-by"),
         Some("Helm")
@@ -231,7 +231,11 @@ prop_compose! {
         namespace in opt(prop::sample::select(vec!["a", "tenant-acme"])),
         // Absent or a name: a view takes an empty name for none (the API server stores neither).
         name in opt(prop::sample::select(vec!["acme-be", "acme-fe1"])),
-        uid in opt("[a-z0-9]{1,4}"),
+        uid in opt(prop_oneof![
+            "[a-z0-9]{1,4}",
+            "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            "[0-9a-fA-F]{8}-?[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        ]),
         version in opt(prop::sample::select(vec!["12", "x1", ""])),
         generation in opt(0i64..5),
         observed in opt(opt(0i64..5)),

@@ -78,7 +78,10 @@ fn reference(pod: &Pod) -> Read {
         owned_by: [NodeKind::Backend, NodeKind::Frontend]
             .into_iter()
             .flat_map(|kind| ["acme-be", "acme-fe1"].map(|name| (kind, name)))
-            .flat_map(|(kind, name)| [None, Some("u1"), Some("u2")].map(|uid| (kind, name, uid)))
+            .flat_map(|(kind, name)| {
+                [None, Some("u1"), Some("u2"), Some(UUID), Some(UPPER_UUID)]
+                    .map(|uid| (kind, name, uid))
+            })
             .map(|(kind, name, uid)| {
                 meta.owner_references.iter().flatten().any(|r| {
                     r.controller == Some(true)
@@ -97,27 +100,36 @@ fn through_view(view: &PodView) -> Read {
     Read {
         namespace: view.namespace().map(str::to_owned),
         name: view.name.to_string(),
-        uid: view.uid.as_deref().map(str::to_owned),
+        uid: view.uid.as_ref().map(ToString::to_string),
         resource_version: view.resource_version,
         cluster: view.cluster.as_deref().map(str::to_owned),
         revision: view.revision.as_deref().map(str::to_owned),
         version: view.version.as_deref().map(str::to_owned),
         app_state: view.app_state.as_deref().map(str::to_owned),
         shutdown_protection: view.shutdown_protection.as_deref().map(str::to_owned),
-        created: view.created,
-        deleted: view.deleted,
+        created: view.created(),
+        deleted: view.deleted(),
         has_status: status.is_some(),
         phase: status.and_then(|s| s.phase.as_deref()).map(str::to_owned),
         conditions: status
             .into_iter()
             .flat_map(|s| &s.conditions)
-            .map(|c| (c.type_.to_string(), c.status.to_string(), c.last_transition))
+            .map(|c| {
+                (
+                    c.type_.to_string(),
+                    c.status.to_string(),
+                    c.last_transition(),
+                )
+            })
             .collect(),
         restarts: status.map_or(0, |s| s.restarts),
         owned_by: [NodeKind::Backend, NodeKind::Frontend]
             .into_iter()
             .flat_map(|kind| ["acme-be", "acme-fe1"].map(|name| (kind, name)))
-            .flat_map(|(kind, name)| [None, Some("u1"), Some("u2")].map(|uid| (kind, name, uid)))
+            .flat_map(|(kind, name)| {
+                [None, Some("u1"), Some("u2"), Some(UUID), Some(UPPER_UUID)]
+                    .map(|uid| (kind, name, uid))
+            })
             .map(|(kind, name, uid)| view.controlled_by(kind, name, uid))
             .collect(),
     }
@@ -293,20 +305,34 @@ fn a_revision_view_keeps_the_node_revision_as_the_labels_said() {
             }
         }
         assert_eq!(view.number, whole.revision);
-        assert_eq!(view.kept, None);
-        let with_body = RevisionView::with_body(&whole);
         assert_eq!(
-            with_body.kept.as_ref().map(|k| k.express_version.as_str()),
+            view.name(),
+            whole.metadata.name.as_deref().unwrap_or_default()
+        );
+        assert!(view.kept().is_none());
+        let with_body = RevisionView::with_body(&whole);
+        assert_eq!(with_body.name(), view.name());
+        assert_eq!(
+            with_body.kept().map(|k| k.express_version.as_str()),
             Some("v1")
         );
     }
 }
 
+/// A uid as the API server writes one, and the same UUID as another server might.
+const UUID: &str = "0b8e3c2a-5f1d-4e7a-9c3b-2d6f8a1e4b70";
+const UPPER_UUID: &str = "0B8E3C2A-5F1D-4E7A-9C3B-2D6F8A1E4B70";
+
 prop_compose! {
     fn a_pod()(
         namespace in opt(prop::sample::select(vec!["a", "tenant-acme"])),
         name in opt(prop::sample::select(vec!["acme-be", "acme-fe1", ""])),
-        uid in opt("[a-z0-9]{1,4}"),
+        uid in opt(prop_oneof![
+            "[a-z0-9]{1,4}",
+            // As the API server issues them (kept in 16 bytes), and near misses (kept as text).
+            "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            "[0-9a-fA-F]{8}-?[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        ]),
         version in opt(prop::sample::select(vec!["12", "x1", ""])),
         labels in prop::collection::btree_map(
             prop::sample::select(vec![LABEL_CLUSTER, LABEL_DEPLOYMENT_REVISION, LABEL_NODE, "other"]),
@@ -318,7 +344,7 @@ prop_compose! {
         owners in prop::collection::vec((
             prop::sample::select(vec!["Backend", "Frontend", "ReplicaSet"]),
             prop::sample::select(vec!["acme-be", "acme-fe1"]),
-            prop::sample::select(vec!["u1", "u2"]),
+            prop::sample::select(vec!["u1", "u2", UUID, UPPER_UUID]),
             opt(any::<bool>()),
         ), 0..3),
         created in opt(0i64..2_000_000_000),

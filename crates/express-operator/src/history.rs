@@ -78,7 +78,7 @@ pub fn to_prune(node_revisions: &[&RevisionView], limit: usize, protected: &[&st
             .as_deref()
             .is_some_and(|r| protected.contains(&r));
         if !keep {
-            names.push(revision.name.to_string());
+            names.push(revision.name().into_owned());
             excess -= 1;
         }
     }

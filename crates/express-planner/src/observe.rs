@@ -221,8 +221,8 @@ impl<'a> Grouped<'a> {
                     let pod = pods
                         .get(&(namespace, name))
                         .map(|pod| {
-                            let uid = node.meta.uid.as_deref();
-                            observe_pod(pod, node.kind(), name, uid, inventory.ownership)
+                            let uid = node.meta.uid.as_ref().map(ToString::to_string);
+                            observe_pod(pod, node.kind(), name, uid.as_deref(), inventory.ownership)
                         });
                     let status = node.status();
                     let change = status.and_then(|s| s.change.as_ref()).map(|c| Change {
@@ -447,7 +447,7 @@ fn observe_pod(
     };
     PodObservation {
         owned,
-        uid: pod.uid.as_deref().map(str::to_owned),
+        uid: pod.uid.as_ref().map(ToString::to_string),
         app_state: pod.app_state.as_deref().map(str::to_owned),
         shutdown_protection: pod.shutdown_protection.as_deref().map(str::to_owned),
         revision: pod.revision.as_deref().map(str::to_owned),
@@ -459,7 +459,7 @@ fn observe_pod(
         // creationTimestamp has a resolution of one second: take the latest instant it may
         // stand for, so that a progress deadline never fires early.
         created_at_ms: pod
-            .created
+            .created()
             .map(|t| t.as_millisecond())
             .map(|ms| if ms % 1000 == 0 { ms + 999 } else { ms }),
     }

@@ -23,8 +23,8 @@ fn pod_moved(pod: &PodView) -> Option<Timestamp> {
         .iter()
         .flat_map(|s| &s.conditions)
         .filter(|c| &*c.type_ == "Ready")
-        .filter_map(|c| c.last_transition);
-    [pod.created, pod.deleted]
+        .filter_map(|c| c.last_transition());
+    [pod.created(), pod.deleted()]
         .into_iter()
         .flatten()
         .chain(ready)
@@ -167,7 +167,7 @@ fn tenant(
     let status_changed = cluster
         .and_then(|c| last_write(&c.metadata, true))
         .into_iter()
-        .chain(nodes.iter().filter_map(|n| n.meta.status_written))
+        .chain(nodes.iter().filter_map(|n| n.meta.status_written()))
         .max();
     Tenant {
         namespace: key.namespace,
@@ -205,7 +205,7 @@ fn tenant(
             .chain(
                 nodes
                     .iter()
-                    .filter_map(|n| n.meta.written.or(n.meta.created)),
+                    .filter_map(|n| n.meta.written().or(n.meta.created())),
             )
             .max(),
         last_node_change: nodes

@@ -172,7 +172,7 @@ pub fn live_facts(objects: &Objects) -> Facts {
             .filter(|r| r.namespace() == Some(namespace))
             .filter_map(|r| {
                 let revision = r.kept_for(node.kind(), name)?;
-                Some((revision.to_owned(), KeptSpec::clone(r.kept.as_ref()?)))
+                Some((revision.to_owned(), r.kept()?.clone()))
             })
             .collect();
         facts.insert(

@@ -15,10 +15,14 @@ use std::sync::{Arc, Mutex};
 mod node;
 mod pod;
 mod revision;
+mod time;
+mod uid;
 
 pub use node::{MetaView, NodeObject, NodeView, last_write};
 pub use pod::{PodConditionView, PodOwner, PodStatusView, PodView};
 pub use revision::RevisionView;
+pub use time::ApiTime;
+pub use uid::Uid;
 
 /// Shares repeated strings: the same value interned twice is one allocation. Values no view
 /// holds any more are dropped when the set has doubled since it was last pruned, so a fleet
@@ -71,4 +75,34 @@ pub(crate) fn shared(interner: Option<&Interner>, value: &str) -> Arc<str> {
 /// A resourceVersion as a number; None when it is not one.
 pub(crate) fn number(version: Option<&str>) -> Option<u64> {
     version.and_then(|v| v.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each cached view is one allocation behind an `Arc` (two counters, 16 bytes, before it),
+    /// rounded up by jemalloc to a size class (..., 96, ..., 256, ..., 768, 896, 1024, ...):
+    /// a few bytes more would cost a whole class more for every node, pod or revision of a
+    /// fleet (docs/benchmarks.md, issue 39).
+    #[test]
+    fn views_fit_the_allocator_size_classes_they_were_measured_in() {
+        let arc = 2 * size_of::<usize>();
+        assert!(
+            arc + size_of::<NodeView>() <= 896,
+            "{}",
+            size_of::<NodeView>()
+        );
+        assert!(
+            arc + size_of::<PodView>() <= 256,
+            "{}",
+            size_of::<PodView>()
+        );
+        assert!(
+            arc + size_of::<RevisionView>() <= 96,
+            "{}",
+            size_of::<RevisionView>()
+        );
+        assert!(size_of::<PodConditionView>() <= 40);
+    }
 }

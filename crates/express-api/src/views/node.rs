@@ -12,7 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 
-use super::{Interner, number, shared};
+use super::time::{ApiTime, api_time};
+use super::{Interner, Uid, number, shared};
 use crate::{Backend, ClusterKey, Frontend, NodeKind, NodeSpec, NodeStatus};
 
 /// The latest write to an object (from its `managedFields`): to its status subresource
@@ -32,19 +33,19 @@ pub fn last_write(meta: &ObjectMeta, status: bool) -> Option<Timestamp> {
 pub struct MetaView {
     pub namespace: Option<Arc<str>>,
     pub name: Box<str>,
-    pub uid: Option<Box<str>>,
+    pub uid: Option<Uid>,
     /// The resourceVersion as a number (as etcd and kubesim issue them); None when it is not
     /// one, which readers take as fresh.
     pub resource_version: Option<u64>,
     pub generation: Option<i64>,
-    pub created: Option<Timestamp>,
-    pub deleted: Option<Timestamp>,
+    created: Option<ApiTime>,
+    deleted: Option<ApiTime>,
     pub labels: Option<Box<BTreeMap<String, String>>>,
     pub annotations: Option<Box<BTreeMap<String, String>>>,
     /// When anything but the status was last written ([`last_write`]).
-    pub written: Option<Timestamp>,
+    written: Option<ApiTime>,
     /// When the status was last written.
-    pub status_written: Option<Timestamp>,
+    status_written: Option<ApiTime>,
 }
 
 impl MetaView {
@@ -55,16 +56,34 @@ impl MetaView {
         MetaView {
             namespace: meta.namespace.as_deref().map(|n| shared(interner, n)),
             name: meta.name.as_deref().unwrap_or_default().into(),
-            uid: meta.uid.as_deref().map(Into::into),
+            uid: meta.uid.as_deref().map(Uid::new),
             resource_version: number(meta.resource_version.as_deref()),
             generation: meta.generation,
-            created: meta.creation_timestamp.as_ref().map(|t| t.0),
-            deleted: meta.deletion_timestamp.as_ref().map(|t| t.0),
+            created: api_time(meta.creation_timestamp.as_ref().map(|t| t.0)),
+            deleted: api_time(meta.deletion_timestamp.as_ref().map(|t| t.0)),
             labels: map(&meta.labels),
             annotations: map(&meta.annotations),
-            written: last_write(meta, false),
-            status_written: last_write(meta, true),
+            written: api_time(last_write(meta, false)),
+            status_written: api_time(last_write(meta, true)),
         }
+    }
+
+    pub fn created(&self) -> Option<Timestamp> {
+        self.created.map(ApiTime::timestamp)
+    }
+
+    pub fn deleted(&self) -> Option<Timestamp> {
+        self.deleted.map(ApiTime::timestamp)
+    }
+
+    /// When anything but the status was last written ([`last_write`]).
+    pub fn written(&self) -> Option<Timestamp> {
+        self.written.map(ApiTime::timestamp)
+    }
+
+    /// When the status was last written ([`last_write`]).
+    pub fn status_written(&self) -> Option<Timestamp> {
+        self.status_written.map(ApiTime::timestamp)
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
@@ -164,7 +183,7 @@ impl NodeView {
             api_version: self.api_version(),
             kind: self.kind.as_str().to_owned(),
             name: name.to_owned(),
-            uid: self.meta.uid.as_deref()?.to_owned(),
+            uid: self.meta.uid.as_ref()?.to_string(),
             controller: Some(true),
             block_owner_deletion: Some(true),
         })
@@ -180,7 +199,7 @@ impl NodeView {
                 .filter(|n| !n.is_empty())
                 .map(str::to_owned),
             namespace: self.namespace().map(str::to_owned),
-            uid: self.meta.uid.as_deref().map(str::to_owned),
+            uid: self.meta.uid.as_ref().map(Uid::to_string),
             resource_version: None,
             field_path: None,
         }
@@ -295,11 +314,11 @@ mod tests {
         );
         assert_eq!(view.meta.annotations, None);
         assert_eq!(
-            view.meta.written.map(|t| t.to_string()).as_deref(),
+            view.meta.written().map(|t| t.to_string()).as_deref(),
             Some("2026-11-25T10:00:01Z")
         );
         assert_eq!(
-            view.meta.status_written.map(|t| t.to_string()).as_deref(),
+            view.meta.status_written().map(|t| t.to_string()).as_deref(),
             Some("2026-11-25T10:00:09Z")
         );
         assert!(view.unobserved(), "status observed generation 2 of 3");

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Interner, number, shared};
+use super::time::{ApiTime, api_time};
+use super::{Interner, Uid, number, shared};
 use crate::NodeKind;
 use crate::keys::{
     ANNOTATION_APP_STATE, ANNOTATION_EXPRESS_VERSION, ANNOTATION_SHUTDOWN_PROTECTION,
@@ -17,7 +18,7 @@ use crate::keys::{
 pub struct PodOwner {
     pub kind: Arc<str>,
     pub name: Box<str>,
-    pub uid: Box<str>,
+    pub uid: Uid,
 }
 
 /// One of a pod's conditions.
@@ -25,7 +26,13 @@ pub struct PodOwner {
 pub struct PodConditionView {
     pub type_: Arc<str>,
     pub status: Arc<str>,
-    pub last_transition: Option<Timestamp>,
+    last_transition: Option<ApiTime>,
+}
+
+impl PodConditionView {
+    pub fn last_transition(&self) -> Option<Timestamp> {
+        self.last_transition.map(ApiTime::timestamp)
+    }
 }
 
 /// What a pod's status says, when it has one.
@@ -42,7 +49,7 @@ pub struct PodStatusView {
 pub struct PodView {
     pub namespace: Option<Arc<str>>,
     pub name: Box<str>,
-    pub uid: Option<Box<str>>,
+    pub uid: Option<Uid>,
     /// The resourceVersion as a number (as etcd and kubesim issue them); None when it is not
     /// one, which readers take as fresh.
     pub resource_version: Option<u64>,
@@ -60,8 +67,8 @@ pub struct PodView {
     pub app_state: Option<Box<str>>,
     /// Its `express.dev/shutdown-protection` annotation.
     pub shutdown_protection: Option<Box<str>>,
-    pub created: Option<Timestamp>,
-    pub deleted: Option<Timestamp>,
+    created: Option<ApiTime>,
+    deleted: Option<ApiTime>,
     pub status: Option<PodStatusView>,
 }
 
@@ -97,7 +104,7 @@ impl PodView {
             .map(|r| PodOwner {
                 kind: shared(interner, &r.kind),
                 name: r.name.as_str().into(),
-                uid: r.uid.as_str().into(),
+                uid: Uid::new(&r.uid),
             })
             .collect();
         let status = pod.status.as_ref().map(|s| PodStatusView {
@@ -109,7 +116,7 @@ impl PodView {
                 .map(|c| PodConditionView {
                     type_: shared(interner, &c.type_),
                     status: shared(interner, &c.status),
-                    last_transition: c.last_transition_time.as_ref().map(|t| t.0),
+                    last_transition: api_time(c.last_transition_time.as_ref().map(|t| t.0)),
                 })
                 .collect(),
             restarts: s
@@ -122,7 +129,7 @@ impl PodView {
         PodView {
             namespace: meta.namespace.as_deref().map(|n| shared(interner, n)),
             name: meta.name.as_deref().unwrap_or_default().into(),
-            uid: meta.uid.as_deref().map(Into::into),
+            uid: meta.uid.as_deref().map(Uid::new),
             resource_version: number(meta.resource_version.as_deref()),
             cluster: label(LABEL_CLUSTER),
             revision: label(LABEL_DEPLOYMENT_REVISION),
@@ -131,8 +138,8 @@ impl PodView {
             app_state: annotation(ANNOTATION_APP_STATE).map(|v| v.as_str().into()),
             shutdown_protection: annotation(ANNOTATION_SHUTDOWN_PROTECTION)
                 .map(|v| v.as_str().into()),
-            created: meta.creation_timestamp.as_ref().map(|t| t.0),
-            deleted: meta.deletion_timestamp.as_ref().map(|t| t.0),
+            created: api_time(meta.creation_timestamp.as_ref().map(|t| t.0)),
+            deleted: api_time(meta.deletion_timestamp.as_ref().map(|t| t.0)),
             status,
         }
     }
@@ -145,13 +152,21 @@ impl PodView {
         self.deleted.is_some()
     }
 
+    pub fn created(&self) -> Option<Timestamp> {
+        self.created.map(ApiTime::timestamp)
+    }
+
+    pub fn deleted(&self) -> Option<Timestamp> {
+        self.deleted.map(ApiTime::timestamp)
+    }
+
     /// Whether a controller owner reference names the node `name` of `kind` (and, when given,
     /// that node's uid).
     pub fn controlled_by(&self, kind: NodeKind, name: &str, uid: Option<&str>) -> bool {
         self.controllers.iter().any(|owner| {
             &*owner.kind == kind.as_str()
                 && &*owner.name == name
-                && uid.is_none_or(|uid| uid == &*owner.uid)
+                && uid.is_none_or(|uid| owner.uid.is(uid))
         })
     }
 }

@@ -125,7 +125,7 @@ pub(super) async fn create_pod(
                     "no ControllerRevision {wanted} keeps revision {revision}"
                 ))
             };
-            if !kept.iter().any(|r| *r.name == *wanted) {
+            if !kept.iter().any(|r| r.is_named(&wanted)) {
                 return Err(missing());
             }
             // The cache holds revisions without their bodies: fetch the one this pod needs.
@@ -208,7 +208,7 @@ pub(super) async fn keep_revision(
     let name = history::revision_name(&node.name, revision);
     let mut kept: Vec<&RevisionView> = kept.to_vec();
     let created;
-    if !kept.iter().any(|r| *r.name == *name) {
+    if !kept.iter().any(|r| r.is_named(&name)) {
         let number = kept.iter().filter_map(|r| r.number).max().unwrap_or(0) + 1;
         let object =
             history::build(node, effective, revision, number).map_err(|why| Error::BuildPod {

@@ -426,7 +426,7 @@ mod tests {
         let interner = Arc::new(Interner::default());
         let watch = Watch::revisions(watcher::Config::default(), &interner);
         let view = (watch.view)(&Arc::new(kept), &interner);
-        assert_eq!(view.kept, None, "no body");
+        assert!(view.kept().is_none(), "no body");
         assert_eq!(view.number, Some(3));
         assert_eq!(
             view.kept_for(express_api::NodeKind::Frontend, "acme-fe1"),

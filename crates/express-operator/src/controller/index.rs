@@ -36,7 +36,7 @@ impl<V> Clone for Entry<V> {
 /// The objects by namespace then name, and their counts, kept as they change (a gauge reads
 /// them after every event).
 struct Objects<V> {
-    by_namespace: HashMap<Arc<str>, BTreeMap<Box<str>, Slot<V>>>,
+    by_namespace: HashMap<Arc<str>, Names<V>>,
     len: usize,
     undecodable: usize,
 }
@@ -59,6 +59,114 @@ struct Slot<V> {
     /// it: a relist that completes without listing it removes it.
     relist: u64,
     entry: Entry<V>,
+}
+
+/// One namespace's objects of a kind, by name. A vector sorted by name while the namespace
+/// holds up to [`SORTED_UP_TO`] objects (a tenant's few dozen, a settled tenant's 80
+/// ControllerRevisions the most), a `BTreeMap` beyond: the map's nodes hold eleven entries and
+/// a listing in name order leaves them about half full (some 110 bytes an object, against 48
+/// in the vector), while in a namespace of thousands of objects (many tenants in one) moving
+/// the entries after an insertion point would cost more than following a tree. The vector
+/// grows by an eighth, not by doubling, so a tenant's one more revision does not double its
+/// revisions' vector.
+enum Names<V> {
+    Sorted(Vec<(Box<str>, Slot<V>)>),
+    Tree(BTreeMap<Box<str>, Slot<V>>),
+}
+
+/// The most objects a namespace keeps in a sorted vector.
+const SORTED_UP_TO: usize = 4096;
+
+impl<V> Names<V> {
+    fn new() -> Names<V> {
+        Names::Sorted(Vec::new())
+    }
+
+    /// Holds `slot` as `name`'s; returns the one it replaces.
+    fn insert(&mut self, name: &str, slot: Slot<V>) -> Option<Slot<V>> {
+        let sorted = match self {
+            Names::Tree(tree) => return tree.insert(name.into(), slot),
+            Names::Sorted(sorted) => sorted,
+        };
+        match sorted.binary_search_by(|(held, _)| (**held).cmp(name)) {
+            Ok(at) => Some(std::mem::replace(&mut sorted[at].1, slot)),
+            Err(_) if sorted.len() >= SORTED_UP_TO => {
+                let mut tree: BTreeMap<_, _> = std::mem::take(sorted).into_iter().collect();
+                tree.insert(name.into(), slot);
+                *self = Names::Tree(tree);
+                None
+            }
+            Err(at) => {
+                if sorted.len() == sorted.capacity() {
+                    sorted.reserve_exact((sorted.len() / 8).max(2));
+                }
+                sorted.insert(at, (name.into(), slot));
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Slot<V>> {
+        match self {
+            Names::Tree(tree) => tree.remove(name),
+            Names::Sorted(sorted) => {
+                let at = sorted
+                    .binary_search_by(|(held, _)| (**held).cmp(name))
+                    .ok()?;
+                let (_, removed) = sorted.remove(at);
+                if sorted.capacity() > 2 * sorted.len() + 8 {
+                    sorted.shrink_to(sorted.len() + sorted.len() / 8);
+                }
+                Some(removed)
+            }
+        }
+    }
+
+    /// Keeps the slots `keep` accepts, and gives back the headroom a listing grew.
+    fn retain(&mut self, keep: impl Fn(&Slot<V>) -> bool) {
+        match self {
+            Names::Tree(tree) => tree.retain(|_, slot| keep(slot)),
+            Names::Sorted(sorted) => {
+                sorted.retain(|(_, slot)| keep(slot));
+                sorted.shrink_to_fit();
+            }
+        }
+    }
+
+    /// The same names and slots, `copy` applied to each slot, in fresh allocations.
+    fn copied(self, copy: impl Fn(Slot<V>) -> Slot<V>) -> Names<V> {
+        match self {
+            Names::Tree(tree) => Names::Tree(
+                tree.into_iter()
+                    .map(|(name, slot)| (Box::from(&*name), copy(slot)))
+                    .collect(),
+            ),
+            Names::Sorted(sorted) => Names::Sorted(
+                sorted
+                    .into_iter()
+                    .map(|(name, slot)| (Box::from(&*name), copy(slot)))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (&str, &Slot<V>)> + '_> {
+        match self {
+            Names::Tree(tree) => Box::new(tree.iter().map(|(name, slot)| (&**name, slot))),
+            Names::Sorted(sorted) => Box::new(sorted.iter().map(|(name, slot)| (&**name, slot))),
+        }
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Slot<V>> {
+        self.iter().map(|(_, slot)| slot)
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Names::Tree(tree) => tree.is_empty(),
+            Names::Sorted(sorted) => sorted.is_empty(),
+        }
+    }
 }
 
 /// How far an index has caught up with the API server: what tells a write of this operator
@@ -110,9 +218,7 @@ impl<V> KindIndex<V> {
         let Ok(objects) = self.objects.read() else {
             return Vec::new();
         };
-        let slots = |names: &BTreeMap<Box<str>, Slot<V>>| {
-            names.values().map(|s| s.entry.clone()).collect::<Vec<_>>()
-        };
+        let slots = |names: &Names<V>| names.values().map(|s| s.entry.clone()).collect::<Vec<_>>();
         match namespace {
             Some(namespace) => objects
                 .by_namespace
@@ -132,7 +238,7 @@ impl<V> KindIndex<V> {
             .by_namespace
             .get(namespace)
             .into_iter()
-            .flatten()
+            .flat_map(Names::iter)
             .map(|(name, slot)| (name.to_string(), slot.version))
             .collect()
     }
@@ -184,16 +290,13 @@ impl<V> KindIndex<V> {
                 return;
             };
             if let Some(names) = objects.by_namespace.get_mut(&namespace) {
-                *names = std::mem::take(names)
-                    .into_iter()
-                    .map(|(name, slot)| {
-                        let entry = match slot.entry {
-                            Entry::View(view) => Entry::View(Arc::new(V::clone(&view))),
-                            undecodable => undecodable,
-                        };
-                        (Box::from(&*name), Slot { entry, ..slot })
-                    })
-                    .collect();
+                *names = std::mem::replace(names, Names::new()).copied(|slot| {
+                    let entry = match slot.entry {
+                        Entry::View(view) => Entry::View(Arc::new(V::clone(&view))),
+                        undecodable => undecodable,
+                    };
+                    Slot { entry, ..slot }
+                });
             }
         }
     }
@@ -210,10 +313,11 @@ impl<V> KindIndex<V> {
         };
         objects.count(Some(&slot), 1);
         let replaced = match objects.by_namespace.get_mut(namespace) {
-            Some(names) => names.insert(name.into(), slot),
+            Some(names) => names.insert(name, slot),
             None => {
                 let namespace = self.interner.intern(namespace);
-                let names = BTreeMap::from([(name.into(), slot)]);
+                let mut names = Names::new();
+                names.insert(name, slot);
                 objects.by_namespace.insert(namespace, names);
                 None
             }
@@ -245,15 +349,16 @@ impl<V> KindIndex<V> {
         if let Ok(mut objects) = self.objects.write() {
             let objects = &mut *objects;
             objects.by_namespace.retain(|_, names| {
-                names.retain(|_, slot| slot.relist >= relist);
+                names.retain(|slot| slot.relist >= relist);
                 !names.is_empty()
             });
             // Maps keep their capacity: give back what a shrunken fleet no longer needs.
             objects.by_namespace.shrink_to_fit();
-            let slots = objects.by_namespace.values().flat_map(BTreeMap::values);
+            let slots = || objects.by_namespace.values().flat_map(Names::values);
             let undecodable = |s: &&Slot<V>| matches!(s.entry, Entry::Undecodable(_));
-            objects.len = slots.clone().count();
-            objects.undecodable = slots.filter(undecodable).count();
+            let (len, bad) = (slots().count(), slots().filter(undecodable).count());
+            objects.len = len;
+            objects.undecodable = bad;
         }
         self.progress
             .version
@@ -508,6 +613,63 @@ mod tests {
         feed(&index, vec![Ok(Apply(pod("a", "shop-fe1", 4)))]).await;
         assert_eq!(index.counts(), (1, 0));
         assert_eq!(names(&index, Some("a")), ["shop-fe1"]);
+    }
+
+    #[test]
+    fn a_namespace_keeps_its_objects_sorted_by_name_and_grows_by_an_eighth() {
+        let slot = |version| Slot::<PodView> {
+            version,
+            relist: 0,
+            entry: Entry::Undecodable(Arc::new(Undecodable {
+                kind: "Pod".into(),
+                namespace: None,
+                name: String::new(),
+                uid: None,
+                cluster: None,
+                field: String::new(),
+                error: String::new(),
+            })),
+        };
+        let mut names = Names::new();
+        for (i, name) in ["c", "a", "d", "b"].into_iter().enumerate() {
+            assert!(names.insert(name, slot(i as u64)).is_none());
+        }
+        let replaced = names.insert("a", slot(9)).map(|s| s.version);
+        assert_eq!(replaced, Some(1));
+        let held: Vec<(&str, u64)> = names.iter().map(|(n, s)| (n, s.version)).collect();
+        assert_eq!(held, [("a", 9), ("b", 3), ("c", 0), ("d", 2)]);
+        assert_eq!(names.remove("b").map(|s| s.version), Some(3));
+        assert!(names.remove("b").is_none());
+        // Eighty revisions, one more, and back: the vector grows by an eighth, not double.
+        let capacity = |names: &Names<PodView>| match names {
+            Names::Sorted(sorted) => sorted.capacity(),
+            Names::Tree(_) => usize::MAX,
+        };
+        let mut revisions = Names::new();
+        for n in 0..80 {
+            revisions.insert(&format!("r{n:03}"), slot(n));
+        }
+        revisions.retain(|_| true);
+        assert_eq!(capacity(&revisions), 80, "a listing's headroom given back");
+        revisions.insert("r999", slot(80));
+        assert!(capacity(&revisions) <= 81 + 10, "{}", capacity(&revisions));
+        assert!(revisions.remove("r000").is_some());
+        for n in 1..80 {
+            revisions.remove(&format!("r{n:03}"));
+        }
+        assert!(
+            capacity(&revisions) <= 2 + 8,
+            "gives back what it no longer holds"
+        );
+        // A namespace of many tenants becomes a tree, in the same order.
+        let mut crowded = Names::new();
+        for n in (0..=SORTED_UP_TO as u64).rev() {
+            crowded.insert(&format!("p{n:05}"), slot(n));
+        }
+        assert!(matches!(crowded, Names::Tree(_)));
+        let versions: Vec<u64> = crowded.values().map(|s| s.version).collect();
+        assert_eq!(versions, (0..=SORTED_UP_TO as u64).collect::<Vec<_>>());
+        assert_eq!(crowded.remove("p00007").map(|s| s.version), Some(7));
     }
 
     #[tokio::test]

@@ -62,7 +62,7 @@ pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
     let pod_uids: HashMap<String, String> = objects
         .pods
         .iter()
-        .filter_map(|p| Some((p.name.to_string(), p.uid.as_deref()?.to_owned())))
+        .filter_map(|p| Some((p.name.to_string(), p.uid.as_ref()?.to_string())))
         .collect();
 
     Some(Observed {

@@ -281,8 +281,11 @@ mod tests {
         }
     }
 
-    fn uids(pods: &[Arc<PodView>]) -> Vec<&str> {
-        pods.iter().filter_map(|p| p.uid.as_deref()).collect()
+    fn uids(pods: &[Arc<PodView>]) -> Vec<String> {
+        pods.iter()
+            .filter_map(|p| p.uid.as_ref())
+            .map(|u| u.to_string())
+            .collect()
     }
 
     #[test]

@@ -604,7 +604,7 @@ fn node_row(node: &NodeRef<'_>, group: &Objects, namespace: &str, now: Timestamp
             })
             .unwrap_or_default(),
         pod: pod.map(|p| p.name.to_string()),
-        age: age(now, pod.and_then(|p| p.created)),
+        age: age(now, pod.and_then(|p| p.created())),
         restarts: status.and_then(|s| s.restarts),
         message: status.and_then(|s| s.message.clone()),
         bounce: status.and_then(view::bounce_under_way),
