@@ -74,6 +74,11 @@ enum Names<V> {
     Tree(BTreeMap<Box<str>, Slot<V>>),
 }
 
+/// Where `name` is in a sorted namespace, or where it would go.
+fn position<V>(sorted: &[(Box<str>, Slot<V>)], name: &str) -> Result<usize, usize> {
+    sorted.binary_search_by(|(held, _)| (**held).cmp(name))
+}
+
 /// The most objects a namespace keeps in a sorted vector.
 const SORTED_UP_TO: usize = 4096;
 
@@ -88,7 +93,7 @@ impl<V> Names<V> {
             Names::Tree(tree) => return tree.insert(name.into(), slot),
             Names::Sorted(sorted) => sorted,
         };
-        match sorted.binary_search_by(|(held, _)| (**held).cmp(name)) {
+        match position(sorted, name) {
             Ok(at) => Some(std::mem::replace(&mut sorted[at].1, slot)),
             Err(_) if sorted.len() >= SORTED_UP_TO => {
                 let mut tree: BTreeMap<_, _> = std::mem::take(sorted).into_iter().collect();
@@ -110,9 +115,7 @@ impl<V> Names<V> {
         match self {
             Names::Tree(tree) => tree.remove(name),
             Names::Sorted(sorted) => {
-                let at = sorted
-                    .binary_search_by(|(held, _)| (**held).cmp(name))
-                    .ok()?;
+                let at = position(sorted, name).ok()?;
                 let (_, removed) = sorted.remove(at);
                 if sorted.capacity() > 2 * sorted.len() + 8 {
                     sorted.shrink_to(sorted.len() + sorted.len() / 8);
