@@ -479,6 +479,43 @@ async fn add_history(client: &kube::Client, ns: &str, frontends: usize, older: u
     }
 }
 
+/// Waits for a fresh operator's caches to fill (`/readyz`) and every tenant to be verified
+/// (a successful reconcile each, nothing queued) while `also_done`, shown each metrics page
+/// and the time since the start, says the caller has seen what it waits for too. Returns when
+/// the caches filled and when every tenant was verified, from the operator's start.
+async fn cold_start(
+    operator: &Operator,
+    tenants: usize,
+    timeout: Duration,
+    mut also_done: impl FnMut(&str, Duration) -> bool,
+) -> (Duration, Duration) {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let (mut synced, mut verified) = (None, None);
+    loop {
+        assert!(Instant::now() < deadline, "timed out: cold start");
+        if let Some((200, text)) = http_get(&format!("{}/metrics", operator.metrics)).await {
+            if synced.is_none()
+                && http_get(&format!("{}/readyz", operator.metrics))
+                    .await
+                    .is_some_and(|(code, _)| code == 200)
+            {
+                synced = Some(started.elapsed());
+            }
+            let done = also_done(&text, started.elapsed());
+            let ok = sample(&text, "express_operator_reconciles_total{result=\"ok\"}");
+            let depth = sample(&text, "express_operator_queue_depth");
+            if verified.is_none() && synced.is_some() && ok >= tenants as f64 && depth == 0.0 {
+                verified = Some(started.elapsed());
+            }
+            if let (Some(synced), Some(verified), true) = (synced, verified, done) {
+                return (synced, verified);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// What the benchmark's watches saw, with the instant it saw it.
 #[derive(Default)]
 struct Seen {
@@ -713,42 +750,20 @@ async fn main() {
         .expect("pending change");
     let (_, writes_before) = operator_requests(&sim).await;
     let operator = start_operator(&args, &dir, 2);
-    let started = Instant::now();
-    let mut synced = None;
     let mut first_action = None;
-    let deadline = Instant::now() + timeout;
-    let mut verified = None;
-    let verified = loop {
-        assert!(Instant::now() < deadline, "timed out: cold start");
-        if let Some((200, text)) = http_get(&format!("{}/metrics", operator.metrics)).await {
-            if synced.is_none()
-                && http_get(&format!("{}/readyz", operator.metrics))
-                    .await
-                    .is_some_and(|(code, _)| code == 200)
-            {
-                synced = Some(started.elapsed());
-            }
-            if first_action.is_none()
-                && sample(
-                    &text,
-                    "express_operator_actions_total{action=\"replace_pod\"}",
-                ) > 0.0
-            {
-                first_action = Some(started.elapsed());
-            }
-            let ok = sample(&text, "express_operator_reconciles_total{result=\"ok\"}");
-            let depth = sample(&text, "express_operator_queue_depth");
-            if verified.is_none() && synced.is_some() && ok >= args.tenants as f64 && depth == 0.0 {
-                verified = Some(started.elapsed());
-            }
-            if let (Some(verified), Some(_)) = (verified, first_action) {
-                break verified;
-            }
+    let (synced, verified) = cold_start(&operator, args.tenants, timeout, |text, elapsed| {
+        if first_action.is_none()
+            && sample(
+                text,
+                "express_operator_actions_total{action=\"replace_pod\"}",
+            ) > 0.0
+        {
+            first_action = Some(elapsed);
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        first_action.is_some()
+    })
+    .await;
     let (_, writes_after) = operator_requests(&sim).await;
-    let synced = synced.unwrap_or_default();
     println!(
         "cold start: caches filled in {:.2} s; every tenant verified {:.2} s after that, with {} writes (the one pending change included); first pod deletion for the pending change {} after the caches filled",
         synced.as_secs_f64(),
@@ -800,34 +815,7 @@ async fn main() {
             started.elapsed().as_secs_f64()
         );
         let operator = start_operator(&args, &dir, 3);
-        let started = Instant::now();
-        let deadline = started + timeout;
-        let mut synced = None;
-        let verified = loop {
-            assert!(
-                Instant::now() < deadline,
-                "timed out: cold start on a settled history"
-            );
-            if synced.is_none()
-                && http_get(&format!("{}/readyz", operator.metrics))
-                    .await
-                    .is_some_and(|(code, _)| code == 200)
-            {
-                synced = Some(started.elapsed());
-            }
-            if let (Some(_), Some((200, text))) = (
-                synced,
-                http_get(&format!("{}/metrics", operator.metrics)).await,
-            ) {
-                let ok = sample(&text, "express_operator_reconciles_total{result=\"ok\"}");
-                let depth = sample(&text, "express_operator_queue_depth");
-                if ok >= args.tenants as f64 && depth == 0.0 {
-                    break started.elapsed();
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
-        let synced = synced.unwrap_or_default();
+        let (synced, verified) = cold_start(&operator, args.tenants, timeout, |_, _| true).await;
         println!(
             "cold start on the settled history: caches filled in {:.2} s; every tenant verified {:.2} s after that",
             synced.as_secs_f64(),
