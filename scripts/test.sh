@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+# A test run builds each crate once; incremental artefacts would only take disk (about 3 GiB
+# from a fresh clone, a third of the build), and CI ran out of it once.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 echo "== python clients (.venv)"
 if [ ! -x .venv/bin/python ]; then
