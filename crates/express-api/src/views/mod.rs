@@ -9,8 +9,10 @@
 //! can be shared through an [`Interner`]: a fleet's 80,000 pods name a few thousand distinct
 //! values.
 
-use std::collections::HashSet;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
+
+use hashbrown::{Equivalent, HashSet};
 
 mod node;
 mod pod;
@@ -24,16 +26,54 @@ pub use revision::RevisionView;
 pub use time::ApiTime;
 pub use uid::Uid;
 
-/// Shares repeated strings: the same value interned twice is one allocation. Values no view
-/// holds any more are dropped when the set has doubled since it was last pruned, so a fleet
-/// whose tenants come and go does not keep every name it ever saw.
+use revision::{HistoryKey, HistoryOf};
+
+/// Shares repeated values: strings, and which node's history a ControllerRevision belongs to
+/// (a settled node keeps ten). The same value interned twice is one allocation. Values no view
+/// holds any more are dropped when a set has doubled since it was last pruned, so a fleet whose
+/// tenants come and go does not keep every name it ever saw.
 #[derive(Debug, Default)]
 pub struct Interner(Mutex<InternerState>);
 
 #[derive(Debug, Default)]
 struct InternerState {
-    values: HashSet<Arc<str>>,
+    strings: SharedSet<str>,
+    histories: SharedSet<HistoryOf>,
+}
+
+/// Values shared through [`Arc`]s, pruned of those only the set holds once it has doubled.
+#[derive(Debug)]
+struct SharedSet<T: ?Sized> {
+    values: HashSet<Arc<T>>,
     pruned_at: usize,
+}
+
+impl<T: ?Sized> Default for SharedSet<T> {
+    fn default() -> Self {
+        SharedSet {
+            values: HashSet::new(),
+            pruned_at: 0,
+        }
+    }
+}
+
+impl<T: ?Sized + Hash + Eq> SharedSet<T> {
+    /// The shared value `key` stands for, made by `make` the first time.
+    fn get<Q>(&mut self, key: &Q, make: impl FnOnce() -> Arc<T>) -> Arc<T>
+    where
+        Q: ?Sized + Hash + Equivalent<Arc<T>>,
+    {
+        if let Some(shared) = self.values.get(key) {
+            return shared.clone();
+        }
+        if self.values.len() >= 2 * self.pruned_at.max(512) {
+            self.values.retain(|v| Arc::strong_count(v) > 1);
+            self.pruned_at = self.values.len();
+        }
+        let shared = make();
+        self.values.insert(shared.clone());
+        shared
+    }
 }
 
 impl Interner {
@@ -42,21 +82,26 @@ impl Interner {
         let Ok(mut state) = self.0.lock() else {
             return Arc::from(value);
         };
-        if let Some(shared) = state.values.get(value) {
-            return shared.clone();
-        }
-        if state.values.len() >= 2 * state.pruned_at.max(512) {
-            state.values.retain(|v| Arc::strong_count(v) > 1);
-            state.pruned_at = state.values.len();
-        }
-        let shared: Arc<str> = Arc::from(value);
-        state.values.insert(shared.clone());
-        shared
+        state.strings.get(value, || Arc::from(value))
+    }
+
+    /// The shared history of the node a revision names (namespace, node label, kind).
+    fn history_of(&self, key: HistoryKey<'_>) -> Arc<HistoryOf> {
+        let Ok(mut state) = self.0.lock() else {
+            return Arc::new(key.to_owned(|n| Arc::from(n)));
+        };
+        let InternerState { strings, histories } = &mut *state;
+        histories.get(&key, || {
+            Arc::new(key.to_owned(|n| strings.get(n, || Arc::from(n))))
+        })
     }
 
     /// How many distinct values it holds (for the benchmark's accounting).
     pub fn len(&self) -> usize {
-        self.0.lock().map(|s| s.values.len()).unwrap_or(0)
+        self.0
+            .lock()
+            .map(|s| s.strings.values.len() + s.histories.values.len())
+            .unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -99,7 +144,7 @@ mod tests {
             size_of::<PodView>()
         );
         assert!(
-            arc + size_of::<RevisionView>() <= 96,
+            arc + size_of::<RevisionView>() <= 64,
             "{}",
             size_of::<RevisionView>()
         );
