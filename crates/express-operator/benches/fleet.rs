@@ -167,9 +167,10 @@ async fn memory_line(operator: &Operator, point: &str, tenants: usize) {
         },
     );
     println!(
-        "  cached objects: {}; other structures: {}",
+        "  cached objects: {}; other structures: {}; caches repacked so far: {:.0} times",
         family("express_operator_cached_objects").join(", "),
-        family("express_operator_memory_entries").join(", ")
+        family("express_operator_memory_entries").join(", "),
+        sample(&text, "express_operator_heap_repacks_total")
     );
     let recomputed = sample(&text, "express_operator_fleet_view_duration_seconds_count");
     let spent = sample(&text, "express_operator_fleet_view_duration_seconds_sum");

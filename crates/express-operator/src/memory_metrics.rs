@@ -1,9 +1,10 @@
 //! What the operator holds in memory, published beside its RSS so that retention shows: the
 //! objects each cache holds, the entries of every other long-lived structure (its overlays of
 //! its own writes, the event recorders still holding events, the interned strings) and, when
-//! the binary's allocator can say, the live heap.
+//! the binary's allocator can say, the live heap and how often the caches were repacked.
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -31,6 +32,8 @@ pub struct MemoryGauges {
     pub cached_objects: Family<KindLabel, Gauge>,
     pub entries: Family<StructureLabel, Gauge>,
     pub heap_bytes: Family<HeapLabel, Gauge>,
+    /// Times the caches were copied into fresh allocations after a burst (`controller::compact`).
+    pub repacks: Counter,
 }
 
 impl MemoryGauges {
@@ -49,6 +52,11 @@ impl MemoryGauges {
             "heap_bytes",
             "The operator's heap as its allocator reports it, by state",
             self.heap_bytes.clone(),
+        );
+        registry.register(
+            "heap_repacks",
+            "Times the caches were copied into fresh allocations because the allocator kept far more resident than the heap used",
+            self.repacks.clone(),
         );
     }
 

@@ -96,12 +96,19 @@ impl Interner {
         })
     }
 
-    /// How many distinct values it holds (for the benchmark's accounting).
+    /// How many distinct values it holds, strings and histories (for the benchmark's and the
+    /// memory metrics' accounting).
     pub fn len(&self) -> usize {
+        let (strings, histories) = self.counts();
+        strings + histories
+    }
+
+    /// How many distinct strings, and how many node histories, it holds.
+    pub fn counts(&self) -> (usize, usize) {
         self.0
             .lock()
-            .map(|s| s.strings.values.len() + s.histories.values.len())
-            .unwrap_or(0)
+            .map(|s| (s.strings.values.len(), s.histories.values.len()))
+            .unwrap_or_default()
     }
 
     pub fn is_empty(&self) -> bool {

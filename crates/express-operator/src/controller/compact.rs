@@ -84,6 +84,7 @@ pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
     // Until the look after reads what it left, the heap as it stood counts as the last.
     state.resident_after_last = Some(heap.resident);
     if copied.is_ok() {
+        ctx.metrics.memory.repacks.inc();
         info!(
             allocated_mib = heap.allocated >> 20,
             resident_mib = heap.resident >> 20,

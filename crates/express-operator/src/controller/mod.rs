@@ -129,7 +129,9 @@ impl Context {
         memory.set_entries("written_statuses", self.written.len());
         memory.set_entries("written_pods", self.written_pods.len());
         memory.set_entries("recorded_events", recorded_events);
-        memory.set_entries("interned_strings", caches.interner.len());
+        let (strings, histories) = caches.interner.counts();
+        memory.set_entries("interned_strings", strings);
+        memory.set_entries("revision_histories", histories);
     }
 }
 
