@@ -116,33 +116,31 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// Publishes the allocator's figures (`express_operator_heap_bytes`) every few seconds, so
 /// that the live heap shows beside the RSS and retention is visible.
 async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
-    use tikv_jemalloc_ctl::{epoch, stats};
     let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
     loop {
         every.tick().await;
-        // The statistics are a snapshot taken when the epoch advances.
-        if epoch::advance().is_err() {
+        let Some(heap) = jemalloc_heap() else {
             continue;
-        }
+        };
         for (state, bytes) in [
-            ("allocated", stats::allocated::read()),
-            ("resident", stats::resident::read()),
-            ("retained", stats::retained::read()),
+            ("allocated", heap.allocated),
+            ("resident", heap.resident),
+            ("retained", heap.retained),
         ] {
-            if let Ok(bytes) = bytes {
-                metrics.memory.set_heap("jemalloc", state, bytes);
-            }
+            metrics.memory.set_heap("jemalloc", state, bytes);
         }
     }
 }
 
-/// jemalloc's heap now.
+/// jemalloc's heap now (its statistics are a snapshot taken when the epoch advances).
 fn jemalloc_heap() -> Option<controller::Heap> {
     use tikv_jemalloc_ctl::{epoch, stats};
     epoch::advance().ok()?;
+    let read = |bytes: Result<usize, _>| u64::try_from(bytes.ok()?).ok();
     Some(controller::Heap {
-        allocated: u64::try_from(stats::allocated::read().ok()?).ok()?,
-        resident: u64::try_from(stats::resident::read().ok()?).ok()?,
+        allocated: read(stats::allocated::read())?,
+        resident: read(stats::resident::read())?,
+        retained: read(stats::retained::read())?,
     })
 }
 

@@ -74,7 +74,7 @@ impl MemoryGauges {
             .set(i64::try_from(entries).unwrap_or(i64::MAX));
     }
 
-    pub fn set_heap(&self, allocator: &str, state: &str, bytes: usize) {
+    pub fn set_heap(&self, allocator: &str, state: &str, bytes: u64) {
         self.heap_bytes
             .get_or_create(&HeapLabel {
                 allocator: allocator.into(),

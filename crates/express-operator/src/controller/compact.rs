@@ -27,8 +27,12 @@ const SLACK_BYTES: u64 = 16 << 20;
 /// The heap as the allocator reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Heap {
+    /// Bytes in live objects.
     pub allocated: u64,
+    /// Bytes in the pages the allocator holds.
     pub resident: u64,
+    /// Address space the allocator keeps but has given back to the system.
+    pub retained: u64,
 }
 
 /// Whether the caches should be repacked now: the operator is at rest (`quiet`: no reconcile
@@ -104,6 +108,7 @@ mod tests {
         Heap {
             allocated: allocated * MIB,
             resident: resident * MIB,
+            retained: 0,
         }
     }
 
@@ -124,6 +129,7 @@ mod tests {
                 Heap {
                     allocated: u64::MAX,
                     resident: 0,
+                    retained: 0,
                 },
                 true,
                 None,
@@ -133,6 +139,7 @@ mod tests {
                 Heap {
                     allocated: 0,
                     resident: u64::MAX,
+                    retained: u64::MAX,
                 },
                 true,
                 Some(u64::MAX),
