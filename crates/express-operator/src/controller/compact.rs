@@ -19,6 +19,9 @@ pub struct HeapCompactor {
     pub heap: fn() -> Option<Heap>,
     /// Runs `work` on the calling thread with its allocation cache off.
     pub without_thread_cache: fn(&mut dyn FnMut()),
+    /// Returns the pages the allocator holds free to the system now, rather than over its
+    /// decay time (seconds), so that a repack's effect shows at once.
+    pub return_free_pages: fn(),
 }
 
 /// Resident bytes beyond the allocated ones below which nothing is worth copying.
@@ -82,6 +85,7 @@ pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
     // A thread of its own: its allocation cache is turned off for the copy.
     let copied = tokio::task::spawn_blocking(move || {
         (compactor.without_thread_cache)(&mut || context.caches.repack());
+        (compactor.return_free_pages)();
     })
     .await;
     state.repacked = true;
