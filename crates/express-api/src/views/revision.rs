@@ -43,7 +43,7 @@ pub(super) struct HistoryOf {
 }
 
 /// A [`HistoryOf`] as borrowed from a revision, to look the shared one up without building it.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct HistoryKey<'a> {
     pub(super) namespace: Option<&'a str>,
     pub(super) node: Option<&'a str>,
@@ -71,13 +71,7 @@ impl HistoryOf {
     }
 }
 
-// A history and its key hash alike, so that the interner finds one by the other.
-impl Hash for HistoryKey<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        (self.namespace, self.node, self.kind).hash(state);
-    }
-}
-
+// A history hashes as its key, so that the interner finds one by the other.
 impl Hash for HistoryOf {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.key().hash(state);
@@ -86,8 +80,7 @@ impl Hash for HistoryOf {
 
 impl Equivalent<Arc<HistoryOf>> for HistoryKey<'_> {
     fn equivalent(&self, history: &Arc<HistoryOf>) -> bool {
-        let held = history.key();
-        (self.namespace, self.node, self.kind) == (held.namespace, held.node, held.kind)
+        *self == history.key()
     }
 }
 
