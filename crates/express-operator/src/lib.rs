@@ -8,6 +8,7 @@ pub mod dev;
 pub mod history;
 pub mod install;
 pub mod leader;
+pub mod long_lived;
 pub mod memory_metrics;
 pub mod metrics;
 pub mod pods;

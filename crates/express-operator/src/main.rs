@@ -12,6 +12,10 @@ use express_operator::throttle::{self, ApiLimits};
 use tokio::sync::watch;
 use tracing::{error, info};
 
+// The only unsafe code of the workspace: jemalloc's C API, behind a safe `GlobalAlloc`.
+#[allow(unsafe_code)]
+mod allocator;
+
 #[derive(Parser)]
 #[command(
     name = "express-operator",
@@ -107,11 +111,9 @@ enum Error {
     Dev(express_operator::dev::DevError),
 }
 
-/// jemalloc, purging freed pages from a background thread: after a burst (a provisioning, a
-/// fleet-wide upgrade, a relist) glibc's malloc kept what the transient work had freed, the
-/// RSS never came back down; the measurements that chose it are in docs/benchmarks.md.
+/// The allocator, with the long-lived caches in an arena of their own (`allocator`).
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: allocator::LifetimeArenas = allocator::LifetimeArenas;
 
 /// Publishes the allocator's figures (`express_operator_heap_bytes`) every few seconds, so
 /// that the live heap shows beside the RSS and retention is visible.
@@ -119,7 +121,7 @@ async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
     let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
     loop {
         every.tick().await;
-        let Some(heap) = jemalloc_heap() else {
+        let Some(heap) = allocator::heap() else {
             continue;
         };
         for (state, bytes) in [
@@ -132,53 +134,8 @@ async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
     }
 }
 
-/// jemalloc's heap now (its statistics are a snapshot taken when the epoch advances).
-fn jemalloc_heap() -> Option<controller::Heap> {
-    use tikv_jemalloc_ctl::{epoch, stats};
-    epoch::advance().ok()?;
-    let read = |bytes: Result<usize, _>| u64::try_from(bytes.ok()?).ok();
-    Some(controller::Heap {
-        allocated: read(stats::allocated::read())?,
-        resident: read(stats::resident::read())?,
-        retained: read(stats::retained::read())?,
-    })
-}
-
-/// Runs `work` with this thread's jemalloc cache off (turning it off flushes it): every
-/// allocation then takes a free slot of the arena's oldest page with room, every free returns
-/// its slot at once, which is what packs a copy of the caches (`Caches::repack`).
-fn without_jemalloc_thread_cache(work: &mut dyn FnMut()) {
-    use tikv_jemalloc_ctl::{Access, AsName};
-    let enabled = b"thread.tcache.enabled\0".name();
-    let was: Result<bool, _> = enabled.read();
-    if let Err(error) = enabled.write(false) {
-        tracing::warn!(%error, "cannot turn jemalloc's thread cache off; copying with it on");
-    }
-    work();
-    let _ = enabled.write(was.unwrap_or(true));
-}
-
-/// Purges every arena's unused pages now: a decay time set to 0 purges at once (jemalloc's
-/// `arena.<i>.dirty_decay_ms` and `muzzy_decay_ms`), and the arena's own is set back after.
-/// Without it the pages a repack empties go back over the next ten seconds, bit by bit.
-fn jemalloc_return_free_pages() {
-    use tikv_jemalloc_ctl::{Access, AsName, arenas};
-    let Ok(arenas) = arenas::narenas::read() else {
-        return;
-    };
-    for arena in 0..arenas {
-        for decay in ["dirty", "muzzy"] {
-            let key = format!("arena.{arena}.{decay}_decay_ms\0");
-            let name = key.as_bytes().name();
-            let set: tikv_jemalloc_ctl::Result<isize> = name.update(0);
-            if let Ok(was) = set {
-                let _ = name.write(was);
-            }
-        }
-    }
-}
-
 fn main() -> ExitCode {
+    allocator::reserve_long_lived_arena();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crd { output_dir: None } => express_api::crd::all_to_yaml()
@@ -341,9 +298,9 @@ async fn run(
         ring,
         version: env!("CARGO_PKG_VERSION").into(),
         compact_heap: Some(controller::HeapCompactor {
-            heap: jemalloc_heap,
-            without_thread_cache: without_jemalloc_thread_cache,
-            return_free_pages: jemalloc_return_free_pages,
+            heap: allocator::heap,
+            without_thread_cache: allocator::without_thread_cache,
+            return_free_pages: allocator::return_free_pages,
         }),
     };
     tokio::select! {
@@ -381,24 +338,4 @@ fn write_crds(dir: &Path) -> Result<(), Error> {
         std::fs::write(&path, yaml).map_err(|source| Error::Write { path, source })?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// What a burst frees is resident until jemalloc's decay returns it, seconds later;
-    /// returning the free pages gives it back at once.
-    #[test]
-    fn returning_free_pages_gives_back_what_a_burst_freed() {
-        let burst: Vec<Box<[u8; 1024]>> = (0..65_536).map(|_| Box::new([1u8; 1024])).collect();
-        drop(burst);
-        jemalloc_return_free_pages();
-        let heap = jemalloc_heap().expect("jemalloc's statistics");
-        let spread = heap.resident.saturating_sub(heap.allocated);
-        assert!(
-            spread < 16 << 20,
-            "{heap:?}: 64 MiB freed, {spread} bytes still resident"
-        );
-    }
 }

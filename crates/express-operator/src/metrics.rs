@@ -365,6 +365,16 @@ impl Metrics {
         if !self.per_tenant {
             return;
         }
+        // A series lives as long as its tenant has nodes in the phase: past the burst.
+        crate::long_lived::long_lived(|| self.set_tenant_phases(namespace, cluster, phases));
+    }
+
+    fn set_tenant_phases(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        phases: &std::collections::HashMap<express_api::NodePhase, i64>,
+    ) {
         for phase in express_api::NodePhase::ALL {
             let label = PhaseLabel {
                 namespace: namespace.into(),

@@ -11,6 +11,7 @@ use std::time::Instant;
 use tracing::info;
 
 use super::Context;
+use crate::long_lived::long_lived;
 
 /// What the operator's allocator offers to compact its heap (jemalloc's, in the binary).
 #[derive(Clone, Copy, Debug)]
@@ -84,7 +85,7 @@ pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
     let context = ctx.clone();
     // A thread of its own: its allocation cache is turned off for the copy.
     let copied = tokio::task::spawn_blocking(move || {
-        (compactor.without_thread_cache)(&mut || context.caches.repack());
+        (compactor.without_thread_cache)(&mut || long_lived(|| context.caches.repack()));
         (compactor.return_free_pages)();
     })
     .await;

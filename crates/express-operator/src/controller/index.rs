@@ -17,6 +17,8 @@ use kube::runtime::watcher;
 use tokio::sync::Notify;
 use tracing::warn;
 
+use crate::long_lived::long_lived;
+
 /// What is kept of one object: its view, or why it could not be decoded.
 #[derive(Debug)]
 pub(super) enum Entry<V> {
@@ -351,12 +353,14 @@ impl<V> KindIndex<V> {
     fn finish_relist(&self, relist: u64, listed_up_to: u64) {
         if let Ok(mut objects) = self.objects.write() {
             let objects = &mut *objects;
-            objects.by_namespace.retain(|_, names| {
-                names.retain(|slot| slot.relist >= relist);
-                !names.is_empty()
+            long_lived(|| {
+                objects.by_namespace.retain(|_, names| {
+                    names.retain(|slot| slot.relist >= relist);
+                    !names.is_empty()
+                });
+                // Maps keep their capacity: give back what a shrunken fleet no longer needs.
+                objects.by_namespace.shrink_to_fit();
             });
-            // Maps keep their capacity: give back what a shrunken fleet no longer needs.
-            objects.by_namespace.shrink_to_fit();
             let slots = || objects.by_namespace.values().flat_map(Names::values);
             let undecodable = |s: &&Slot<V>| matches!(s.entry, Entry::Undecodable(_));
             let (len, bad) = (slots().count(), slots().filter(undecodable).count());
@@ -422,16 +426,23 @@ pub(super) async fn drive<K, V>(
             .as_deref()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        let entry = match (object.decoded(), object.undecodable()) {
-            (Some(decoded), _) => Entry::View(view(decoded, &index.interner)),
-            (None, Some(bad)) => Entry::Undecodable(bad.clone()),
-            (None, None) => continue,
+        // The view and its place in the index outlive the burst that delivered the object.
+        let entry = long_lived(|| {
+            let entry = match (object.decoded(), object.undecodable()) {
+                (Some(decoded), _) => Entry::View(view(decoded, &index.interner)),
+                (None, Some(bad)) => Entry::Undecodable(bad.clone()),
+                (None, None) => return None,
+            };
+            if present {
+                index.apply(namespace, name, version, entry.clone());
+            } else {
+                index.delete(namespace, name);
+            }
+            Some(entry)
+        });
+        let Some(entry) = entry else {
+            continue;
         };
-        if present {
-            index.apply(namespace, name, version, entry.clone());
-        } else {
-            index.delete(namespace, name);
-        }
         if listing {
             listed = listed.max(version);
         } else {

@@ -20,6 +20,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
+use crate::long_lived::long_lived;
+
 /// How long a published event can still become a series (kube's and client-go's six minutes).
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
@@ -77,15 +79,19 @@ impl Shard {
         }
     }
 
-    fn published(&mut self, key: u64, name: Box<str>, count: i32, now: Instant) {
-        self.0.insert(
-            key,
-            Published {
-                name,
-                count,
-                last: now,
-            },
-        );
+    /// Kept for the series window, past the burst that published it: the name is copied
+    /// where long-lived objects go (see [`crate::long_lived`]).
+    fn published(&mut self, key: u64, name: &str, count: i32, now: Instant) {
+        long_lived(|| {
+            self.0.insert(
+                key,
+                Published {
+                    name: name.into(),
+                    count,
+                    last: now,
+                },
+            );
+        });
     }
 
     /// Drops what can no longer become a series; returns how many are kept.
@@ -162,7 +168,7 @@ impl Recorders {
             {
                 Ok(_) => {
                     self.shard(namespace)
-                        .published(key, name, count, Instant::now());
+                        .published(key, &name, count, Instant::now());
                     return Ok(());
                 }
                 // Expired on the server (events live an hour there): start a new one.
@@ -175,7 +181,7 @@ impl Recorders {
             .await?;
         if let Some(name) = created.metadata.name {
             self.shard(namespace)
-                .published(key, name.into(), 1, Instant::now());
+                .published(key, &name, 1, Instant::now());
         }
         Ok(())
     }
@@ -256,7 +262,7 @@ mod tests {
         let start = Instant::now();
         let first = key(&occurrence("Replacing", "to r2"), &node("acme-fe1", "u1"));
         assert_eq!(shard.next(first, start), Next::Create);
-        shard.published(first, "acme-fe1.1".into(), 1, start);
+        shard.published(first, "acme-fe1.1", 1, start);
         // The note does not make another event; another node or reason does.
         let again = key(&occurrence("Replacing", "to r3"), &node("acme-fe1", "u1"));
         assert_eq!(first, again);
@@ -287,9 +293,9 @@ mod tests {
         let mut shard = Shard::default();
         let start = Instant::now();
         for n in 0..100u64 {
-            shard.published(n, format!("e{n}").into(), 1, start);
+            shard.published(n, &format!("e{n}"), 1, start);
         }
-        shard.published(1_000, "late".into(), 3, start + Duration::from_secs(200));
+        shard.published(1_000, "late", 3, start + Duration::from_secs(200));
         assert_eq!(shard.sweep(start + Duration::from_secs(60)), 101);
         assert_eq!(shard.sweep(start + SERIES_WINDOW), 1);
         assert_eq!(
