@@ -185,6 +185,14 @@ mod tests {
     /// jemalloc's statistics are the process's: the tests that read them take turns.
     static HEAP_READERS: Mutex<()> = Mutex::new(());
 
+    /// Returns the free pages, then reads the heap and what it keeps resident beyond its live
+    /// objects (bytes).
+    fn resident_beyond_allocated_once_returned() -> (controller::Heap, u64) {
+        return_free_pages();
+        let heap = heap().expect("jemalloc's statistics");
+        (heap, heap.resident.saturating_sub(heap.allocated))
+    }
+
     /// The arena jemalloc placed `block` in (`arenas.lookup`).
     fn arena_of(block: *const u8) -> u32 {
         let mut arena: u32 = u32::MAX;
@@ -257,9 +265,7 @@ mod tests {
             }
         }
         drop(goes);
-        return_free_pages();
-        let heap = heap().expect("jemalloc's statistics");
-        let spread = heap.resident.saturating_sub(heap.allocated);
+        let (heap, spread) = resident_beyond_allocated_once_returned();
         assert!(
             spread < 16 << 20,
             "{heap:?}: 48 MiB freed around 16 MiB kept, {spread} bytes still resident"
@@ -274,9 +280,7 @@ mod tests {
         let _turn = HEAP_READERS.lock().unwrap_or_else(|p| p.into_inner());
         let burst: Vec<Box<[u8; 1024]>> = (0..65_536).map(|_| Box::new([1u8; 1024])).collect();
         drop(burst);
-        return_free_pages();
-        let heap = heap().expect("jemalloc's statistics");
-        let spread = heap.resident.saturating_sub(heap.allocated);
+        let (heap, spread) = resident_beyond_allocated_once_returned();
         assert!(
             spread < 16 << 20,
             "{heap:?}: 64 MiB freed, {spread} bytes still resident"
