@@ -12,31 +12,60 @@ target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 # from a fresh clone, a third of the build), and CI ran out of it once.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-echo "== python clients (.venv)"
+# Each phase says how long it took, and the run ends with every phase's time and the total, so
+# the suite's cost is visible in every CI log (keep the whole under 30 minutes on 2 cores).
+suite_started=$SECONDS
+phase_name=""
+phase_started=$SECONDS
+phase_times=()
+phase() {
+    end_phase
+    phase_name="$1"
+    phase_started=$SECONDS
+    echo "== $1"
+}
+end_phase() {
+    if [ -n "$phase_name" ]; then
+        local took=$((SECONDS - phase_started))
+        phase_times+=("$(printf '%5ds  %s' "$took" "$phase_name")")
+        echo "-- ${took}s: $phase_name"
+    fi
+    phase_name=""
+}
+report_times() {
+    local status=$?
+    end_phase
+    echo "== phase times"
+    printf '%s\n' "${phase_times[@]}"
+    printf '%5ds  total (exit %d)\n' "$((SECONDS - suite_started))" "$status"
+}
+trap report_times EXIT
+
+phase "python clients (.venv)"
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/pip install --disable-pip-version-check -q -r tests/acceptance/requirements.txt
 
-echo "== browser for the dashboard's tests (Debian's chromium and chromium-driver)"
+phase "browser for the dashboard's tests (Debian's chromium and chromium-driver)"
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 
-echo "== Prometheus for the alert and dashboard tests (Debian's prometheus, with promtool)"
+phase "Prometheus for the alert and dashboard tests (Debian's prometheus, with promtool)"
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
 fi
 
-echo "== cargo fmt --check"
+phase "cargo fmt --check"
 cargo fmt --all --check
 
-echo "== cargo clippy --all-targets -D warnings"
+phase "cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== rust tests"
+phase "rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --locked --no-fail-fast
     # nextest does not run doc tests.
@@ -45,16 +74,18 @@ else
     cargo test --workspace --locked --no-fail-fast
 fi
 
-echo "== container image (built from the dev binaries, and run from its own root filesystem)"
+phase "container image (built from the dev binaries, and run from its own root filesystem)"
 bash scripts/image.sh --profile dev
 
-echo "== acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium; the alerts under promtool and a real Prometheus"
+phase "debug binaries for the benchmark smoke run and the acceptance tests"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
 
-echo "== fleet benchmark, smoke run: 2 tenants on the debug binaries (figures: docs/benchmarks.md)"
+phase "fleet benchmark, smoke run: 2 tenants on the debug binaries (figures: docs/benchmarks.md)"
 cargo test --locked -p express-operator --bench fleet -- --tenants 2 \
     --kubesim "$target_dir/debug/kubesim" --operator "$target_dir/debug/express-operator" \
     --timeout-seconds 300
+
+phase "acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium; the alerts under promtool and a real Prometheus"
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
 EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \
