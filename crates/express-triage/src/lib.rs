@@ -6,6 +6,7 @@
 //!
 //! [`observe`] turns API objects into the snapshot; nothing here talks to a server.
 
+pub mod across;
 pub mod figures;
 pub mod observe;
 pub mod rings;

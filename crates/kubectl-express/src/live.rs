@@ -488,3 +488,12 @@ fn reason(error: &kube::Error) -> String {
         error.to_string()
     }
 }
+
+/// Why a verb or the dashboard has nothing to show for `cluster`: the one wording of a cluster
+/// that is not there.
+pub fn no_cluster(namespace: &str, cluster: &str) -> String {
+    format!(
+        "no Express cluster {cluster} in namespace {namespace} (no ExpressCluster and no node \
+         names it)"
+    )
+}

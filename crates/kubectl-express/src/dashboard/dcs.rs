@@ -15,9 +15,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use tokio::sync::watch;
 
-use super::fleet::{DcDoctor, Health};
-use super::model::{self, DoctorBanner, FleetQuery, TenantRow};
-use super::server::Settings;
+use super::model::fleet::{DcDoctor, Health};
+use super::model::rows::{self, DoctorBanner, TenantRow};
 use crate::contexts::Loaded;
 use crate::fleet::{ContextError, Scope};
 use crate::live;
@@ -125,14 +124,11 @@ impl Dc {
         {
             return rows.rows.clone();
         }
-        let view = model::fleet(
+        let rows = Arc::new(rows::rows(
             &self.objects(),
             operator_namespace,
-            &FleetQuery::default(),
-            None,
             Timestamp::now(),
-        );
-        let rows = Arc::new(view.tenants);
+        ));
         if let Ok(mut cached) = self.rows.lock() {
             *cached = Some(Rows {
                 change,
@@ -186,6 +182,20 @@ impl Dc {
     }
 }
 
+/// Why an action in `dc` is refused before anything else is looked at: read-only, or a DC the
+/// dashboard cannot read. Pure but for reading the DC's health.
+pub fn dc_refusal(dc: &Dc) -> Option<String> {
+    let context = dc.context.as_deref()?;
+    if dc.read_only {
+        return Some(format!(
+            "context {context} is read-only (--read-only-context): its actions are refused"
+        ));
+    }
+    dc.health().refusal().map(|why| {
+        format!("context {context} {why}: the dashboard takes no action in a DC it cannot see")
+    })
+}
+
 /// What the dashboard serves across DCs.
 pub struct FleetStart {
     pub loaded: Arc<Loaded>,
@@ -205,21 +215,19 @@ pub struct FleetStart {
 /// kubeconfig makes a client for (a context it does not is down for good, and says why).
 pub async fn open(
     start: &FleetStart,
-    settings: &Settings,
+    read_only: bool,
+    operator_namespace: &str,
 ) -> (Vec<Arc<Dc>>, Vec<(Arc<Dc>, live::Watched)>) {
     let mut dcs = Vec::new();
     let mut watches = Vec::new();
     for context in &start.contexts {
-        let read_only = settings.read_only || start.read_only_contexts.contains(context);
+        let read_only = read_only || start.read_only_contexts.contains(context);
         match start.loaded.client(context).await {
             Ok((client, default)) => {
                 let namespace =
                     (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
-                let watched = live::Watched::fleet(
-                    &client,
-                    namespace.as_deref(),
-                    &settings.operator_namespace,
-                );
+                let watched =
+                    live::Watched::fleet(&client, namespace.as_deref(), operator_namespace);
                 let dc = Arc::new(Dc::new(
                     Some(context.clone()),
                     namespace,
@@ -413,5 +421,35 @@ mod tests {
         assert!(seen <= before);
         assert!(dc.set_health(Health::Live));
         assert_eq!(dc.health(), Health::Live);
+    }
+
+    #[test]
+    fn a_read_only_or_unreadable_dc_refuses_actions() {
+        let dc = |context: Option<&str>, read_only: bool, health: Health| {
+            Dc::new(context.map(Into::into), None, None, None, read_only, health)
+        };
+        assert_eq!(dc_refusal(&dc(Some("dc-a"), false, Health::Live)), None);
+        assert_eq!(
+            dc_refusal(&dc(Some("dc-b"), true, Health::Live)).as_deref(),
+            Some("context dc-b is read-only (--read-only-context): its actions are refused")
+        );
+        let down = Health::Down {
+            error: ContextError::Unauthorized,
+            last_seen: None,
+        };
+        assert_eq!(
+            dc_refusal(&dc(Some("dc-c"), false, down)).as_deref(),
+            Some(
+                "context dc-c cannot be read (Unauthorized): the dashboard takes no action in \
+                 a DC it cannot see"
+            )
+        );
+        assert!(
+            dc_refusal(&dc(Some("dc-d"), false, Health::Connecting))
+                .unwrap()
+                .contains("connecting")
+        );
+        // The single DC: the guard's --read-only covers it.
+        assert_eq!(dc_refusal(&dc(None, true, Health::Live)), None);
     }
 }

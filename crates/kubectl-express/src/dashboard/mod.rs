@@ -1,24 +1,27 @@
 //! `kubectl express dashboard`: a local web UI of the fleet and of each tenant, live, with the
-//! CLI's actions behind confirmations (DESIGN section 11).
+//! CLI's actions behind confirmations (DESIGN sections 11 and 13). One context or several are
+//! served the same way: one fleet page over their DCs, a page per tenant.
 //!
-//! - [`model`]: what the pages and the JSON API show, built purely from the watched objects;
-//! - [`layout`]: the layered layout of a prerequisite graph, and [`svg`]: drawing it;
+//! In layers, each importing only those below it:
+//! - [`links`]: where links and actions go and the tokens that vouch for them;
+//! - [`model`]: what the pages and the JSON API show, pure (the one fleet view, the tenant
+//!   page, the graphs); [`layout`] lays a prerequisite graph out and [`svg`] draws it;
 //! - [`pages`]: the HTML (server-rendered with `maud`, plus a small script of our own);
-//! - [`server`]: the HTTP server (axum), [`streams`]: its live updates (server-sent events),
-//!   and [`guard`]: the checks in front of every request;
-//!   [`actions`]: the actions (the same [`crate::control`] functions the CLI verbs call), each
-//!   in the DC it names;
-//! - across DCs (DESIGN section 13): [`dcs`] keeps each DC's watches, health and doctor,
-//!   [`fleet`] merges them into one fleet page (pure), and [`fleet_pages`] renders it.
+//! - [`dcs`]: each DC's watches, health and doctor;
+//! - [`state`]: what every handler shares (the DCs, tokens, the render cache, the refusals);
+//! - the handlers: [`guard`] (the checks in front of every request), [`actions`] (the same
+//!   [`crate::control`] functions the CLI verbs call, each in the DC it names) and [`streams`]
+//!   (the live updates, server-sent events);
+//! - [`server`]: the router and starting the server.
 
 pub mod actions;
 pub mod dcs;
-pub mod fleet;
-pub mod fleet_pages;
 pub mod guard;
 pub mod layout;
+pub mod links;
 pub mod model;
 pub mod pages;
 pub mod server;
+pub mod state;
 pub mod streams;
 pub mod svg;

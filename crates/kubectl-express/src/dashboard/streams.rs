@@ -15,24 +15,15 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use tokio::sync::watch;
 
 use super::dcs::Dc;
-use super::fleet::DcQuery;
-use super::model::FleetQuery;
-use super::pages;
-use super::server::{AppState, TenantPath, no_dc, no_tenant};
+use super::model::fleet::FleetQuery;
+use super::pages::{self, update};
+use super::state::{AppState, TenantPath, no_dc};
+use crate::live::no_cluster;
 
 /// Changes arriving this close together are sent as one update.
 const COALESCE: Duration = Duration::from_millis(150);
 /// Ages on a page move even when nothing changes: re-render this often.
-pub(super) const REFRESH: Duration = Duration::from_secs(10);
-
-/// One update: the page's parts by element id, as JSON.
-pub(super) fn update(parts: Vec<(&'static str, String)>) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = parts
-        .into_iter()
-        .map(|(id, html)| (id.to_owned(), html.into()))
-        .collect();
-    serde_json::Value::Object(map).to_string()
-}
+const REFRESH: Duration = Duration::from_secs(10);
 
 /// Waits for the next change (or the periodic refresh), then lets close changes gather.
 /// False when the watches are gone.
@@ -63,15 +54,10 @@ pub(super) async fn fleet_stream(
     Query(query): Query<FleetQuery>,
 ) -> Updates {
     let query = query.normalized();
-    rendered_updates(shared, move |shared| shared.fleet_update(&query))
-}
-
-pub(super) async fn dc_fleet_stream(
-    State(shared): State<AppState>,
-    Query(query): Query<DcQuery>,
-) -> Updates {
-    let query = query.normalized();
-    rendered_updates(shared, move |shared| shared.dc_fleet_update(&query))
+    // A render younger than half the refresh serves every page asking, ages included.
+    rendered_updates(shared, move |shared| {
+        shared.fleet_update(&query, REFRESH / 2)
+    })
 }
 
 /// An update each time a change of the watches changes what `render` gives; the first goes out
@@ -198,13 +184,13 @@ pub(super) async fn tenant_stream(
                     follow.gone = true;
                     let event = SseEvent::default()
                         .event("gone")
-                        .data(no_tenant(&namespace, &cluster));
+                        .data(no_cluster(&namespace, &cluster));
                     return Some((event, follow));
                 };
                 let chrome = follow.shared.chrome(&follow.dc);
-                let mut parts = pages::tenant_parts(&view, &chrome);
+                let mut parts = pages::tenant::tenant_parts(&view, &chrome);
                 if events.is_none() {
-                    parts.retain(|(id, _)| *id != pages::EVENTS_PART);
+                    parts.retain(|(id, _)| *id != pages::tenant::EVENTS_PART);
                 }
                 let data = update(parts);
                 if data != follow.last {

@@ -7,7 +7,7 @@
 use maud::{Markup, html};
 
 use super::layout::{BOX_HEIGHT, BOX_WIDTH};
-use super::model::GraphView;
+use super::model::graph::GraphView;
 
 /// Height of one legend line under the graph.
 const LEGEND_LINE: f64 = 18.0;
@@ -128,7 +128,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::dashboard::layout;
-    use crate::dashboard::model::{GraphEdge, GraphNode};
+    use crate::dashboard::model::graph::{GraphEdge, GraphNode};
 
     fn graph() -> GraphView {
         let names = ["acme-fe1", "acme-fe2", "acme-be"];

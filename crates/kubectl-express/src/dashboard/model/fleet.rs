@@ -1,6 +1,8 @@
-//! The fleet page across data centres (DESIGN section 13), pure: each DC's rows (as the
-//! single-DC page builds them), its health and its doctor's verdict go in; one view comes out,
-//! with a DC column, a badge per DC, counts, the unhealthy first, and a page of rows.
+//! The fleet page, pure, for one DC or several (DESIGN section 13): each DC's rows, its
+//! health, its doctor's verdict and banner go in; one view comes out, with each row's DC, a
+//! badge per DC, the fleet verdict, counts, the operator releases of every DC, the unhealthy
+//! first, and a page of rows. One DC is the same view with one DC (the page then draws no DC
+//! column and no badges, and leads with that DC's doctor banner).
 //!
 //! A DC that stops answering keeps its rows: the watches' stores keep what they last held, and
 //! the rows are marked stale with the time the DC was last seen, so that an outage never reads
@@ -12,9 +14,11 @@ use express_triage::Verdict;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::model::{SortKey, TenantRow};
+use express_triage::across::{ContextRead, FleetVerdict, fleet_verdict as across_dcs};
+
+use super::rows::{DoctorBanner, ReleaseRow, TenantRow};
+use crate::dashboard::links::encode;
 use crate::fleet::ContextError;
-use crate::verbs::doctor::across::{self, FleetVerdict};
 
 /// Rows on one page of the fleet.
 pub const PAGE_SIZE: usize = 200;
@@ -66,9 +70,11 @@ pub struct DcInput<'a> {
     pub context: &'a str,
     pub health: &'a Health,
     pub doctor: Option<&'a DcDoctor>,
+    /// Its doctor's last report as the banner shows it (failing checks, operator releases).
+    pub banner: Option<&'a DoctorBanner>,
     /// `--read-only` or `--read-only-context` names it.
     pub read_only: bool,
-    /// Its tenants, as the single-DC page has them.
+    /// Its tenants.
     pub rows: &'a [TenantRow],
 }
 
@@ -146,10 +152,10 @@ fn seen_ago(now: Timestamp, then: Timestamp) -> String {
     )
 }
 
-/// How the fleet page across DCs is sorted: unhealthy first, unless another order is asked.
+/// How the fleet page is sorted: unhealthy first, unless another order is asked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum DcSort {
+pub enum FleetSort {
     #[default]
     Health,
     Context,
@@ -160,33 +166,33 @@ pub enum DcSort {
     Age,
 }
 
-impl DcSort {
-    pub const ALL: [DcSort; 7] = [
-        DcSort::Health,
-        DcSort::Context,
-        DcSort::Namespace,
-        DcSort::Cluster,
-        DcSort::Phase,
-        DcSort::Progress,
-        DcSort::Age,
+impl FleetSort {
+    pub const ALL: [FleetSort; 7] = [
+        FleetSort::Health,
+        FleetSort::Context,
+        FleetSort::Namespace,
+        FleetSort::Cluster,
+        FleetSort::Phase,
+        FleetSort::Progress,
+        FleetSort::Age,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
-            DcSort::Health => "health",
-            DcSort::Context => "context",
-            DcSort::Namespace => SortKey::Namespace.as_str(),
-            DcSort::Cluster => SortKey::Cluster.as_str(),
-            DcSort::Phase => SortKey::Phase.as_str(),
-            DcSort::Progress => SortKey::Progress.as_str(),
-            DcSort::Age => SortKey::Age.as_str(),
+            FleetSort::Health => "health",
+            FleetSort::Context => "context",
+            FleetSort::Namespace => "namespace",
+            FleetSort::Cluster => "cluster",
+            FleetSort::Phase => "phase",
+            FleetSort::Progress => "progress",
+            FleetSort::Age => "age",
         }
     }
 }
 
 /// The fleet page's filter, sort, grouping and page, from its query string.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, serde::Deserialize, Serialize)]
-pub struct DcQuery {
+pub struct FleetQuery {
     /// Only this DC (kubeconfig context).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
@@ -202,7 +208,7 @@ pub struct DcQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub q: Option<String>,
     #[serde(default)]
-    pub sort: DcSort,
+    pub sort: FleetSort,
     /// `dc`: rows under a heading per DC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
@@ -211,9 +217,9 @@ pub struct DcQuery {
     pub page: Option<usize>,
 }
 
-impl DcQuery {
+impl FleetQuery {
     /// Empty fields mean "any" (a form submits them empty).
-    pub fn normalized(mut self) -> DcQuery {
+    pub fn normalized(mut self) -> FleetQuery {
         let keep = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         self.context = keep(self.context);
         self.namespace = keep(self.namespace);
@@ -245,7 +251,7 @@ impl DcQuery {
                 pairs.push(format!("{name}={}", encode(value)));
             }
         }
-        if self.sort != DcSort::Health {
+        if self.sort != FleetSort::Health {
             pairs.push(format!("sort={}", self.sort.as_str()));
         }
         pairs.push(format!("page={page}"));
@@ -253,23 +259,12 @@ impl DcQuery {
     }
 }
 
-/// Percent-encodes a query value (names and versions: letters, digits, `-._~` pass).
-pub fn encode(value: &str) -> String {
-    let mut out = String::new();
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
 /// One tenant of one DC on the fleet page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DcRow {
+pub struct FleetRow {
+    /// Its DC (none serialized on a dashboard of one context).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub context: String,
     #[serde(flatten)]
     pub tenant: TenantRow,
@@ -278,7 +273,7 @@ pub struct DcRow {
     pub last_seen: Option<String>,
 }
 
-impl DcRow {
+impl FleetRow {
     /// 0: failing (Failed, InvalidSpec, Degraded); 1: not settled or not known (Progressing,
     /// Paused, stale...); 2: Healthy.
     pub fn concern(&self) -> u8 {
@@ -292,7 +287,7 @@ impl DcRow {
         }
     }
 
-    fn matches(&self, query: &DcQuery) -> bool {
+    fn matches(&self, query: &FleetQuery) -> bool {
         let list = &self.tenant.list;
         query.context.as_ref().is_none_or(|c| &self.context == c)
             && query
@@ -328,10 +323,23 @@ pub struct Counts {
     pub stale: usize,
 }
 
-/// The fleet page across DCs.
+/// One operator release of one DC (DESIGN section 12).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DcFleetView {
+pub struct DcRelease {
+    /// Its DC (none serialized on a dashboard of one context).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub context: String,
+    #[serde(flatten)]
+    pub release: ReleaseRow,
+    /// Its DC takes actions (not read-only, and read).
+    pub actions: bool,
+}
+
+/// The fleet page.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetView {
     /// The doctor's verdicts merged as `doctor --context` merges them.
     pub verdict: String,
     pub headline: String,
@@ -339,7 +347,7 @@ pub struct DcFleetView {
     pub badges: Vec<Badge>,
     pub counts: Counts,
     /// This page's rows.
-    pub tenants: Vec<DcRow>,
+    pub tenants: Vec<FleetRow>,
     /// Tenants the filter keeps, and tenants in all.
     pub shown: usize,
     pub total: usize,
@@ -348,9 +356,18 @@ pub struct DcFleetView {
     pub contexts: Vec<String>,
     pub namespaces: Vec<String>,
     pub phases: Vec<String>,
+    /// One DC: its doctor's banner, once its doctor has run (several DCs: their badges).
+    pub doctor: Option<DoctorBanner>,
+    /// The operator releases of every DC, in the DCs' order.
+    pub releases: Vec<DcRelease>,
 }
 
-impl DcFleetView {
+impl FleetView {
+    /// More than one DC: the page shows the DC column, badges and DC filter.
+    pub fn across(&self) -> bool {
+        self.contexts.len() > 1
+    }
+
     pub fn badge(&self, context: &str) -> Option<&Badge> {
         self.badges.iter().find(|b| b.context == context)
     }
@@ -365,11 +382,11 @@ fn count<'a>(values: impl Iterator<Item = &'a str>) -> Count {
 }
 
 /// Merges the DCs (in the order given) into the page `query` asks for.
-pub fn merge(dcs: &[DcInput<'_>], query: &DcQuery, now: Timestamp) -> DcFleetView {
+pub fn merge(dcs: &[DcInput<'_>], query: &FleetQuery, now: Timestamp) -> FleetView {
     let badges: Vec<Badge> = dcs.iter().map(|dc| badge(dc, now)).collect();
-    let mut rows: Vec<DcRow> = Vec::new();
+    let mut rows: Vec<FleetRow> = Vec::new();
     for (dc, badge) in dcs.iter().zip(&badges) {
-        rows.extend(dc.rows.iter().map(|tenant| DcRow {
+        rows.extend(dc.rows.iter().map(|tenant| FleetRow {
             context: dc.context.to_owned(),
             tenant: tenant.clone(),
             stale: badge.stale,
@@ -393,12 +410,12 @@ pub fn merge(dcs: &[DcInput<'_>], query: &DcQuery, now: Timestamp) -> DcFleetVie
         .collect();
     let phases: BTreeSet<String> = rows.iter().map(|r| r.tenant.list.phase.clone()).collect();
     let total = rows.len();
-    let mut kept: Vec<DcRow> = rows.into_iter().filter(|r| r.matches(query)).collect();
+    let mut kept: Vec<FleetRow> = rows.into_iter().filter(|r| r.matches(query)).collect();
     sort(&mut kept, dcs, query);
     let shown = kept.len();
     let pages = shown.div_ceil(PAGE_SIZE).max(1);
     let page = query.page.unwrap_or(1).clamp(1, pages);
-    let tenants: Vec<DcRow> = kept
+    let tenants: Vec<FleetRow> = kept
         .into_iter()
         .skip((page - 1) * PAGE_SIZE)
         .take(PAGE_SIZE)
@@ -409,7 +426,21 @@ pub fn merge(dcs: &[DcInput<'_>], query: &DcQuery, now: Timestamp) -> DcFleetVie
         reason,
         ..
     } = fleet_verdict(dcs);
-    DcFleetView {
+    let releases = dcs
+        .iter()
+        .zip(&badges)
+        .flat_map(|(dc, badge)| {
+            dc.banner
+                .into_iter()
+                .flat_map(|b| &b.releases)
+                .map(|r| DcRelease {
+                    context: dc.context.to_owned(),
+                    release: r.clone(),
+                    actions: badge.actions,
+                })
+        })
+        .collect();
+    FleetView {
         verdict: verdict.map_or("unknown", Verdict::as_str).to_owned(),
         headline,
         reason,
@@ -423,6 +454,11 @@ pub fn merge(dcs: &[DcInput<'_>], query: &DcQuery, now: Timestamp) -> DcFleetVie
         contexts: dcs.iter().map(|dc| dc.context.to_owned()).collect(),
         namespaces: namespaces.into_iter().collect(),
         phases: phases.into_iter().collect(),
+        doctor: match dcs {
+            [one] => one.banner.cloned(),
+            _ => None,
+        },
+        releases,
     }
 }
 
@@ -442,10 +478,10 @@ fn fleet_verdict(dcs: &[DcInput<'_>]) -> FleetVerdict {
             set.into_iter().map(str::to_owned).collect()
         })
         .collect();
-    let read: Vec<across::Dc<'_>> = dcs
+    let read: Vec<ContextRead<'_>> = dcs
         .iter()
         .zip(&versions)
-        .map(|(dc, versions)| across::Dc {
+        .map(|(dc, versions)| ContextRead {
             context: dc.context,
             read: match (dc.health, dc.doctor) {
                 (Health::Live, Some(doctor)) => {
@@ -456,12 +492,12 @@ fn fleet_verdict(dcs: &[DcInput<'_>]) -> FleetVerdict {
             },
         })
         .collect();
-    across::fleet_verdict(&read)
+    across_dcs(&read)
 }
 
-fn sort(rows: &mut [DcRow], dcs: &[DcInput<'_>], query: &DcQuery) {
+fn sort(rows: &mut [FleetRow], dcs: &[DcInput<'_>], query: &FleetQuery) {
     let place = |context: &str| dcs.iter().position(|dc| dc.context == context);
-    let by_name = |a: &DcRow, b: &DcRow| {
+    let by_name = |a: &FleetRow, b: &FleetRow| {
         (
             place(&a.context),
             &a.tenant.list.namespace,
@@ -473,7 +509,7 @@ fn sort(rows: &mut [DcRow], dcs: &[DcInput<'_>], query: &DcQuery) {
                 &b.tenant.list.cluster,
             ))
     };
-    let done = |r: &DcRow| {
+    let done = |r: &FleetRow| {
         (r.tenant.up_to_date * 1000)
             .checked_div(r.tenant.up)
             .unwrap_or(1000)
@@ -486,15 +522,15 @@ fn sort(rows: &mut [DcRow], dcs: &[DcInput<'_>], query: &DcQuery) {
             std::cmp::Ordering::Equal
         };
         let key = match query.sort {
-            DcSort::Health => a.concern().cmp(&b.concern()),
-            DcSort::Context => place(&a.context).cmp(&place(&b.context)),
-            DcSort::Namespace => a.tenant.list.namespace.cmp(&b.tenant.list.namespace),
-            DcSort::Cluster => a.tenant.list.cluster.cmp(&b.tenant.list.cluster),
-            DcSort::Phase => a.tenant.list.phase.cmp(&b.tenant.list.phase),
+            FleetSort::Health => a.concern().cmp(&b.concern()),
+            FleetSort::Context => place(&a.context).cmp(&place(&b.context)),
+            FleetSort::Namespace => a.tenant.list.namespace.cmp(&b.tenant.list.namespace),
+            FleetSort::Cluster => a.tenant.list.cluster.cmp(&b.tenant.list.cluster),
+            FleetSort::Phase => a.tenant.list.phase.cmp(&b.tenant.list.phase),
             // Least done first, as on the single-DC page.
-            DcSort::Progress => done(a).cmp(&done(b)),
+            FleetSort::Progress => done(a).cmp(&done(b)),
             // Oldest rollout first; tenants without one last.
-            DcSort::Age => b
+            FleetSort::Age => b
                 .tenant
                 .rollout_age_seconds()
                 .cmp(&a.tenant.rollout_age_seconds()),
@@ -541,7 +577,7 @@ mod tests {
         }
     }
 
-    fn names(view: &DcFleetView) -> Vec<String> {
+    fn names(view: &FleetView) -> Vec<String> {
         view.tenants
             .iter()
             .map(|r| {
@@ -569,6 +605,7 @@ mod tests {
                 context: "dc-a",
                 health: &Health::Live,
                 doctor: Some(&healthy),
+                banner: None,
                 read_only: false,
                 rows: &a,
             },
@@ -576,11 +613,12 @@ mod tests {
                 context: "dc-b",
                 health: &Health::Live,
                 doctor: Some(&healthy),
+                banner: None,
                 read_only: false,
                 rows: &b,
             },
         ];
-        let view = merge(&dcs, &DcQuery::default(), now());
+        let view = merge(&dcs, &FleetQuery::default(), now());
         assert_eq!(
             names(&view),
             [
@@ -619,44 +657,44 @@ mod tests {
         // The same namespace in two DCs stays two tenants; a filter by DC keeps one.
         let only_b = merge(
             &dcs,
-            &DcQuery {
+            &FleetQuery {
                 context: Some("dc-b".into()),
-                ..DcQuery::default()
+                ..FleetQuery::default()
             },
             now(),
         );
         assert_eq!(names(&only_b), ["dc-b/team-a/shop", "dc-b/team-c/web"]);
         assert_eq!((only_b.shown, only_b.total), (2, 4));
         // Text finds a DC's name too; ring and operator version filter.
-        let text = |q: DcQuery| names(&merge(&dcs, &q.normalized(), now()));
+        let text = |q: FleetQuery| names(&merge(&dcs, &q.normalized(), now()));
         assert_eq!(
-            text(DcQuery {
+            text(FleetQuery {
                 q: Some("DC-B".into()),
-                ..DcQuery::default()
+                ..FleetQuery::default()
             })
             .len(),
             2
         );
         assert_eq!(
-            text(DcQuery {
+            text(FleetQuery {
                 ring: Some("canary".into()),
-                ..DcQuery::default()
+                ..FleetQuery::default()
             }),
             ["dc-b/team-a/shop"]
         );
         assert_eq!(
-            text(DcQuery {
+            text(FleetQuery {
                 version: Some("0.5.0".into()),
-                sort: DcSort::Namespace,
-                ..DcQuery::default()
+                sort: FleetSort::Namespace,
+                ..FleetQuery::default()
             }),
             ["dc-a/team-a/shop", "dc-a/team-b/shop", "dc-b/team-c/web"]
         );
         // Grouped by DC: each DC's rows together, unhealthy first within.
         assert_eq!(
-            text(DcQuery {
+            text(FleetQuery {
                 group: Some("dc".into()),
-                ..DcQuery::default()
+                ..FleetQuery::default()
             }),
             [
                 "dc-a/team-b/shop",
@@ -667,9 +705,9 @@ mod tests {
         );
         // Another group value is no grouping.
         assert!(
-            !DcQuery {
+            !FleetQuery {
                 group: Some("ring".into()),
-                ..DcQuery::default()
+                ..FleetQuery::default()
             }
             .normalized()
             .grouped()
@@ -776,6 +814,7 @@ mod tests {
                 context: "dc",
                 health: &health,
                 doctor,
+                banner: None,
                 read_only,
                 rows,
             };
@@ -797,6 +836,7 @@ mod tests {
                 context: "dc-a",
                 health: &Health::Live,
                 doctor: Some(&healthy),
+                banner: None,
                 read_only: false,
                 rows: &a,
             },
@@ -805,11 +845,12 @@ mod tests {
                 health: &down,
                 // Its last verdict before it dropped does not count.
                 doctor: Some(&healthy),
+                banner: None,
                 read_only: false,
                 rows: &b,
             },
         ];
-        let view = merge(&dcs, &DcQuery::default(), now());
+        let view = merge(&dcs, &FleetQuery::default(), now());
         // The stale row leads (not known healthy), with when it was last seen.
         assert_eq!(names(&view), ["dc-b/team-b/shop", "dc-a/team-a/shop"]);
         let stale = &view.tenants[0];
@@ -841,15 +882,16 @@ mod tests {
             context: "dc-a",
             health: &Health::Live,
             doctor: Some(&healthy),
+            banner: None,
             read_only: false,
             rows: &many,
         }];
         let page = |n: Option<usize>| {
             merge(
                 &dcs,
-                &DcQuery {
+                &FleetQuery {
                     page: n,
-                    ..DcQuery::default()
+                    ..FleetQuery::default()
                 },
                 now(),
             )
@@ -863,11 +905,11 @@ mod tests {
         // Past the end: the last page; 0: the first.
         assert_eq!(page(Some(9)).page, 3);
         assert_eq!(page(Some(0)).page, 1);
-        let query = DcQuery {
+        let query = FleetQuery {
             context: Some("dc a".into()),
-            sort: DcSort::Age,
+            sort: FleetSort::Age,
             group: Some("dc".into()),
-            ..DcQuery::default()
+            ..FleetQuery::default()
         };
         assert_eq!(
             query.with_page(2),

@@ -1,28 +1,33 @@
-//! The fleet page across DCs, rendered from [`super::fleet::DcFleetView`]: the fleet verdict
-//! and a badge per DC, the counts, the filter, one page of rows (a DC column after the
-//! namespace; a DC that dropped greys its rows and says when it was last seen), and the page
-//! links. The parts the live updates replace are [`parts`].
+//! The one fleet page, over one DC or several, rendered from
+//! [`FleetView`]: the doctor's verdict (one DC: its banner with the failing checks; several:
+//! the fleet verdict and a badge per DC), the counts, the operator releases of every DC with
+//! their requests, the filter, one page of rows (several DCs: a DC column after the namespace;
+//! a DC that dropped greys its rows and says when it was last seen), and the page links. The
+//! parts the live updates replace are [`parts`].
 
 use maud::{Markup, html};
 
-use super::actions::Acting;
-use super::fleet::{Count, DcFleetView, DcQuery, DcSort, encode};
-use super::pages::{Chrome, cluster_class, page as shell, progress};
+use super::{Chrome, action, cluster_class, page as shell, progress};
+use crate::dashboard::links::{Acting, encode};
+use crate::dashboard::model::fleet::{Count, FleetQuery, FleetSort, FleetView, PAGE_SIZE};
+use crate::dashboard::model::rows::ReleaseRow;
 
 /// Past this many namespaces the filter takes a typed name: a list of thousands would weigh
 /// more than the page's rows.
 const NAMESPACE_CHOICES: usize = 200;
 
-pub fn page(chrome: &Chrome<'_>, view: &DcFleetView, query: &DcQuery) -> Markup {
+pub fn page(chrome: &Chrome<'_>, view: &FleetView, query: &FleetQuery) -> Markup {
+    let across = view.across();
     let body = html! {
-        div id="verdict" { (verdict(view)) }
-        div id="badges" { (badges(view)) }
+        div id="banner" { (banner(view)) }
+        @if across { div id="badges" { (badges(view)) } }
         div id="counts" { (counts(view)) }
+        div id="releases" { (releases(view, chrome)) }
         (filter(view, query))
         p class="count" id="count" { (count(view)) }
         table class="tenants" {
             thead { tr {
-                th { "Namespace" } th { "DC" } th { "Cluster" } th { "Ring" } th { "Operator" }
+                th { "Namespace" } @if across { th { "DC" } } th { "Cluster" } th { "Ring" } th { "Operator" }
                 th { "Phase" } th { "Progress" } th { "Express versions" } th { "Rollout" }
                 th { "Age" } th { "Paused" }
             } }
@@ -34,26 +39,125 @@ pub fn page(chrome: &Chrome<'_>, view: &DcFleetView, query: &DcQuery) -> Markup 
 }
 
 /// The parts of the page the live updates replace, by element id.
-pub fn parts(view: &DcFleetView, query: &DcQuery) -> Vec<(&'static str, String)> {
-    vec![
-        ("verdict", verdict(view).into_string()),
-        ("badges", badges(view).into_string()),
+pub fn parts(
+    chrome: &Chrome<'_>,
+    view: &FleetView,
+    query: &FleetQuery,
+) -> Vec<(&'static str, String)> {
+    let mut parts = vec![("banner", banner(view).into_string())];
+    if view.across() {
+        parts.push(("badges", badges(view).into_string()));
+    }
+    parts.extend([
         ("counts", counts(view).into_string()),
+        ("releases", releases(view, chrome).into_string()),
         ("count", count(view)),
         ("tenants", rows(view, query).into_string()),
         ("pages", pages(view, query).into_string()),
-    ]
+    ]);
+    parts
 }
 
-fn verdict(view: &DcFleetView) -> Markup {
+/// One DC: its doctor's banner with the failing checks; several: the fleet verdict.
+fn banner(view: &FleetView) -> Markup {
+    if view.across() {
+        return html! {
+            div class=(format!("doctor verdict-{}", view.verdict)) data-verdict=(view.verdict) {
+                strong { "doctor: " (view.headline) } " — " (view.reason)
+            }
+        };
+    }
     html! {
-        div class=(format!("doctor verdict-{}", view.verdict)) data-verdict=(view.verdict) {
-            strong { "doctor: " (view.headline) } " — " (view.reason)
+        @match &view.doctor {
+            None => div class="doctor pending" { "doctor: not run yet" },
+            Some(doctor) => div class=(format!("doctor verdict-{}", doctor.verdict)) data-verdict=(doctor.verdict) {
+                strong { "doctor: " (doctor.verdict) } " — " (doctor.reason)
+                @if !doctor.checks.is_empty() {
+                    ul {
+                        @for check in &doctor.checks {
+                            li class=(format!("check {}", check.status)) {
+                                strong { (check.name) } " [" (check.status) "] " (check.summary)
+                                @if !check.evidence.is_empty() {
+                                    ul class="evidence" { @for line in &check.evidence { li { (line) } } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }
 
-fn badges(view: &DcFleetView) -> Markup {
+/// The operator releases of every DC (from each doctor's last read), each with its requests
+/// behind a confirmation unless read-only, in a DC that takes no action, or over.
+fn releases(view: &FleetView, chrome: &Chrome<'_>) -> Markup {
+    if view.releases.is_empty() {
+        return html! {};
+    }
+    let across = view.across();
+    html! {
+        h2 { "Operator releases" }
+        table class="releases" {
+            thead { tr {
+                @if across { th { "DC" } }
+                th { "Release" } th { "Rings" } th { "Phase" } th { "Where it stands" }
+                @if !chrome.read_only { th { "Actions" } }
+            } }
+            tbody {
+                @for dc_release in &view.releases {
+                    @let r = &dc_release.release;
+                    tr data-release=(r.name) data-context=[across.then_some(&dc_release.context)] {
+                        @if across { td class="dc" { (dc_release.context) } }
+                        td { (r.name) }
+                        td { "ring " (r.from_ring) " → ring " (r.to_ring) }
+                        td class=(format!("phase {}", r.phase)) { (r.phase) }
+                        td class="message" { (r.message) }
+                        @if !chrome.read_only {
+                            td class="actions" {
+                                @if dc_release.actions && !r.over() {
+                                    (release_actions(r, Acting::of(&dc_release.context, chrome.acting.signer)))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn release_actions(r: &ReleaseRow, acting: Acting<'_>) -> Markup {
+    let target = format!("release/{}", r.name);
+    let button = |name: &str, label: &str, confirm: String| {
+        let confirm = match acting.context {
+            Some(context) => format!("{context} / {}: {confirm}", r.name),
+            None => confirm,
+        };
+        let token = acting.token(&target, name, None);
+        action(
+            &acting.release_url(&r.name, name),
+            "{}",
+            label,
+            &confirm,
+            None,
+            token,
+        )
+    };
+    let rings = format!("ring {} to ring {}", r.from_ring, r.to_ring);
+    html! {
+        @if r.phase == "Paused" {
+            (button("resume", "Resume", format!("Resume OperatorRelease {} ({rings})? Moves and judging go on.", r.name)))
+        } @else {
+            (button("pause", "Pause", format!("Pause OperatorRelease {} ({rings})? Nothing moves, nothing is judged, no bake time passes.", r.name)))
+        }
+        (button("promote", "Promote", format!("Promote OperatorRelease {}: end the current wave's bake now?", r.name)))
+        (button("promote-full", "Promote all", format!("Promote OperatorRelease {} in full: every remaining wave now, no more baking or judging?", r.name)))
+        (button("abort", "Abort", format!("Abort OperatorRelease {}: every tenant it moved goes back to ring {}?", r.name, r.from_ring)))
+    }
+}
+
+fn badges(view: &FleetView) -> Markup {
     html! {
         ul class="dcs" {
             @for badge in &view.badges {
@@ -80,14 +184,14 @@ fn tally(name: &str, field: &str, count: &Count) -> Markup {
     }
 }
 
-fn counts(view: &DcFleetView) -> Markup {
+fn counts(view: &FleetView) -> Markup {
     let c = &view.counts;
     html! {
         p class="counts" {
             span class="tally" { strong { (view.total) " tenants" } }
             @if c.failing > 0 { " " span class="tally failing" data-count="failing" { (c.failing) " failing" } }
             @if c.stale > 0 { " " span class="tally stale" data-count="stale" { (c.stale) " stale" } }
-            " " (tally("DC", "context", &c.by_context))
+            @if view.across() { " " (tally("DC", "context", &c.by_context)) }
             " " (tally("phase", "phase", &c.by_phase))
             " " (tally("ring", "ring", &c.by_ring))
             " " (tally("operator", "version", &c.by_version))
@@ -95,8 +199,8 @@ fn counts(view: &DcFleetView) -> Markup {
     }
 }
 
-fn count(view: &DcFleetView) -> String {
-    let first = (view.page - 1) * super::fleet::PAGE_SIZE;
+fn count(view: &FleetView) -> String {
+    let first = (view.page - 1) * PAGE_SIZE;
     let range = if view.shown == 0 {
         String::new()
     } else {
@@ -109,15 +213,18 @@ fn count(view: &DcFleetView) -> String {
     }
 }
 
-fn filter(view: &DcFleetView, query: &DcQuery) -> Markup {
+fn filter(view: &FleetView, query: &FleetQuery) -> Markup {
     let chosen = |current: &Option<String>, value: &str| current.as_deref() == Some(value);
+    let across = view.across();
     html! {
         form id="filter" class="filter" method="get" action="/" {
-            label { "DC "
-                select name="context" {
-                    option value="" { "all" }
-                    @for context in &view.contexts {
-                        option value=(context) selected[chosen(&query.context, context)] { (context) }
+            @if across {
+                label { "DC "
+                    select name="context" {
+                        option value="" { "all" }
+                        @for context in &view.contexts {
+                            option value=(context) selected[chosen(&query.context, context)] { (context) }
+                        }
                     }
                 }
             }
@@ -143,23 +250,25 @@ fn filter(view: &DcFleetView, query: &DcQuery) -> Markup {
             }
             @if let Some(ring) = &query.ring { input type="hidden" name="ring" value=(ring); }
             @if let Some(version) = &query.version { input type="hidden" name="version" value=(version); }
-            label { "Text " input type="search" name="q" value=(query.q.as_deref().unwrap_or_default()) placeholder="cluster, DC, version, ring…"; }
+            label { "Text " input type="search" name="q" value=(query.q.as_deref().unwrap_or_default()) placeholder=(if across { "cluster, DC, version, ring…" } else { "cluster, version, ring…" }); }
             label { "Sort by "
                 select name="sort" {
-                    @for key in DcSort::ALL {
+                    @for key in FleetSort::ALL {
                         option value=(key.as_str()) selected[query.sort == key] {
-                            (if key == DcSort::Health { "unhealthy first" } else { key.as_str() })
+                            (if key == FleetSort::Health { "unhealthy first" } else { key.as_str() })
                         }
                     }
                 }
             }
-            label { input type="checkbox" name="group" value="dc" checked[query.grouped()]; " group by DC" }
+            @if across { label { input type="checkbox" name="group" value="dc" checked[query.grouped()]; " group by DC" } }
             noscript { button { "Apply" } }
         }
     }
 }
 
-fn rows(view: &DcFleetView, query: &DcQuery) -> Markup {
+fn rows(view: &FleetView, query: &FleetQuery) -> Markup {
+    let across = view.across();
+    let columns = if across { "11" } else { "10" };
     // Grouped, a heading row before each DC's first row.
     let headed: Vec<bool> = view
         .tenants
@@ -169,24 +278,24 @@ fn rows(view: &DcFleetView, query: &DcQuery) -> Markup {
         .collect();
     html! {
         @if view.tenants.is_empty() {
-            tr { td colspan="11" class="empty" { "No Express clusters found." } }
+            tr { td colspan=(columns) class="empty" { "No Express clusters found." } }
         }
         @for (row, headed) in view.tenants.iter().zip(headed) {
             @let list = &row.tenant.list;
             @if headed {
                 @let badge = view.badge(&row.context);
                 tr class="dc-group" data-group=(row.context) {
-                    th colspan="11" {
+                    th colspan=(columns) {
                         (row.context)
                         @if let Some(badge) = badge { " — " span class=(format!("dc-text status-{}", badge.status)) { (badge.text) } }
                     }
                 }
             }
-            @let acting = Acting { context: Some(&row.context), signer: None };
-            tr class=[row.stale.then_some("stale")] data-context=(row.context) data-namespace=(list.namespace)
+            @let acting = Acting::of(&row.context, None);
+            tr class=[row.stale.then_some("stale")] data-context=[across.then_some(&row.context)] data-namespace=(list.namespace)
                 data-cluster=(list.cluster) data-phase=(list.phase) data-stale=[row.stale.then_some("true")] {
                 td { (list.namespace) }
-                td class="dc" { (row.context) }
+                @if across { td class="dc" { (row.context) } }
                 td { a href=(acting.tenant_href(&list.namespace, &list.cluster)) { (list.cluster) } }
                 td { (list.ring) }
                 td { (list.operator_version) }
@@ -204,7 +313,7 @@ fn rows(view: &DcFleetView, query: &DcQuery) -> Markup {
     }
 }
 
-fn pages(view: &DcFleetView, query: &DcQuery) -> Markup {
+fn pages(view: &FleetView, query: &FleetQuery) -> Markup {
     html! {
         @if view.pages > 1 {
             @if view.page > 1 { a rel="prev" href=(query.with_page(view.page - 1)) { "← previous" } " " }
@@ -227,8 +336,8 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
-    use crate::dashboard::fleet::{DcDoctor, DcInput, Health, merge};
-    use crate::dashboard::model::TenantRow;
+    use crate::dashboard::model::fleet::{DcDoctor, DcInput, Health, merge};
+    use crate::dashboard::model::rows::TenantRow;
     use crate::fleet::ContextError;
     use crate::view::ListRow;
 
@@ -273,6 +382,7 @@ mod tests {
                 context: "dc-a",
                 health: &Health::Live,
                 doctor: Some(&healthy),
+                banner: None,
                 read_only: false,
                 rows: &a,
             },
@@ -280,13 +390,14 @@ mod tests {
                 context: "dc-b",
                 health: &down,
                 doctor: None,
+                banner: None,
                 read_only: false,
                 rows: &b,
             },
         ];
-        let query = DcQuery {
+        let query = FleetQuery {
             group: Some("dc".into()),
-            ..DcQuery::default()
+            ..FleetQuery::default()
         };
         let view = merge(&dcs, &query, now);
         let html = rows(&view, &query).into_string();
@@ -303,7 +414,7 @@ mod tests {
         );
         let second = merge(
             &dcs,
-            &DcQuery {
+            &FleetQuery {
                 page: Some(2),
                 ..query.clone()
             },

@@ -1,0 +1,193 @@
+//! One tenant as a row of the fleet page (the `list` verb's row and what the page adds), and
+//! the doctor's banner of a DC with its operator releases.
+
+use std::collections::BTreeSet;
+
+use express_api::{NodeRef, Objects};
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use super::shown::{age, seconds_since};
+use crate::view::{self, ListRow};
+
+/// One tenant on the fleet page: the `list` verb's row, and what the page adds to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantRow {
+    #[serde(flatten)]
+    pub list: ListRow,
+    /// Up nodes whose pod runs their desired revision.
+    pub up_to_date: usize,
+    /// Nodes that are up (not intentionally down).
+    pub up: usize,
+    /// The Express versions the nodes' pods run, sorted.
+    pub versions: Vec<String>,
+    /// How long ago the rollout started (while active) or finished.
+    pub rollout_age: Option<String>,
+    #[serde(skip)]
+    rollout_age_seconds: Option<i64>,
+}
+
+impl TenantRow {
+    /// "3/4": nodes on their desired revision out of the nodes up.
+    pub fn progress(&self) -> String {
+        format!("{}/{}", self.up_to_date, self.up)
+    }
+
+    /// Seconds since its rollout started (while active) or finished.
+    pub fn rollout_age_seconds(&self) -> Option<i64> {
+        self.rollout_age_seconds
+    }
+
+    /// A row from its parts, `rollout_age_seconds` ago.
+    #[cfg(test)]
+    pub(crate) fn new(
+        list: ListRow,
+        up_to_date: usize,
+        up: usize,
+        versions: Vec<String>,
+        rollout_age_seconds: Option<i64>,
+    ) -> TenantRow {
+        TenantRow {
+            list,
+            up_to_date,
+            up,
+            versions,
+            rollout_age: rollout_age_seconds.map(express_triage::age),
+            rollout_age_seconds,
+        }
+    }
+
+    /// Whether a column (versions included) contains `lowercase`, whatever its case.
+    pub(crate) fn mentions(&self, lowercase: &str) -> bool {
+        let row = &self.list;
+        [
+            &row.namespace,
+            &row.cluster,
+            &row.phase,
+            &row.rollout,
+            &row.paused,
+            &row.ring,
+            &row.operator_version,
+        ]
+        .into_iter()
+        .chain(&self.versions)
+        .any(|cell| cell.to_lowercase().contains(lowercase))
+    }
+}
+
+/// The doctor's verdict and the checks that are not ok, for the banner.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DoctorBanner {
+    pub verdict: String,
+    pub reason: String,
+    pub checks: Vec<DoctorCheck>,
+    /// The operator's releases (DESIGN section 12), read with the doctor's other inputs.
+    pub releases: Vec<ReleaseRow>,
+}
+
+/// One OperatorRelease on the fleet page.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseRow {
+    pub name: String,
+    pub from_ring: String,
+    pub to_ring: String,
+    pub phase: String,
+    pub message: String,
+}
+
+impl ReleaseRow {
+    /// Succeeded or rolled back: nothing more to ask of it.
+    pub fn over(&self) -> bool {
+        self.phase == "Succeeded" || self.phase == "RolledBack"
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DoctorCheck {
+    pub name: String,
+    pub status: String,
+    pub summary: String,
+    pub evidence: Vec<String>,
+}
+
+impl DoctorBanner {
+    pub fn from_report(
+        report: &express_triage::Report,
+        releases: &[express_triage::ReleaseSeen],
+    ) -> DoctorBanner {
+        DoctorBanner {
+            releases: releases
+                .iter()
+                .map(|r| ReleaseRow {
+                    name: r.name.clone(),
+                    from_ring: r.from_ring.clone(),
+                    to_ring: r.to_ring.clone(),
+                    phase: r.phase.clone(),
+                    message: r.message.clone().unwrap_or_default(),
+                })
+                .collect(),
+            verdict: report.verdict.as_str().to_owned(),
+            reason: report.reason.clone(),
+            checks: report
+                .checks
+                .iter()
+                .filter(|c| c.status != express_triage::Status::Ok)
+                .map(|c| DoctorCheck {
+                    name: c.name.to_owned(),
+                    status: c.status.as_str().to_owned(),
+                    summary: c.summary.clone(),
+                    evidence: c.evidence.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Every tenant of one DC as a row, by namespace then cluster, each built from its own
+/// namespace's objects (so the cost grows with the fleet, not with its square).
+pub fn rows(objects: &Objects, operator_namespace: &str, now: Timestamp) -> Vec<TenantRow> {
+    let mut rows = Vec::new();
+    for (namespace, group) in view::by_namespace(objects, operator_namespace) {
+        for list in view::namespace_rows(&group, operator_namespace) {
+            let nodes = group.nodes_of(&namespace, &list.cluster);
+            rows.push(tenant_row(list, &group, &nodes, now));
+        }
+    }
+    rows
+}
+
+pub(super) fn tenant_row(
+    list: ListRow,
+    group: &Objects,
+    nodes: &[NodeRef<'_>],
+    now: Timestamp,
+) -> TenantRow {
+    let express_cluster = group.express_cluster(&list.namespace, &list.cluster);
+    let rollout = express_cluster
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.rollout.as_ref());
+    let since = rollout.and_then(|r| {
+        let active = r.state.is_some_and(|s| s.is_active());
+        let time = if active {
+            r.started_at.as_ref()
+        } else {
+            r.finished_at.as_ref().or(r.started_at.as_ref())
+        };
+        time.map(|t| t.0)
+    });
+    let up: Vec<&NodeRef<'_>> = nodes.iter().filter(|n| n.spec().up).collect();
+    let versions: BTreeSet<String> = nodes
+        .iter()
+        .filter_map(|n| n.status()?.running_version.clone())
+        .collect();
+    TenantRow {
+        up_to_date: up.iter().filter(|n| view::on_desired_revision(n)).count(),
+        up: up.len(),
+        versions: versions.into_iter().collect(),
+        rollout_age: age(now, since),
+        rollout_age_seconds: since.map(|t| seconds_since(now, t)),
+        list,
+    }
+}
