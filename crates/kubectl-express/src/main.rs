@@ -8,20 +8,15 @@
 
 mod connect;
 mod contexts;
-mod control;
 mod dashboard;
 mod exit;
-mod fleet;
-mod graph;
-mod history;
-mod live;
-mod manifests;
 mod plan;
-mod release;
+mod read;
 mod revisions;
-mod status;
+mod runtime;
+mod show;
 mod verbs;
-mod view;
+mod write;
 
 use std::process::ExitCode;
 
@@ -117,7 +112,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let style = view::Style::detect(cli.no_color);
+    let style = show::text::Style::detect(cli.no_color);
     match cli.command {
         Command::Plan(args) => verbs::plan::run(args),
         Command::Bounce(args) => verbs::bounce::run(args),

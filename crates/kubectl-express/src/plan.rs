@@ -10,7 +10,7 @@ use express_planner::simulate::{Simulation, simulate};
 use express_planner::{Blocked, ClusterSnapshot};
 use serde::Serialize;
 
-use crate::manifests::{self, Manifests};
+use crate::read::manifests::{self, Manifests};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
@@ -154,7 +154,7 @@ pub fn live(
     operator_namespace: &str,
     cluster: Option<&str>,
 ) -> Report {
-    let inventory = crate::live::inventory(objects, operator_namespace);
+    let inventory = crate::read::live::inventory(objects, operator_namespace);
     let mut warnings = Vec::new();
     let mut clusters = Vec::new();
     for snapshot in snapshots(&inventory) {

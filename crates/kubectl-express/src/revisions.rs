@@ -13,8 +13,8 @@ use express_api::{EffectiveNodeSpec, NodeKind, NodeRef, NodeStatus, Objects, eff
 use serde::Serialize;
 
 use crate::exit::Exit;
-use crate::live;
-use crate::manifests::{self, Manifests};
+use crate::read::live;
+use crate::read::manifests::{self, Manifests};
 
 /// A node as the revision rules see it, from either side.
 #[derive(Clone, Debug)]
@@ -526,7 +526,7 @@ pub fn render_table(rows: &[Row], live: bool) -> String {
             cells
         })
         .collect();
-    let mut out = crate::view::table(&header, &table_rows);
+    let mut out = crate::show::text::table(&header, &table_rows);
     let discrepancies: Vec<&Discrepancy> = rows.iter().flat_map(|r| &r.discrepancies).collect();
     if !discrepancies.is_empty() {
         out.push('\n');
@@ -577,7 +577,7 @@ pub fn render_diff(rows: &[Row], facts: &BTreeMap<(String, String), LiveFacts>) 
             row.name,
             row.revision.as_deref().unwrap_or("?"),
         ));
-        out.push_str(&crate::history::diff(&live, &KeptSpec::from(local)));
+        out.push_str(&crate::show::history::diff(&live, &KeptSpec::from(local)));
         out.push('\n');
     }
     (out, differs)

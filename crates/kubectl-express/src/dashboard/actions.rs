@@ -1,5 +1,5 @@
 //! The dashboard's actions (pause, resume, abort, retry, bounce, and an OperatorRelease's
-//! requests): the same [`crate::control`] and [`crate::release`] functions the CLI verbs call,
+//! requests): the same [`crate::write::control`] and [`crate::write::release`] functions the CLI verbs call,
 //! in the DC the request names.
 //!
 //! Across DCs each button carries a token of its own, bound to (context, tenant, action)
@@ -15,10 +15,10 @@ use axum::response::{IntoResponse, Response};
 use super::dcs::{Dc, dc_refusal};
 use super::links::{Binding, TOKEN_HEADER};
 use super::state::{AppState, refuse};
-use crate::control::{self, Done, Request as ControlRequest, Scope};
 use crate::exit::{Code, Exit};
-use crate::live::no_cluster;
-use crate::release::Request as ReleaseRequest;
+use crate::read::live::no_cluster;
+use crate::write::control::{self, Done, Request as ControlRequest, Scope};
+use crate::write::release::{self, Request as ReleaseRequest};
 
 /// Lets the action through, or says why not (403): the DC may act, and across DCs the token
 /// sent is the one bound to this very action.
@@ -295,9 +295,7 @@ pub(super) async fn release_action(
     let Some(client) = &dc.client else {
         return refuse(StatusCode::BAD_GATEWAY, "no client for this context");
     };
-    answer(
-        crate::release::request(client, &shared.settings.operator_namespace, &name, request).await,
-    )
+    answer(release::request(client, &shared.settings.operator_namespace, &name, request).await)
 }
 
 pub(super) async fn bounce_action(

@@ -17,9 +17,9 @@ use tokio::sync::watch;
 
 use super::model::fleet::{DcDoctor, Health};
 use super::model::rows::{self, DoctorBanner, TenantRow};
-use crate::contexts::Loaded;
-use crate::fleet::{ContextError, Scope};
-use crate::live;
+use crate::contexts::across::{ContextError, Scope};
+use crate::contexts::select::Loaded;
+use crate::read::live;
 
 /// How often a DC's doctor runs (it reads Leases, Deployments and events).
 pub const DOCTOR_EVERY: Duration = Duration::from_secs(15);
@@ -246,7 +246,7 @@ pub async fn open(
                 None,
                 read_only,
                 Health::Down {
-                    error: crate::fleet::ContextError::Config(why),
+                    error: crate::contexts::across::ContextError::Config(why),
                     last_seen: None,
                 },
             ))),
@@ -327,7 +327,7 @@ pub async fn probe(dc: &Dc, deadline: Duration) -> Result<(), ContextError> {
     let namespace = dc.namespace.clone().unwrap_or_default();
     match tokio::time::timeout(
         deadline,
-        crate::fleet::probe(client, scope.namespace(&namespace)),
+        crate::contexts::across::probe(client, scope.namespace(&namespace)),
     )
     .await
     {
@@ -357,7 +357,8 @@ pub async fn doctor(
         if let (Health::Live, Some(client)) = (dc.health(), &dc.client) {
             let objects = dc.objects();
             let fleet =
-                crate::live::fleet_around(client, &operator_namespace, &objects, Vec::new()).await;
+                crate::read::live::fleet_around(client, &operator_namespace, &objects, Vec::new())
+                    .await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
             let banner = DoctorBanner::from_report(&report, &fleet.releases);
             let verdict = DcDoctor {

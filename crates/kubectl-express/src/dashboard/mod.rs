@@ -10,7 +10,7 @@
 //! - [`dcs`]: each DC's watches, health and doctor;
 //! - [`state`]: what every handler shares (the DCs, tokens, the render cache, the refusals);
 //! - the handlers: [`guard`] (the checks in front of every request), [`actions`] (the same
-//!   [`crate::control`] functions the CLI verbs call, each in the DC it names) and [`streams`]
+//!   [`crate::write::control`] functions the CLI verbs call, each in the DC it names) and [`streams`]
 //!   (the live updates, server-sent events);
 //! - [`server`]: the router and starting the server.
 

@@ -34,7 +34,7 @@ pub use super::state::Settings;
 use super::state::{AppState, TenantPath, no_dc, refuse, shared};
 use super::streams;
 use crate::exit::Exit;
-use crate::live::{self, no_cluster};
+use crate::read::live::{self, no_cluster};
 
 async fn listen(
     shared: AppState,

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use crate::connect::ConnectArgs;
-use crate::control::{self, Request};
+use crate::write::control::{self, Request};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -14,8 +14,8 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::connect::{ConnectArgs, Connection};
-use crate::control;
 use crate::exit::{Code, Exit};
+use crate::write::control;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use crate::contexts::{FleetArgs, Mode};
+use crate::contexts::select::{FleetArgs, Mode};
 use crate::dashboard::dcs::FleetStart;
 use crate::dashboard::server::{self, Settings};
 use crate::exit::Exit;
@@ -110,7 +110,7 @@ pub fn run(args: Args) -> ExitCode {
         }
         Mode::Fleet(selection) => {
             let fleet_args = args.connect.clone();
-            crate::fleet::run("dashboard", &fleet_args, selection, |plan| async move {
+            crate::contexts::across::run("dashboard", &fleet_args, selection, |plan| async move {
                 let unknown: Vec<&String> = args
                     .read_only_contexts
                     .iter()

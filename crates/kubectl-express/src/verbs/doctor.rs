@@ -9,9 +9,11 @@ use std::process::ExitCode;
 use express_triage::{Fleet, Report, Status, Thresholds, Verdict};
 use kube::Client;
 
-use crate::contexts::{FleetArgs, Mode};
+use crate::contexts::select::{FleetArgs, Mode};
+use crate::contexts::{self};
 use crate::exit::Exit;
-use crate::{fleet, live, view};
+use crate::read::live;
+use crate::show::cluster;
 
 pub(crate) mod across;
 
@@ -76,9 +78,11 @@ pub fn run(args: Args) -> ExitCode {
     match args.connect.mode() {
         Err(error) => Exit::usage(error.to_string()).report("doctor"),
         Ok(Mode::Single(connect)) => single(&args, &connect),
-        Ok(Mode::Fleet(selection)) => fleet::run("doctor", &args.connect, selection, |plan| {
-            across::run(&args, plan)
-        }),
+        Ok(Mode::Fleet(selection)) => {
+            contexts::across::run("doctor", &args.connect, selection, |plan| {
+                across::run(&args, plan)
+            })
+        }
     }
 }
 
@@ -117,11 +121,11 @@ fn focus_section(
     operator_namespace: &str,
     namespace: &str,
 ) -> String {
-    let rows: Vec<view::ListRow> = view::list_rows(objects, operator_namespace)
+    let rows: Vec<cluster::ListRow> = cluster::list_rows(objects, operator_namespace)
         .into_iter()
         .filter(|r| r.namespace == namespace)
         .collect();
-    format!("\nNAMESPACE {namespace}\n{}", view::render_list(&rows))
+    format!("\nNAMESPACE {namespace}\n{}", cluster::render_list(&rows))
 }
 
 fn seconds(value: u64) -> i64 {

@@ -8,9 +8,10 @@ use express_api::Objects;
 
 use crate::connect::{ConnectArgs, Connection};
 use crate::exit::{Code, Exit};
-use crate::live;
-use crate::status::Outcome;
-use crate::view::{self, Style};
+use crate::read::live;
+use crate::show::cluster::{self};
+use crate::show::status::Outcome;
+use crate::show::text::Style;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -48,7 +49,10 @@ async fn get(c: &Connection, cluster: &str, watch: bool, style: Style) -> Result
         if !found(&objects) {
             return Err(missing());
         }
-        print!("{}", view::render_tree(&objects, namespace, cluster, style));
+        print!(
+            "{}",
+            cluster::render_tree(&objects, namespace, cluster, style)
+        );
         return Ok(Code::Done.into());
     }
     let mut watched = live::Watched::start(&c.client, namespace);
@@ -59,7 +63,7 @@ async fn get(c: &Connection, cluster: &str, watch: bool, style: Style) -> Result
         if !found(&objects) {
             return Err(missing());
         }
-        let tree = view::render_tree(&objects, namespace, cluster, style);
+        let tree = cluster::render_tree(&objects, namespace, cluster, style);
         if tree != last {
             if style.color {
                 // Redraw in place on a terminal; plain output appends each drawing.
@@ -70,7 +74,7 @@ async fn get(c: &Connection, cluster: &str, watch: bool, style: Style) -> Result
             print!("{tree}");
             last = tree;
         }
-        match view::settled(&objects, namespace, cluster) {
+        match cluster::settled(&objects, namespace, cluster) {
             Some(Outcome::Done) => return Ok(Code::Done.into()),
             Some(_) => return Ok(Code::Failed.into()),
             None => {}

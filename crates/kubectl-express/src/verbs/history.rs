@@ -12,8 +12,8 @@ use kube::api::{Api, ListParams};
 
 use crate::connect::ConnectArgs;
 use crate::exit::{Code, Exit};
-use crate::history::{diff, kept_of, pick, render};
-use crate::live::find_node;
+use crate::read::live::find_node;
+use crate::show::history::{diff, kept_of, pick, render};
 
 // The verb's arguments; its help text is the subcommand's, in main.
 #[derive(clap::Args, Debug)]

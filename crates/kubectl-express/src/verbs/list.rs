@@ -7,10 +7,12 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::contexts::{FleetArgs, Mode};
+use crate::contexts::across::{PerContext, Plan, Scope};
+use crate::contexts::select::{FleetArgs, Mode};
+use crate::contexts::{across, tail};
 use crate::exit::{Code, Exit};
-use crate::fleet::{self, PerContext, Plan, Scope};
-use crate::{live, view};
+use crate::read::live;
+use crate::show::{cluster, text};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -30,7 +32,7 @@ pub struct Args {
 /// One context's clusters, as its JSON entry carries them.
 #[derive(Serialize)]
 struct Clusters {
-    clusters: Vec<view::ListRow>,
+    clusters: Vec<cluster::ListRow>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -41,15 +43,15 @@ pub fn run(args: Args) -> ExitCode {
             let objects = live::load(&c.client, namespace, &args.operator_namespace)
                 .await
                 .map_err(Exit::failure)?;
-            let rows = view::list_rows(&objects, &args.operator_namespace);
+            let rows = cluster::list_rows(&objects, &args.operator_namespace);
             match args.output.as_str() {
-                "json" => fleet::print_json(&json!({ "clusters": rows }))?,
-                _ => print!("{}", view::render_list(&rows)),
+                "json" => tail::print_json(&json!({ "clusters": rows }))?,
+                _ => print!("{}", cluster::render_list(&rows)),
             }
             Ok(Code::Done.into())
         }),
         Ok(Mode::Fleet(selection)) => {
-            fleet::run("list", &args.connect, selection, |plan| across(&args, plan))
+            across::run("list", &args.connect, selection, |plan| across(&args, plan))
         }
     }
 }
@@ -69,9 +71,9 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
                 let namespace = (!all_namespaces).then_some(target.namespace.as_str());
                 let objects = live::load(&target.client, namespace, &operator_namespace)
                     .await
-                    .map_err(fleet::ContextError::Failed)?;
+                    .map_err(across::ContextError::Failed)?;
                 Ok(Clusters {
-                    clusters: view::list_rows(&objects, &operator_namespace),
+                    clusters: cluster::list_rows(&objects, &operator_namespace),
                 })
             }
         })
@@ -83,7 +85,7 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
         .collect();
     match args.output.as_str() {
         "json" => {
-            let entries = fleet::entries(&results, |_| {
+            let entries = tail::entries(&results, |_| {
                 Map::from_iter([("clusters".to_owned(), Value::Null)])
             })?;
             let total: usize = results
@@ -91,7 +93,7 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
                 .filter_map(|r| r.outcome.as_ref().ok())
                 .map(|c| c.clusters.len())
                 .sum();
-            fleet::print_json(&json!({
+            tail::print_json(&json!({
                 "contexts": entries,
                 "total": total,
                 "unread": unread,
@@ -100,7 +102,7 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
         _ => print!("{}", render(&results)),
     }
     let read = vec![0; results.len() - unread.len()];
-    Ok(ExitCode::from(fleet::exit_code(
+    Ok(ExitCode::from(tail::exit_code(
         &read,
         unread.len(),
         plan.require_all,
@@ -116,7 +118,7 @@ fn render(results: &[PerContext<Clusters>]) -> String {
         .flat_map(|(context, read)| {
             read.clusters.iter().map(move |row| {
                 let mut cells = vec![context.to_owned()];
-                cells.extend(view::list_cells(row));
+                cells.extend(cluster::list_cells(row));
                 cells
             })
         })
@@ -125,21 +127,21 @@ fn render(results: &[PerContext<Clusters>]) -> String {
         "No Express clusters found.\n".to_owned()
     } else {
         let mut header = vec!["CONTEXT"];
-        header.extend(view::LIST_HEADER);
-        view::table(&header, &rows)
+        header.extend(cluster::LIST_HEADER);
+        text::table(&header, &rows)
     };
-    fleet::push_unread_lines(&mut out, results);
+    tail::push_unread_lines(&mut out, results);
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::ContextError;
+    use crate::contexts::across::ContextError;
     use std::time::Duration;
 
-    fn row(namespace: &str) -> view::ListRow {
-        view::ListRow {
+    fn row(namespace: &str) -> cluster::ListRow {
+        cluster::ListRow {
             namespace: namespace.into(),
             cluster: "shop".into(),
             phase: "Healthy".into(),

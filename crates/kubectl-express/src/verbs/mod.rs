@@ -24,57 +24,11 @@ use std::future::Future;
 use std::process::ExitCode;
 
 use crate::connect::{ConnectArgs, Connection};
-use crate::exit::{self, Exit};
+use crate::exit::Exit;
+use crate::runtime::{block_on, run_on};
 
 /// The operator's namespace when a verb is not told otherwise (the chart's default).
 pub const DEFAULT_OPERATOR_NAMESPACE: &str = "express-system";
-
-/// Whether a read was refused for lack of rights (403, or 401): verbs that read what a user may
-/// not be allowed to see (Leases, the operator's objects) then warn and go on.
-pub(crate) fn forbidden(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 403 || status.code == 401)
-}
-
-/// Runs a verb's future on a single-threaded runtime and ends it with its exit code.
-pub(crate) fn block_on(
-    verb: &str,
-    cannot_start: fn(String) -> Exit,
-    work: impl Future<Output = Result<ExitCode, Exit>>,
-) -> ExitCode {
-    run_on(
-        tokio::runtime::Builder::new_current_thread(),
-        verb,
-        cannot_start,
-        work,
-    )
-}
-
-/// [`block_on`] on a runtime with a thread per core: for a verb whose work is several tasks
-/// at once (reading several contexts).
-pub(crate) fn block_on_threads(
-    verb: &str,
-    cannot_start: fn(String) -> Exit,
-    work: impl Future<Output = Result<ExitCode, Exit>>,
-) -> ExitCode {
-    run_on(
-        tokio::runtime::Builder::new_multi_thread(),
-        verb,
-        cannot_start,
-        work,
-    )
-}
-
-fn run_on(
-    mut builder: tokio::runtime::Builder,
-    verb: &str,
-    cannot_start: fn(String) -> Exit,
-    work: impl Future<Output = Result<ExitCode, Exit>>,
-) -> ExitCode {
-    match builder.enable_all().build() {
-        Ok(runtime) => exit::finish(verb, runtime.block_on(work)),
-        Err(err) => cannot_start(format!("cannot start: {err}")).report(verb),
-    }
-}
 
 /// [`live`] on a runtime with a thread per core: for a verb that serves (the dashboard), so that
 /// rendering one page does not hold up the others and the watches.
@@ -124,14 +78,4 @@ where
         let connection = connect.connect().await.map_err(Exit::usage)?;
         run(Some(connection.client), connection.namespace).await
     })
-}
-
-/// A request id nobody else generates: the instant to the millisecond and this process.
-pub fn request_id() -> String {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    format!(
-        "cli-{}-{:x}",
-        now.strftime("%Y%m%dt%H%M%S%3f"),
-        std::process::id()
-    )
 }

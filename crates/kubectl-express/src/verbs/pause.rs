@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use crate::connect::ConnectArgs;
-use crate::control::{self, Scope};
+use crate::write::control::{self, Scope};
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("scope").required(true).args(["cluster", "namespace_wide", "all"])))]

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use crate::connect::ConnectArgs;
 use crate::exit::{Code, Exit};
 use crate::plan::{self, OfflinePlan, OutputFormat, Report};
-use crate::{graph, live};
+use crate::read::live;
+use crate::show::graph;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

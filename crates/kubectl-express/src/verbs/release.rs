@@ -11,13 +11,18 @@ use std::process::ExitCode;
 use k8s_openapi::jiff::Timestamp;
 
 use express_api::OperatorRelease;
+use express_api::release::ReleasePhase;
 use serde_json::{Map, Value, json};
 
 use crate::connect::ConnectArgs;
-use crate::contexts::{FleetArgs, Mode};
+use crate::contexts::across;
+use crate::contexts::across::{PerContext, Plan, Scope};
+use crate::contexts::select::{FleetArgs, Mode};
+use crate::contexts::tail;
 use crate::exit::{Code, Exit};
-use crate::fleet::{self, PerContext, Plan, Scope};
-use crate::release::{self, Request};
+use crate::read::release as read;
+use crate::show::release as show;
+use crate::write::release::{self as write, Request};
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -84,7 +89,7 @@ pub fn run(args: Args) -> ExitCode {
                     show(args.name, args.output, args.operator_namespace, connect)
                 }
                 Ok(Mode::Fleet(selection)) => {
-                    fleet::run("release", &args.fleet, selection, |plan| {
+                    across::run("release", &args.fleet, selection, |plan| {
                         across(args.name, args.output, args.operator_namespace, plan)
                     })
                 }
@@ -96,7 +101,7 @@ pub fn run(args: Args) -> ExitCode {
         Some(Action::Abort(n)) => (n.name, n.target, Request::Abort),
     };
     super::live("release", &target.connect, |c| async move {
-        let done = release::request(&c.client, &target.operator_namespace, &name, request).await?;
+        let done = write::request(&c.client, &target.operator_namespace, &name, request).await?;
         done.print();
         Ok(Code::Done.into())
     })
@@ -113,8 +118,8 @@ fn show(
         let namespace = &operator_namespace;
         let now = Timestamp::now();
         let releases = match &name {
-            Some(name) => vec![release::get(&client, namespace, name).await?],
-            None => release::list(&client, namespace).await?,
+            Some(name) => vec![read::get(&client, namespace, name).await?],
+            None => read::list(&client, namespace).await?,
         };
         match output.as_str() {
             "json" => {
@@ -131,12 +136,21 @@ fn show(
             _ => match &name {
                 Some(_) => releases
                     .iter()
-                    .for_each(|r| print!("{}", release::render(r, now))),
-                None => print!("{}", release::render_list(&releases, now)),
+                    .for_each(|r| print!("{}", show::render(r, now))),
+                None => print!("{}", show::render_list(&releases, now)),
             },
         }
         Ok(newest_code(&releases).into())
     })
+}
+
+/// The exit code a release's phase gives: 0 pending, progressing, paused or succeeded; 1 rolled
+/// back or inconclusive.
+fn code(phase: ReleasePhase) -> Code {
+    match phase {
+        ReleasePhase::RolledBack | ReleasePhase::Inconclusive => Code::Failed,
+        _ => Code::Done,
+    }
 }
 
 /// The newest release says where the fleet stands; older ones are its history.
@@ -146,7 +160,7 @@ fn newest_code(releases: &[OperatorRelease]) -> Code {
         .and_then(|r| r.status.as_ref())
         .map(|s| s.phase())
         .unwrap_or_default();
-    release::code(phase)
+    code(phase)
 }
 
 /// One context's releases (the one named, or all).
@@ -169,12 +183,12 @@ async fn across(
             let (name, namespace) = (wanted.clone(), operator_namespace.clone());
             async move {
                 let read = match &name {
-                    Some(name) => release::get(&target.client, &namespace, name)
+                    Some(name) => read::get(&target.client, &namespace, name)
                         .await
                         .map(|one| vec![one]),
-                    None => release::list(&target.client, &namespace).await,
+                    None => read::list(&target.client, &namespace).await,
                 };
-                let releases = read.map_err(|exit| fleet::ContextError::Failed(exit.message))?;
+                let releases = read.map_err(|exit| across::ContextError::Failed(exit.message))?;
                 Ok(Releases { releases })
             }
         })
@@ -187,14 +201,14 @@ async fn across(
         .map(|r| newest_code(&r.releases) as u8)
         .collect();
     match output.as_str() {
-        "json" => fleet::print_json(&json!({
-            "contexts": fleet::entries(&results, |_| {
+        "json" => tail::print_json(&json!({
+            "contexts": tail::entries(&results, |_| {
                 Map::from_iter([("releases".to_owned(), Value::Null)])
             })?,
         }))?,
         _ => print!("{}", render_across(&results, name.is_some(), now)),
     }
-    Ok(ExitCode::from(fleet::exit_code(
+    Ok(ExitCode::from(tail::exit_code(
         &codes,
         unread,
         plan.require_all,
@@ -208,7 +222,7 @@ fn render_across(results: &[PerContext<Releases>], named: bool, now: Timestamp) 
             let Ok(read) = &r.outcome else { continue };
             out.push_str(&format!("== context {}\n", r.context));
             for one in &read.releases {
-                out.push_str(&release::render(one, now));
+                out.push_str(&show::render(one, now));
             }
             out.push('\n');
         }
@@ -217,7 +231,7 @@ fn render_across(results: &[PerContext<Releases>], named: bool, now: Timestamp) 
             .iter()
             .filter_map(|r| Some((r.context.as_str(), r.outcome.as_ref().ok()?)))
             .flat_map(|(context, read)| {
-                release::list_rows(&read.releases, now)
+                show::list_rows(&read.releases, now)
                     .into_iter()
                     .map(move |row| std::iter::once(context.to_owned()).chain(row).collect())
             })
@@ -226,11 +240,11 @@ fn render_across(results: &[PerContext<Releases>], named: bool, now: Timestamp) 
             out.push_str("No OperatorReleases.\n");
         } else {
             let mut header = vec!["CONTEXT"];
-            header.extend(release::LIST_HEADER);
-            out.push_str(&crate::view::table(&header, &rows));
+            header.extend(show::LIST_HEADER);
+            out.push_str(&crate::show::text::table(&header, &rows));
         }
     }
-    fleet::push_unread_lines(&mut out, results);
+    tail::push_unread_lines(&mut out, results);
     out
 }
 
@@ -268,7 +282,7 @@ mod tests {
             PerContext {
                 context: "dc-c".into(),
                 elapsed: Duration::ZERO,
-                outcome: Err(fleet::ContextError::Unreachable(
+                outcome: Err(across::ContextError::Unreachable(
                     "connection refused".into(),
                 )),
             },
@@ -301,7 +315,7 @@ mod tests {
             .map(|r| newest_code(&r.releases) as u8)
             .collect();
         assert_eq!(codes, [0, 1]);
-        assert_eq!(fleet::exit_code(&codes, 1, false), 4);
-        assert_eq!(fleet::exit_code(&codes, 0, false), 1);
+        assert_eq!(tail::exit_code(&codes, 1, false), 4);
+        assert_eq!(tail::exit_code(&codes, 0, false), 1);
     }
 }

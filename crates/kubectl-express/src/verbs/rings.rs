@@ -23,11 +23,12 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt as _};
 use serde::Serialize;
 
-use super::forbidden;
-use crate::contexts::{FleetArgs, Mode};
+use crate::contexts::select::{FleetArgs, Mode};
+use crate::contexts::{self, tail};
 use crate::exit::{Code, Exit};
-use crate::view::{NONE, table};
-use crate::{fleet, live};
+use crate::read::live;
+use crate::read::live::forbidden;
+use crate::show::text::{NONE, table};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -347,9 +348,11 @@ pub fn run(args: Args) -> ExitCode {
     match args.connect.mode() {
         Err(error) => Exit::usage(error.to_string()).report("rings"),
         Ok(Mode::Single(connect)) => single(&args, &connect),
-        Ok(Mode::Fleet(selection)) => fleet::run("rings", &args.connect, selection, |plan| {
-            across::run(&args.output, &args.operator_namespace, plan)
-        }),
+        Ok(Mode::Fleet(selection)) => {
+            contexts::across::run("rings", &args.connect, selection, |plan| {
+                across::run(&args.output, &args.operator_namespace, plan)
+            })
+        }
     }
 }
 
@@ -422,7 +425,7 @@ fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
             .await
             .map_err(Exit::usage)?;
         match args.output.as_str() {
-            "json" => fleet::print_json(
+            "json" => tail::print_json(
                 &serde_json::to_value(&survey)
                     .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?,
             )?,

@@ -10,8 +10,8 @@ use express_api::Objects;
 
 use crate::connect::ConnectArgs;
 use crate::exit::{Code, Exit};
-use crate::live::{self, Watched};
-use crate::status::{Outcome, StatusLine, assess};
+use crate::read::live::{self, Watched};
+use crate::show::status::{Outcome, StatusLine, assess};
 
 // The verb's arguments; its help text is the subcommand's, in main.
 #[derive(clap::Args, Debug)]

@@ -17,8 +17,8 @@ use serde::Serialize;
 use express_triage::across::{ContextRead, FleetVerdict, fleet_verdict as across_dcs};
 
 use super::rows::{DoctorBanner, ReleaseRow, TenantRow};
+use crate::contexts::across::ContextError;
 use crate::dashboard::links::encode;
-use crate::fleet::ContextError;
 
 /// Rows on one page of the fleet.
 pub const PAGE_SIZE: usize = 200;
@@ -473,7 +473,7 @@ fn fleet_verdict(dcs: &[DcInput<'_>]) -> FleetVerdict {
                 .rows
                 .iter()
                 .map(|r| r.list.operator_version.as_str())
-                .filter(|v| *v != crate::view::NONE)
+                .filter(|v| *v != crate::show::text::NONE)
                 .collect();
             set.into_iter().map(str::to_owned).collect()
         })
@@ -543,7 +543,7 @@ fn sort(rows: &mut [FleetRow], dcs: &[DcInput<'_>], query: &FleetQuery) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::view::ListRow;
+    use crate::show::cluster::ListRow;
 
     fn now() -> Timestamp {
         "2026-05-01T12:00:00Z".parse().unwrap()

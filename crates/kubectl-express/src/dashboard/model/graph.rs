@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::shown::phase_of;
 use crate::dashboard::layout::{self, Layout};
-use crate::graph;
-use crate::view::short;
+use crate::show::graph;
+use crate::show::text::short;
 
 /// One box of the drawn graph.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::shown::{age, seconds_since};
-use crate::view::{self, ListRow};
+use crate::show::cluster::{self, ListRow};
 
 /// One tenant on the fleet page: the `list` verb's row, and what the page adds to it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -149,8 +149,8 @@ impl DoctorBanner {
 /// namespace's objects (so the cost grows with the fleet, not with its square).
 pub fn rows(objects: &Objects, operator_namespace: &str, now: Timestamp) -> Vec<TenantRow> {
     let mut rows = Vec::new();
-    for (namespace, group) in view::by_namespace(objects, operator_namespace) {
-        for list in view::namespace_rows(&group, operator_namespace) {
+    for (namespace, group) in cluster::by_namespace(objects, operator_namespace) {
+        for list in cluster::namespace_rows(&group, operator_namespace) {
             let nodes = group.nodes_of(&namespace, &list.cluster);
             rows.push(tenant_row(list, &group, &nodes, now));
         }
@@ -183,7 +183,10 @@ pub(super) fn tenant_row(
         .filter_map(|n| n.status()?.running_version.clone())
         .collect();
     TenantRow {
-        up_to_date: up.iter().filter(|n| view::on_desired_revision(n)).count(),
+        up_to_date: up
+            .iter()
+            .filter(|n| cluster::on_desired_revision(n))
+            .count(),
         up: up.len(),
         versions: versions.into_iter().collect(),
         rollout_age: age(now, since),

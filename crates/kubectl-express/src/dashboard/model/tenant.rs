@@ -14,8 +14,8 @@ use serde::Serialize;
 use super::graph::{GraphView, graph_view};
 use super::rows::{TenantRow, tenant_row};
 use super::shown::{age, phase_of, seconds_since};
-use crate::graph;
-use crate::view;
+use crate::show::cluster;
+use crate::show::graph;
 
 /// One node in the tenant page's table, in upgrade order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -129,25 +129,25 @@ pub fn tenant(
     events: &[Arc<Event>],
     now: Timestamp,
 ) -> Option<TenantView> {
-    let group = view::namespace_objects(objects, operator_namespace, namespace);
+    let group = cluster::namespace_objects(objects, operator_namespace, namespace);
     if !group
         .cluster_keys()
         .contains(&ClusterKey::new(namespace, cluster))
     {
         return None;
     }
-    let list = view::namespace_rows(&group, operator_namespace)
+    let list = cluster::namespace_rows(&group, operator_namespace)
         .into_iter()
         .find(|r| r.cluster == cluster)?;
     let nodes = group.nodes_of(namespace, cluster);
     let summary = tenant_row(list, &group, &nodes, now);
     let express_cluster = group.express_cluster(namespace, cluster);
     let status = express_cluster.and_then(|c| c.status.as_ref());
-    let inventory = crate::live::inventory(&group, operator_namespace);
+    let inventory = crate::read::live::inventory(&group, operator_namespace);
     let snapshot = snapshot_of(&inventory, namespace, cluster);
     // One plan for the whole page: the order, and what each graph's edges wait for.
     let planned = snapshot.as_ref().map(|s| express_planner::plan(s, 0));
-    let upgrade_order = view::upgrade_order(express_cluster, planned.as_ref());
+    let upgrade_order = cluster::upgrade_order(express_cluster, planned.as_ref());
     let position = |name: &str| {
         upgrade_order
             .iter()
@@ -195,7 +195,7 @@ pub fn tenant(
         .collect();
     history.sort_by(|a, b| b.sequence.cmp(&a.sequence).then(a.node.cmp(&b.node)));
 
-    let line = crate::status::assess(express_cluster, &nodes);
+    let line = crate::show::status::assess(express_cluster, &nodes);
     let pause = snapshot.as_ref().and_then(|s| s.pause.as_ref());
     Some(TenantView {
         namespace: namespace.to_owned(),
@@ -248,8 +248,8 @@ fn node_row(node: &NodeRef<'_>, group: &Objects, namespace: &str, now: Timestamp
         age: age(now, pod.and_then(|p| p.created())),
         restarts: status.and_then(|s| s.restarts),
         message: status.and_then(|s| s.message.clone()),
-        bounce: status.and_then(view::bounce_under_way),
-        shown_message: status.and_then(view::why_not_moving).map(str::to_owned),
+        bounce: status.and_then(cluster::bounce_under_way),
+        shown_message: status.and_then(cluster::why_not_moving).map(str::to_owned),
     }
 }
 

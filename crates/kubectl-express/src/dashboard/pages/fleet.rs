@@ -336,10 +336,10 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
+    use crate::contexts::across::ContextError;
     use crate::dashboard::model::fleet::{DcDoctor, DcInput, Health, merge};
     use crate::dashboard::model::rows::TenantRow;
-    use crate::fleet::ContextError;
-    use crate::view::ListRow;
+    use crate::show::cluster::ListRow;
 
     fn row(namespace: String, phase: &str) -> TenantRow {
         TenantRow::new(

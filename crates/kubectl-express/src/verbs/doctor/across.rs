@@ -14,9 +14,10 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{Args, code, focus_section, read_fleet, render};
+use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
+use crate::contexts::tail;
 use crate::exit::Exit;
-use crate::fleet::{self, ContextError, PerContext, Plan, Scope};
-use crate::view::table;
+use crate::show::text::table;
 
 /// One context's doctor: its report, and the operator builds its tenants report.
 #[derive(Serialize)]
@@ -94,12 +95,12 @@ pub async fn run(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
         .map(|r| r.context.as_str())
         .collect();
     match args.output.as_str() {
-        "json" => fleet::print_json(&json!({
+        "json" => tail::print_json(&json!({
             "verdict": verdict.as_str(),
             "headline": verdict.headline,
             "reason": verdict.reason,
             "build": verdict.build,
-            "contexts": fleet::entries(&results, |_| Map::from_iter([
+            "contexts": tail::entries(&results, |_| Map::from_iter([
                 ("verdict".to_owned(), json!("unknown")),
                 ("checks".to_owned(), Value::Array(Vec::new())),
                 ("tenants".to_owned(), Value::Array(Vec::new())),
@@ -111,7 +112,7 @@ pub async fn run(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
             render_fleet(&verdict, &results, thresholds.stuck_recovery_seconds)
         ),
     }
-    Ok(ExitCode::from(fleet::exit_code(
+    Ok(ExitCode::from(tail::exit_code(
         &codes,
         unread.len(),
         plan.require_all,

@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use serde_json::{Map, Value, json};
 
 use super::{Read, read, unserved_lines, with_release_column};
+use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
+use crate::contexts::tail;
 use crate::exit::Exit;
-use crate::fleet::{self, ContextError, PerContext, Plan, Scope};
-use crate::view::{NONE, table};
+use crate::show::text::{NONE, table};
 
 pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<ExitCode, Exit> {
     let focus = plan.namespace.clone();
@@ -65,8 +66,8 @@ pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<E
         .map(|r| r.context.as_str())
         .collect();
     match output {
-        "json" => fleet::print_json(&json!({
-            "contexts": fleet::entries(&surveys, |_| Map::from_iter([
+        "json" => tail::print_json(&json!({
+            "contexts": tail::entries(&surveys, |_| Map::from_iter([
                 ("rings".to_owned(), Value::Null),
                 ("unserved".to_owned(), Value::Null),
                 ("leadersKnown".to_owned(), json!(false)),
@@ -76,7 +77,7 @@ pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<E
         }))?,
         _ => print!("{}", render(&surveys)),
     }
-    Ok(ExitCode::from(fleet::exit_code(
+    Ok(ExitCode::from(tail::exit_code(
         &codes,
         unread.len(),
         plan.require_all,
@@ -126,7 +127,7 @@ fn render(results: &[PerContext<super::Survey>]) -> String {
     } else {
         table(&header, &rows)
     };
-    fleet::push_unread_lines(&mut out, results);
+    tail::push_unread_lines(&mut out, results);
     out
 }
 

@@ -14,11 +14,12 @@ use express_api::keys::{
 use express_api::{ExpressCluster, NodeKind};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::exit::Exit;
+use crate::read::live::express_cluster;
 
 /// The field manager of everything the plugin writes.
 pub const FIELD_MANAGER: &str = "kubectl-express";
@@ -33,32 +34,6 @@ pub enum Scope {
     /// Every Express cluster the operator manages: ConfigMap `express-operator-control` in its
     /// namespace.
     All { operator_namespace: String },
-}
-
-/// The ExpressCluster governing Express cluster `cluster` (by `spec.clusterName`, else name).
-pub async fn express_cluster(
-    client: &Client,
-    namespace: &str,
-    cluster: &str,
-) -> Result<ExpressCluster, Exit> {
-    let clusters = Api::<ExpressCluster>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| {
-            Exit::api(
-                format!("cannot list ExpressClusters in namespace {namespace}"),
-                &e,
-            )
-        })?;
-    clusters
-        .items
-        .into_iter()
-        .find(|c| c.cluster_name() == Some(cluster))
-        .ok_or_else(|| {
-            Exit::usage(format!(
-                "no ExpressCluster for Express cluster {cluster} in namespace {namespace}"
-            ))
-        })
 }
 
 /// Who else writes this object, if a GitOps or Helm tool does: its next sync reverts a field
@@ -241,7 +216,7 @@ async fn annotate(
 ) -> Result<(Done, String), Exit> {
     let express_cluster = express_cluster(client, namespace, cluster).await?;
     let object = express_cluster.name_any();
-    let id = crate::verbs::request_id();
+    let id = crate::write::control::request_id();
     let (what, annotations) = match request {
         Request::Abort { rollback } => (
             if rollback {
@@ -327,10 +302,10 @@ pub async fn request_bounce(
     force: bool,
     timeout_seconds: Option<u64>,
 ) -> Result<(NodeKind, Done), Exit> {
-    let (kind, _) = crate::live::find_node(client, namespace, node).await?;
+    let (kind, _) = crate::read::live::find_node(client, namespace, node).await?;
     let nodes: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &kind.api_resource());
-    let id = crate::verbs::request_id();
+    let id = crate::write::control::request_id();
     let patch = serde_json::json!({
         "metadata": {
             "annotations": {
@@ -353,4 +328,14 @@ pub async fn request_bounce(
             ))
         },
     ))
+}
+
+/// A request id nobody else generates: the instant to the millisecond and this process.
+pub fn request_id() -> String {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    format!(
+        "cli-{}-{:x}",
+        now.strftime("%Y%m%dt%H%M%S%3f"),
+        std::process::id()
+    )
 }

@@ -8,86 +8,14 @@ use std::sync::Arc;
 
 use express_api::rings;
 use express_api::views::PodView;
-use express_api::{ChangeState, ClusterPhase, ExpressCluster, NodePhase, NodeStatus};
+use express_api::{ChangeState, ExpressCluster, NodePhase, NodeStatus};
 use express_planner::observe::{pause_of, snapshot_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 
-use crate::status::{Outcome, assess};
+use crate::show::status::{Outcome, assess};
+use crate::show::text::{NONE, Style, dash, short, table};
 use express_api::{ClusterKey, NodeRef, Objects};
-
-/// How to draw: with colour and symbols, or plain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Style {
-    pub color: bool,
-}
-
-impl Style {
-    /// Colour on a terminal unless turned off.
-    pub fn detect(no_color: bool) -> Style {
-        use std::io::IsTerminal as _;
-        Style {
-            color: !no_color
-                && std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none(),
-        }
-    }
-
-    fn paint(self, code: &str, text: &str) -> String {
-        if self.color {
-            format!("\x1b[{code}m{text}\x1b[0m")
-        } else {
-            text.to_owned()
-        }
-    }
-
-    /// A symbol and colour for a node phase; plain: nothing.
-    fn phase(self, phase: Option<NodePhase>) -> String {
-        if !self.color {
-            return String::new();
-        }
-        let (symbol, code) = match phase {
-            Some(NodePhase::Ready) => ("✔", "32"),
-            Some(NodePhase::Waiting) => ("◷", "33"),
-            Some(NodePhase::Provisioning | NodePhase::Upgrading) => ("⟳", "36"),
-            Some(NodePhase::Bouncing) => ("↻", "36"),
-            Some(NodePhase::NotReady) => ("⚠", "33"),
-            Some(NodePhase::Failed) => ("✖", "31"),
-            Some(NodePhase::Paused) => ("॥", "90"),
-            Some(NodePhase::Down) => ("○", "90"),
-            None => ("?", "90"),
-        };
-        format!("{} ", self.paint(code, symbol))
-    }
-
-    fn cluster(self, phase: Option<ClusterPhase>) -> String {
-        if !self.color {
-            return String::new();
-        }
-        let (symbol, code) = match phase {
-            Some(ClusterPhase::Healthy) => ("✔", "32"),
-            Some(ClusterPhase::Progressing) => ("⟳", "36"),
-            Some(ClusterPhase::Paused) => ("॥", "90"),
-            Some(ClusterPhase::Degraded) => ("⚠", "33"),
-            Some(ClusterPhase::Failed) => ("✖", "31"),
-            _ => ("?", "90"),
-        };
-        format!("{} ", self.paint(code, symbol))
-    }
-}
-
-fn dash(text: &str) -> String {
-    if text.is_empty() {
-        "-".into()
-    } else {
-        text.into()
-    }
-}
-
-/// The first 10 characters of a revision hash: enough to tell revisions apart in a table.
-pub(crate) fn short(revision: Option<&str>) -> String {
-    revision.map_or_else(|| "-".into(), |r| r.chars().take(10).collect())
-}
 
 /// One line of `list` (and of the dashboard's fleet page and `/api/tenants`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -109,9 +37,6 @@ pub struct ListRow {
     /// The version of the operator that last wrote `status.operator` (`<none>`: nobody yet).
     pub operator_version: String,
 }
-
-/// Shown when no operator has written its name on the tenant yet.
-pub const NONE: &str = "<none>";
 
 /// The RING cell: the ring the label names (DESIGN section 11), with why the label's ring does
 /// not drive the tenant yet when it does not. A tenant without an ExpressCluster has no label:
@@ -190,7 +115,7 @@ pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
 /// The rows of one namespace's objects (a group of [`by_namespace`] or [`namespace_objects`],
 /// which already holds the operator-wide control ConfigMap).
 pub(crate) fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
-    let inventory = crate::live::inventory(objects, operator_namespace);
+    let inventory = crate::read::live::inventory(objects, operator_namespace);
     objects
         .cluster_keys()
         .into_iter()
@@ -278,37 +203,6 @@ pub(crate) fn on_desired_revision(node: &NodeRef<'_>) -> bool {
         .is_some_and(|s| s.desired_revision.is_some() && s.desired_revision == s.running_revision)
 }
 
-/// Columns padded to their widest cell.
-pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: Vec<String>| {
-        let last = cells.len() - 1;
-        let text: Vec<String> = cells
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == last {
-                    c
-                } else {
-                    format!("{c:<width$}", width = widths[i])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", text.join("  ").trim_end());
-    };
-    line(header.iter().map(|h| (*h).to_owned()).collect());
-    for row in rows {
-        line(row.clone());
-    }
-    out
-}
-
 /// The columns of `list`.
 pub const LIST_HEADER: [&str; 10] = [
     "NAMESPACE",
@@ -393,7 +287,7 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
             field(&mut out, "Failed node", failed);
         }
     }
-    let inventory = crate::live::inventory(objects, "");
+    let inventory = crate::read::live::inventory(objects, "");
     let snapshot = snapshot_of(&inventory, namespace, cluster);
     if let Some(pause) = snapshot.as_ref().and_then(|s| s.pause.as_ref()) {
         field(&mut out, "Paused", &pause.detail());
@@ -539,7 +433,7 @@ pub fn settled(objects: &Objects, namespace: &str, cluster: &str) -> Option<Outc
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::status::assess;
+    use crate::show::status::assess;
     use express_api::objects::shared;
     use express_api::{Backend, ExpressCluster, Frontend, NodePhase, OperatorStatus};
     use serde_json::{Value, json};

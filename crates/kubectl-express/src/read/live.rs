@@ -27,8 +27,6 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt as _};
 
-use crate::verbs::forbidden;
-
 use crate::exit::Exit;
 
 pub(crate) fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -496,4 +494,36 @@ pub fn no_cluster(namespace: &str, cluster: &str) -> String {
         "no Express cluster {cluster} in namespace {namespace} (no ExpressCluster and no node \
          names it)"
     )
+}
+
+/// Whether a read was refused for lack of rights (403, or 401): verbs that read what a user may
+/// not be allowed to see (Leases, the operator's objects) then warn and go on.
+pub fn forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403 || status.code == 401)
+}
+
+/// The ExpressCluster governing Express cluster `cluster` (by `spec.clusterName`, else name).
+pub async fn express_cluster(
+    client: &Client,
+    namespace: &str,
+    cluster: &str,
+) -> Result<ExpressCluster, Exit> {
+    let clusters = Api::<ExpressCluster>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| {
+            Exit::api(
+                format!("cannot list ExpressClusters in namespace {namespace}"),
+                &e,
+            )
+        })?;
+    clusters
+        .items
+        .into_iter()
+        .find(|c| c.cluster_name() == Some(cluster))
+        .ok_or_else(|| {
+            Exit::usage(format!(
+                "no ExpressCluster for Express cluster {cluster} in namespace {namespace}"
+            ))
+        })
 }

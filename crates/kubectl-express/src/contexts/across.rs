@@ -13,10 +13,8 @@ use std::time::{Duration, Instant};
 use express_api::ExpressCluster;
 use futures::StreamExt as _;
 use kube::api::{Api, ListParams};
-use serde::Serialize;
-use serde_json::{Map, Value, json};
 
-use crate::contexts::{self, FleetArgs, Loaded, Selection};
+use crate::contexts::select::{self, FleetArgs, Loaded, Selection};
 use crate::exit::Exit;
 
 /// The exit code of a fleet read some of whose contexts could not be read (*incomplete*).
@@ -229,7 +227,7 @@ pub(crate) async fn probe(
         .apiserver_version()
         .await
         .map_err(|e| ContextError::from_kube(&e, "get /version"))?;
-    let api: Api<ExpressCluster> = crate::live::scoped(client, namespace);
+    let api: Api<ExpressCluster> = crate::read::live::scoped(client, namespace);
     let doing = match namespace {
         Some(namespace) => format!("list expressclusters in namespace {namespace}"),
         None => "list expressclusters".to_owned(),
@@ -243,88 +241,6 @@ pub(crate) async fn probe(
     }
 }
 
-/// The fleet's exit code from the exit codes of the contexts read (0, 1 or 3 each) and the
-/// number of contexts not read: the worst code read; 4 (*incomplete*) when some context was
-/// not read, unless a context read is already at 3; with `require_all`, 4 whenever one was not
-/// read.
-pub fn exit_code(read: &[u8], unread: usize, require_all: bool) -> u8 {
-    let worst = read.iter().copied().max().unwrap_or(0);
-    if unread > 0 && (require_all || worst < 3) {
-        INCOMPLETE
-    } else {
-        worst
-    }
-}
-
-/// One line per context that could not be read: `context dc-c: unreachable (timeout after 10s)`.
-pub fn unread_lines<T>(results: &[PerContext<T>]) -> Vec<String> {
-    results
-        .iter()
-        .filter_map(|r| {
-            let error = r.outcome.as_ref().err()?;
-            Some(format!(
-                "context {}: {} ({error})",
-                r.context,
-                error.status()
-            ))
-        })
-        .collect()
-}
-
-/// Appends a line per context not read to a verb's text output.
-pub fn push_unread_lines<T>(out: &mut String, results: &[PerContext<T>]) {
-    for line in unread_lines(results) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-}
-
-/// The JSON entry of each context: `context`, `status`, `error`, `elapsedMs`, then the verb's
-/// own object (its fields flattened in), or `unread`'s fields for a context not read.
-pub fn entries<T: Serialize>(
-    results: &[PerContext<T>],
-    unread: impl Fn(&ContextError) -> Map<String, Value>,
-) -> Result<Vec<Value>, Exit> {
-    results
-        .iter()
-        .map(|r| {
-            let mut entry = Map::new();
-            entry.insert("context".into(), json!(r.context));
-            entry.insert(
-                "status".into(),
-                json!(r.outcome.as_ref().map_or_else(|e| e.status(), |_| "ok")),
-            );
-            entry.insert(
-                "error".into(),
-                json!(r.outcome.as_ref().err().map(ToString::to_string)),
-            );
-            entry.insert(
-                "elapsedMs".into(),
-                json!(u64::try_from(r.elapsed.as_millis()).unwrap_or(u64::MAX)),
-            );
-            let fields = match &r.outcome {
-                Ok(value) => match serde_json::to_value(value) {
-                    Ok(Value::Object(fields)) => fields,
-                    Ok(other) => Map::from_iter([("value".to_owned(), other)]),
-                    Err(e) => return Err(Exit::usage(format!("cannot write JSON: {e}"))),
-                },
-                Err(error) => unread(error),
-            };
-            entry.extend(fields);
-            Ok(Value::Object(entry))
-        })
-        .collect()
-}
-
-pub fn print_json(value: &Value) -> Result<(), Exit> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value)
-            .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?
-    );
-    Ok(())
-}
-
 /// Runs a fleet verb over `selection`: reads the kubeconfig (a warning on stderr per name two
 /// files define), selects the contexts (exit 2 when none match, or a name is unknown), prints
 /// them with `--list-contexts`, else hands the plan to `work`.
@@ -333,12 +249,12 @@ where
     F: FnOnce(Plan) -> Fut,
     Fut: Future<Output = Result<ExitCode, Exit>>,
 {
-    crate::verbs::block_on_threads(verb, Exit::usage, async {
-        let loaded = contexts::load(args.kubeconfig.as_deref()).map_err(Exit::usage)?;
+    crate::runtime::block_on_threads(verb, Exit::usage, async {
+        let loaded = select::load(args.kubeconfig.as_deref()).map_err(Exit::usage)?;
         for warning in &loaded.warnings {
             eprintln!("kubectl-express {verb}: {warning}");
         }
-        let chosen = contexts::select(
+        let chosen = select::select(
             &loaded.context_names(),
             loaded.current_context(),
             &selection,
@@ -411,31 +327,6 @@ mod tests {
     }
 
     #[test]
-    fn the_exit_code_table() {
-        // (codes of the contexts read, contexts not read, --require-all, exit)
-        let table: &[(&[u8], usize, bool, u8)] = &[
-            (&[0, 0, 0], 0, false, 0),
-            (&[0, 1, 0], 0, false, 1),
-            (&[0, 1, 3], 0, false, 3),
-            (&[3, 3], 0, true, 3),
-            (&[0, 0], 1, false, 4),
-            (&[0, 1], 1, false, 4),
-            (&[0, 3], 1, false, 3),
-            (&[0, 3], 1, true, 4),
-            (&[0, 0], 0, true, 0),
-            (&[], 3, false, 4),
-            (&[], 3, true, 4),
-        ];
-        for (read, unread, require_all, want) in table {
-            assert_eq!(
-                exit_code(read, *unread, *require_all),
-                *want,
-                "read {read:?}, {unread} unread, --require-all {require_all}"
-            );
-        }
-    }
-
-    #[test]
     fn errors_say_what_went_wrong_and_sort_into_statuses() {
         let cases = [
             (
@@ -477,43 +368,6 @@ mod tests {
         assert_eq!(
             ContextError::from_kube(&status(500), "get /version"),
             ContextError::Failed("cannot get /version: no (500)".into())
-        );
-    }
-
-    #[test]
-    fn entries_and_lines_name_every_context() {
-        #[derive(Serialize)]
-        struct Read {
-            clusters: usize,
-        }
-        let results = vec![
-            PerContext {
-                context: "dc-a".into(),
-                elapsed: Duration::from_millis(12),
-                outcome: Ok(Read { clusters: 2 }),
-            },
-            PerContext {
-                context: "dc-b".into(),
-                elapsed: Duration::from_secs(10),
-                outcome: Err(ContextError::TimedOut(10)),
-            },
-        ];
-        let json = entries(&results, |_| {
-            Map::from_iter([("clusters".to_owned(), Value::Null)])
-        })
-        .unwrap();
-        assert_eq!(
-            json,
-            [
-                json!({"context": "dc-a", "status": "ok", "error": null, "elapsedMs": 12,
-                       "clusters": 2}),
-                json!({"context": "dc-b", "status": "unreachable",
-                       "error": "timeout after 10s", "elapsedMs": 10000, "clusters": null}),
-            ]
-        );
-        assert_eq!(
-            unread_lines(&results),
-            ["context dc-b: unreachable (timeout after 10s)"]
         );
     }
 }

@@ -1,0 +1,43 @@
+//! Reading OperatorReleases (DESIGN section 12): one by name, or every one of the operator's
+//! namespace, with a clear word when the CRD is not installed.
+
+use express_api::release::OperatorRelease;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::exit::Exit;
+
+pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<OperatorRelease, Exit> {
+    match Api::<OperatorRelease>::namespaced(client.clone(), namespace)
+        .get_opt(name)
+        .await
+    {
+        Ok(Some(release)) => Ok(release),
+        Ok(None) => Err(Exit::usage(format!(
+            "no OperatorRelease {name} in namespace {namespace} (releases live in the operator's namespace: --operator-namespace)"
+        ))),
+        Err(e) => Err(not_installed(e, namespace)),
+    }
+}
+
+pub async fn list(client: &Client, namespace: &str) -> Result<Vec<OperatorRelease>, Exit> {
+    let mut releases = Api::<OperatorRelease>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| not_installed(e, namespace))?
+        .items;
+    releases.sort_by_key(|r| (r.creation_timestamp().map(|t| t.0), r.name_any()));
+    Ok(releases)
+}
+
+fn not_installed(error: kube::Error, namespace: &str) -> Exit {
+    match &error {
+        kube::Error::Api(status) if status.code == 404 => Exit::usage(
+            "the OperatorRelease CRD is not installed: apply this build's CRDs (deploy/crds, or the chart's crds/) first",
+        ),
+        _ => Exit::api(
+            format!("cannot read OperatorReleases in namespace {namespace}"),
+            &error,
+        ),
+    }
+}

@@ -1,0 +1,11 @@
+//! Showing, pure: text output one object at a time, as argo-rollouts' `info/` — clusters
+//! ([`cluster`]: list rows, the tree), their status ([`status`]), prerequisite graphs
+//! ([`graph`]), kept revisions ([`history`]), operator releases ([`release`]), over the shared
+//! look of [`text`].
+
+pub mod cluster;
+pub mod graph;
+pub mod history;
+pub mod release;
+pub mod status;
+pub mod text;

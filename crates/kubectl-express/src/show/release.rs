@@ -1,0 +1,148 @@
+//! An OperatorRelease as people see it: one release in full, or a table of the fleet's.
+
+use express_api::release::{OperatorRelease, ReleasePhase};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::show::text::{NONE, table};
+
+fn ago(at: Option<Timestamp>, now: Timestamp) -> String {
+    at.map_or_else(
+        || NONE.to_owned(),
+        |at| {
+            let seconds = u64::try_from(now.as_second() - at.as_second()).unwrap_or(0);
+            format!("{} ago", express_api::bounce::format_duration(seconds))
+        },
+    )
+}
+
+/// The columns of the list of releases.
+pub const LIST_HEADER: [&str; 8] = [
+    "NAME", "PHASE", "FROM", "TO", "WAVE", "MOVED", "PINNED", "AGE",
+];
+
+/// One row per release, in the order given.
+pub fn list_rows(releases: &[OperatorRelease], now: Timestamp) -> Vec<Vec<String>> {
+    releases
+        .iter()
+        .map(|r| {
+            let status = r.status.clone().unwrap_or_default();
+            vec![
+                r.name_any(),
+                status.phase().to_string(),
+                r.spec.from_ring.clone(),
+                r.spec.to_ring.clone(),
+                format!("{}/{}", status.wave + 1, r.spec.waves.len()),
+                format!("{}/{}", status.moved_tenants, status.movable_tenants),
+                status.pinned_tenants.to_string(),
+                ago(r.creation_timestamp().map(|t| t.0), now).replace(" ago", ""),
+            ]
+        })
+        .collect()
+}
+
+/// One line per release: the fleet's releases, oldest first.
+pub fn render_list(releases: &[OperatorRelease], now: Timestamp) -> String {
+    if releases.is_empty() {
+        return "No OperatorReleases.\n".into();
+    }
+    table(&LIST_HEADER, &list_rows(releases, now))
+}
+
+/// One release: where it stands and why, its waves, its last samples.
+pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
+    let spec = &release.spec;
+    let status = release.status.clone().unwrap_or_default();
+    let mut out = format!(
+        "OperatorRelease {}/{}: {}\n",
+        release.namespace().unwrap_or_default(),
+        release.name_any(),
+        status.phase()
+    );
+    out.push_str(&format!(
+        "  ring {} -> ring {}{}\n",
+        spec.from_ring,
+        spec.to_ring,
+        spec.version
+            .as_ref()
+            .map(|v| format!(" (build {v})"))
+            .unwrap_or_default()
+    ));
+    if let Some(message) = &status.message {
+        out.push_str(&format!("  {message}\n"));
+    }
+    out.push_str(&format!(
+        "  tenants: {} moved ({} adopted) of {} movable, {} pinned\n",
+        status.moved_tenants, status.adopted_tenants, status.movable_tenants, status.pinned_tenants
+    ));
+    out.push_str(&format!(
+        "  samples: {} ok, {} failed (limit {}), {} inconclusive{}\n",
+        status.samples.ok,
+        status.samples.failed,
+        spec.failure_limit,
+        status.samples.inconclusive,
+        if status.promoted_full {
+            "; promoted in full: no more judging"
+        } else {
+            ""
+        }
+    ));
+    let rows: Vec<Vec<String>> = spec
+        .waves
+        .iter()
+        .enumerate()
+        .map(|(i, wave)| {
+            let seen = status.waves.get(i);
+            let state = match seen {
+                Some(w) if w.finished_at.is_some() => {
+                    if w.promoted { "promoted" } else { "baked" }.to_owned()
+                }
+                // A rolled-back release's last wave neither moves nor bakes any more.
+                Some(_) if status.phase() == ReleasePhase::RolledBack => "stopped".into(),
+                Some(w) => match &w.bake_since {
+                    Some(since) => {
+                        let left =
+                            spec.bake_seconds as i64 - (now.as_second() - since.0.as_second());
+                        format!(
+                            "baking, {} left",
+                            express_api::bounce::format_duration(u64::try_from(left).unwrap_or(0))
+                        )
+                    }
+                    None if i == status.wave as usize && !status.phase().is_final() => {
+                        "moving".into()
+                    }
+                    None => NONE.into(),
+                },
+                None => "waiting".into(),
+            };
+            vec![
+                (i + 1).to_string(),
+                wave.to_string(),
+                seen.map_or_else(|| NONE.into(), |w| w.target.to_string()),
+                ago(seen.and_then(|w| w.started_at.as_ref()).map(|t| t.0), now),
+                ago(seen.and_then(|w| w.finished_at.as_ref()).map(|t| t.0), now),
+                state,
+            ]
+        })
+        .collect();
+    out.push('\n');
+    out.push_str(&table(
+        &["WAVE", "SIZE", "TENANTS", "STARTED", "FINISHED", "STATE"],
+        &rows,
+    ));
+    if !status.last_samples.is_empty() {
+        out.push_str("\nLast samples:\n");
+        for sample in &status.last_samples {
+            out.push_str(&format!(
+                "  {} {:<12} {}\n",
+                ago(Some(sample.at.0), now),
+                sample.verdict.as_str(),
+                sample.reason
+            ));
+        }
+    }
+    if let Some(reason) = &status.rollback_reason {
+        out.push_str(&format!("\nRolled back: {reason}\n"));
+    }
+    out
+}

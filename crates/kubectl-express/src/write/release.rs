@@ -1,0 +1,123 @@
+//! A person's requests on an OperatorRelease (pause, resume, promote, abort), written the way a
+//! user would write them. `kubectl express release` and the dashboard both call these, so each
+//! has one implementation and one wording.
+
+use express_api::release::{
+    ANNOTATION_PROMOTE, ANNOTATION_PROMOTE_FULL, ANNOTATION_ROLLBACK, OperatorRelease,
+};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+
+use crate::exit::Exit;
+use crate::read::release::get;
+use crate::write::control::{Done, FIELD_MANAGER};
+
+/// A person's request on a release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    Pause,
+    Resume,
+    /// End the current bake now; `full`: every remaining wave now, no more baking.
+    Promote {
+        full: bool,
+    },
+    /// Roll back now.
+    Abort,
+}
+
+impl Request {
+    pub fn name(self) -> &'static str {
+        match self {
+            Request::Pause => "pause",
+            Request::Resume => "resume",
+            Request::Promote { full: false } => "promote",
+            Request::Promote { full: true } => "promote --full",
+            Request::Abort => "abort",
+        }
+    }
+}
+
+/// Makes a request: `spec.paused` for pause and resume (declarative, as Argo CD would set it),
+/// a request id on an annotation for promote and abort (each acted on once).
+pub async fn request(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    request: Request,
+) -> Result<Done, Exit> {
+    let release = get(client, namespace, name).await?;
+    let phase = release
+        .status
+        .as_ref()
+        .map(|s| s.phase())
+        .unwrap_or_default();
+    if phase.is_final() {
+        return Err(Exit::failure(format!(
+            "OperatorRelease {name} is {phase}: nothing to {} (a new attempt is a new release)",
+            request.name()
+        )));
+    }
+    let id = crate::write::control::request_id();
+    let patch = match request {
+        Request::Pause | Request::Resume => {
+            serde_json::json!({"spec": {"paused": request == Request::Pause}})
+        }
+        Request::Promote { full } => serde_json::json!({"metadata": {"annotations": {
+            ANNOTATION_PROMOTE: id,
+            ANNOTATION_PROMOTE_FULL: if full { Some("true") } else { None },
+        }}}),
+        Request::Abort => {
+            serde_json::json!({"metadata": {"annotations": {ANNOTATION_ROLLBACK: id}}})
+        }
+    };
+    Api::<OperatorRelease>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| {
+            Exit::api(
+                format!("cannot {} OperatorRelease {name}", request.name()),
+                &e,
+            )
+        })?;
+    let message = match request {
+        Request::Pause => format!(
+            "operatorrelease/{name} paused: nothing moves, nothing is judged until it is resumed"
+        ),
+        Request::Resume => format!("operatorrelease/{name} resumed"),
+        Request::Promote { full: false } => format!(
+            "operatorrelease/{name}: promote requested (id {id}): the current wave ends its bake once its tenants are adopted"
+        ),
+        Request::Promote { full: true } => format!(
+            "operatorrelease/{name}: full promotion requested (id {id}): every remaining wave now, no more baking or judging"
+        ),
+        Request::Abort => format!(
+            "operatorrelease/{name}: abort requested (id {id}): every moved tenant goes back to ring {}",
+            release.spec.from_ring
+        ),
+    };
+    let request_id = matches!(request, Request::Promote { .. } | Request::Abort).then_some(id);
+    Ok(Done {
+        message,
+        warning: managed_by_git(&release),
+        request_id,
+    })
+}
+
+/// A release applied from Git gets `spec.paused` back on the next sync.
+fn managed_by_git(release: &OperatorRelease) -> Option<String> {
+    release
+        .annotations()
+        .get("argocd.argoproj.io/tracking-id")
+        .map(|id| {
+            format!(
+                "Argo CD tracks this release ({id}): a sync sets spec.paused back to what Git says; change it in Git (or use the Argo CD action)"
+            )
+        })
+}
