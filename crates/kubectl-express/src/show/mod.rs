@@ -7,5 +7,6 @@ pub mod cluster;
 pub mod graph;
 pub mod history;
 pub mod release;
+pub mod revisions;
 pub mod status;
 pub mod text;

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use super::revisions::CompareArgs;
 use crate::exit::{Code, Exit};
-use crate::revisions::{Options, gather, render_diff};
+use crate::revisions::sources::{Options, gather};
+use crate::show::revisions::render_diff;
 
 pub type Args = CompareArgs;
 

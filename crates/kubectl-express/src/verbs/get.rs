@@ -33,11 +33,7 @@ pub fn run(args: Args, style: Style) -> ExitCode {
 /// The tree once, or (`-w`) redrawn on every change until the cluster settles.
 async fn get(c: &Connection, cluster: &str, watch: bool, style: Style) -> Result<ExitCode, Exit> {
     let namespace = c.namespace.as_str();
-    let missing = || {
-        Exit::usage(format!(
-            "no Express cluster {cluster} in namespace {namespace} (no ExpressCluster and no node names it)"
-        ))
-    };
+    let missing = || Exit::usage(live::no_cluster(namespace, cluster));
     let found = |objects: &Objects| {
         objects.express_cluster(namespace, cluster).is_some()
             || !objects.nodes_of(namespace, cluster).is_empty()

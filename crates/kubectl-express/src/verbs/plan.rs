@@ -52,9 +52,9 @@ pub fn run(args: Args) -> ExitCode {
         let cluster = args.cluster.as_deref();
         let report = plan::live(&objects, &args.operator_namespace, cluster);
         if let (Some(cluster), true) = (cluster, report.clusters.is_empty()) {
-            return Err(Exit::usage(format!(
-                "no Express cluster {cluster} in namespace {}",
-                namespace.unwrap_or("(any)")
+            return Err(Exit::usage(live::no_cluster(
+                namespace.unwrap_or("(any)"),
+                cluster,
             )));
         }
         Ok(print(&report, args.output))

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use crate::connect::ConnectArgs;
 use crate::exit::{Code, Exit};
-use crate::revisions::{Options, Sources, Verdict, gather, render_json, render_table};
+use crate::revisions::compare::Verdict;
+use crate::revisions::sources::{Options, Sources, gather};
+use crate::show::revisions::{render_json, render_table};
 
 /// Local objects: rendered manifests, or a chart rendered with `helm template`.
 #[derive(clap::Args, Clone, Debug)]

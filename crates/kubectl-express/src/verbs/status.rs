@@ -51,9 +51,7 @@ fn assess_objects(objects: &Objects, namespace: &str, cluster: &str) -> Result<S
     let express_cluster = objects.express_cluster(namespace, cluster);
     let nodes = objects.nodes_of(namespace, cluster);
     if express_cluster.is_none() && nodes.is_empty() {
-        return Err(Exit::usage(format!(
-            "no Express cluster {cluster} in namespace {namespace} (no ExpressCluster and no node names it)"
-        )));
+        return Err(Exit::usage(live::no_cluster(namespace, cluster)));
     }
     Ok(assess(express_cluster, &nodes))
 }
