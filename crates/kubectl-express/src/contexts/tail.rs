@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::contexts::across::{ContextError, INCOMPLETE, PerContext};
 use crate::exit::Exit;
+use crate::show::text::table;
 
 /// The fleet's exit code from the exit codes of the contexts read (0, 1 or 3 each) and the
 /// number of contexts not read: the worst code read; 4 (*incomplete*) when some context was
@@ -87,6 +88,45 @@ pub fn print_json(value: &Value) -> Result<(), Exit> {
             .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?
     );
     Ok(())
+}
+
+/// The rows of every context read, each led by its context, in context order (each context's
+/// rows in its own order).
+pub fn context_rows<T>(
+    results: &[PerContext<T>],
+    cells: impl Fn(&T) -> Vec<Vec<String>>,
+) -> Vec<Vec<String>> {
+    results
+        .iter()
+        .filter_map(|r| Some((r.context.as_str(), r.outcome.as_ref().ok()?)))
+        .flat_map(|(context, read)| {
+            cells(read).into_iter().map(move |row| {
+                let mut led = Vec::with_capacity(row.len() + 1);
+                led.push(context.to_owned());
+                led.extend(row);
+                led
+            })
+        })
+        .collect()
+}
+
+/// The text of a verb across contexts: `rows` (from [`context_rows`]) under a CONTEXT column
+/// and `header`, or `empty` when no context has a row; then a line per context not read.
+pub fn context_table<T>(
+    results: &[PerContext<T>],
+    header: &[&str],
+    rows: &[Vec<String>],
+    empty: &str,
+) -> String {
+    let mut out = if rows.is_empty() {
+        empty.to_owned()
+    } else {
+        let mut columns = vec!["CONTEXT"];
+        columns.extend(header);
+        table(&columns, rows)
+    };
+    push_unread_lines(&mut out, results);
+    out
 }
 
 #[cfg(test)]

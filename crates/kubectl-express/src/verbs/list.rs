@@ -12,7 +12,7 @@ use crate::contexts::select::{FleetArgs, Mode};
 use crate::contexts::{across, tail};
 use crate::exit::{Code, Exit};
 use crate::read::live;
-use crate::show::{cluster, text};
+use crate::show::cluster;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -112,26 +112,15 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
 /// The table with a CONTEXT column first, rows in context order (each context's rows in its
 /// own order), then a line per context not read.
 fn render(results: &[PerContext<Clusters>]) -> String {
-    let rows: Vec<Vec<String>> = results
-        .iter()
-        .filter_map(|r| Some((r.context.as_str(), r.outcome.as_ref().ok()?)))
-        .flat_map(|(context, read)| {
-            read.clusters.iter().map(move |row| {
-                let mut cells = vec![context.to_owned()];
-                cells.extend(cluster::list_cells(row));
-                cells
-            })
-        })
-        .collect();
-    let mut out = if rows.is_empty() {
-        "No Express clusters found.\n".to_owned()
-    } else {
-        let mut header = vec!["CONTEXT"];
-        header.extend(cluster::LIST_HEADER);
-        text::table(&header, &rows)
-    };
-    tail::push_unread_lines(&mut out, results);
-    out
+    let rows = tail::context_rows(results, |read| {
+        read.clusters.iter().map(cluster::list_cells).collect()
+    });
+    tail::context_table(
+        results,
+        &cluster::LIST_HEADER,
+        &rows,
+        "No Express clusters found.\n",
+    )
 }
 
 #[cfg(test)]

@@ -216,33 +216,18 @@ async fn across(
 }
 
 fn render_across(results: &[PerContext<Releases>], named: bool, now: Timestamp) -> String {
+    if !named {
+        let rows = tail::context_rows(results, |read| show::list_rows(&read.releases, now));
+        return tail::context_table(results, &show::LIST_HEADER, &rows, "No OperatorReleases.\n");
+    }
     let mut out = String::new();
-    if named {
-        for r in results {
-            let Ok(read) = &r.outcome else { continue };
-            out.push_str(&format!("== context {}\n", r.context));
-            for one in &read.releases {
-                out.push_str(&show::render(one, now));
-            }
-            out.push('\n');
+    for r in results {
+        let Ok(read) = &r.outcome else { continue };
+        out.push_str(&format!("== context {}\n", r.context));
+        for one in &read.releases {
+            out.push_str(&show::render(one, now));
         }
-    } else {
-        let rows: Vec<Vec<String>> = results
-            .iter()
-            .filter_map(|r| Some((r.context.as_str(), r.outcome.as_ref().ok()?)))
-            .flat_map(|(context, read)| {
-                show::list_rows(&read.releases, now)
-                    .into_iter()
-                    .map(move |row| std::iter::once(context.to_owned()).chain(row).collect())
-            })
-            .collect();
-        if rows.is_empty() {
-            out.push_str("No OperatorReleases.\n");
-        } else {
-            let mut header = vec!["CONTEXT"];
-            header.extend(show::LIST_HEADER);
-            out.push_str(&crate::show::text::table(&header, &rows));
-        }
+        out.push('\n');
     }
     tail::push_unread_lines(&mut out, results);
     out

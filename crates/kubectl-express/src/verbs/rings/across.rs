@@ -10,7 +10,7 @@ use super::{Read, read, unserved_lines, with_release_column};
 use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
 use crate::contexts::tail;
 use crate::exit::Exit;
-use crate::show::text::{NONE, table};
+use crate::show::text::NONE;
 
 pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<ExitCode, Exit> {
     let focus = plan.namespace.clone();
@@ -86,49 +86,42 @@ pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<E
 
 /// One line per ring of each context read, CONTEXT first, then a line per context not read.
 fn render(results: &[PerContext<super::Survey>]) -> String {
-    let mut rows = Vec::new();
-    for r in results {
-        let Ok(survey) = &r.outcome else { continue };
-        for ring in &survey.rings {
-            rows.push(vec![
-                r.context.clone(),
-                ring.ring.clone(),
-                match (&ring.leader, survey.leaders_known) {
-                    (Some(holder), _) => holder.clone(),
-                    (None, _) if ring.driven_without_lease => "<no lease>".into(),
-                    (None, true) => NONE.into(),
-                    (None, false) => "<unknown>".into(),
-                },
-                if ring.versions.is_empty() {
-                    NONE.into()
-                } else {
-                    ring.versions.join(",")
-                },
-                ring.tenants.to_string(),
-                ring.rolling_out.to_string(),
-            ]);
-        }
-    }
-    let mut header = vec![
-        "CONTEXT",
-        "RING",
-        "LEADER",
-        "VERSION",
-        "TENANTS",
-        "ROLLING OUT",
-    ];
+    let rows = tail::context_rows(results, |survey| {
+        survey
+            .rings
+            .iter()
+            .map(|ring| {
+                vec![
+                    ring.ring.clone(),
+                    match (&ring.leader, survey.leaders_known) {
+                        (Some(holder), _) => holder.clone(),
+                        (None, _) if ring.driven_without_lease => "<no lease>".into(),
+                        (None, true) => NONE.into(),
+                        (None, false) => "<unknown>".into(),
+                    },
+                    if ring.versions.is_empty() {
+                        NONE.into()
+                    } else {
+                        ring.versions.join(",")
+                    },
+                    ring.tenants.to_string(),
+                    ring.rolling_out.to_string(),
+                ]
+            })
+            .collect()
+    });
+    let mut header = vec!["RING", "LEADER", "VERSION", "TENANTS", "ROLLING OUT"];
     let releases = results
         .iter()
         .filter_map(|r| r.outcome.as_ref().ok())
         .flat_map(|survey| survey.rings.iter().map(|ring| &ring.release));
     let rows = with_release_column(&mut header, rows, releases);
-    let mut out = if rows.is_empty() {
-        "No operator rings found (no ExpressClusters, no ring Leases).\n".to_owned()
-    } else {
-        table(&header, &rows)
-    };
-    tail::push_unread_lines(&mut out, results);
-    out
+    tail::context_table(
+        results,
+        &header,
+        &rows,
+        "No operator rings found (no ExpressClusters, no ring Leases).\n",
+    )
 }
 
 #[cfg(test)]
