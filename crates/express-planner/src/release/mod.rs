@@ -25,15 +25,17 @@
 
 mod census;
 mod judge;
+mod schedule;
 mod step;
 
 pub use census::ReleaseTenant;
 pub use judge::judge;
+pub use schedule::sample_due;
 pub use step::step;
 
-use express_api::release::{OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase};
+use express_api::release::{OperatorReleaseSpec, OperatorReleaseStatus};
 use express_triage::rings::RingHealth;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 
 /// The condition that says whether the spec can be acted on.
 pub const CONDITION_VALID: &str = "Valid";
@@ -121,33 +123,4 @@ pub struct ReleaseStep {
     pub notices: Vec<Notice>,
     /// When to step again though nothing changed (a sample due, a bake ending).
     pub wake_at: Option<Timestamp>,
-}
-
-/// Whether the next step takes a sample (the controller reads the rings' health only then).
-pub fn sample_due(
-    spec: &OperatorReleaseSpec,
-    status: &OperatorReleaseStatus,
-    now: Timestamp,
-) -> bool {
-    let judging = matches!(
-        status.phase(),
-        ReleasePhase::Progressing | ReleasePhase::Inconclusive
-    ) && !status.promoted_full
-        && !spec.paused;
-    judging && next_sample(spec, status).is_none_or(|at| at <= now)
-}
-
-pub(crate) fn next_sample(
-    spec: &OperatorReleaseSpec,
-    status: &OperatorReleaseStatus,
-) -> Option<Timestamp> {
-    let last = status.last_samples.last()?;
-    Some(after(last.at.0, spec.interval_seconds))
-}
-
-pub(crate) fn after(at: Timestamp, seconds: u64) -> Timestamp {
-    at.saturating_add(SignedDuration::from_secs(
-        i64::try_from(seconds).unwrap_or(i64::MAX),
-    ))
-    .unwrap_or(Timestamp::MAX)
 }
