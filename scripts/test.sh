@@ -40,6 +40,9 @@ report_times() {
     printf '%5ds  total (exit %d)\n' "$((SECONDS - suite_started))" "$status"
 }
 trap report_times EXIT
+# Interrupted, the times are still printed, with the status of an interruption.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 phase "python clients (.venv)"
 if [ ! -x .venv/bin/python ]; then

@@ -356,9 +356,13 @@ pub async fn doctor(
         }
         if let (Health::Live, Some(client)) = (dc.health(), &dc.client) {
             let objects = dc.objects();
-            let fleet =
-                crate::read::live::fleet_around(client, &operator_namespace, &objects, Vec::new())
-                    .await;
+            let fleet = crate::read::triage::fleet_around(
+                client,
+                &operator_namespace,
+                &objects,
+                Vec::new(),
+            )
+            .await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
             let banner = DoctorBanner::from_report(&report, &fleet.releases);
             let verdict = DcDoctor {

@@ -4,3 +4,5 @@
 pub mod live;
 pub mod manifests;
 pub mod release;
+pub mod rings;
+pub mod triage;

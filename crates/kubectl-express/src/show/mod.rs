@@ -4,9 +4,11 @@
 //! look of [`text`].
 
 pub mod cluster;
+pub mod doctor;
 pub mod graph;
 pub mod history;
 pub mod release;
 pub mod revisions;
+pub mod rings;
 pub mod status;
 pub mod text;

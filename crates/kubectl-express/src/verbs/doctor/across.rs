@@ -8,39 +8,29 @@ use std::collections::BTreeSet;
 use std::fmt::Display;
 use std::process::ExitCode;
 
-use express_triage::Report;
-use express_triage::across::{ContextRead, FleetVerdict, fleet_verdict};
-use serde::Serialize;
+use express_triage::Thresholds;
+use express_triage::across::{ContextRead, fleet_verdict};
 use serde_json::{Map, Value, json};
 
-use super::{Args, code, focus_section, read_fleet, render};
 use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
 use crate::contexts::tail;
 use crate::exit::Exit;
-use crate::show::text::table;
+use crate::read::triage::read_fleet;
+use crate::show::doctor::{DcReport, focus_section, render_fleet, verdict_code};
 
-/// One context's doctor: its report, and the operator builds its tenants report.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DcReport {
-    #[serde(flatten)]
-    pub report: Report,
-    /// The versions in `status.operator` of its tenants (the operator builds driving them).
-    pub operator_versions: Vec<String>,
-    /// With `-n NS`: that namespace's clusters, as `list` shows them (text only).
-    #[serde(skip)]
-    pub focus: Option<String>,
-}
-
-pub async fn run(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
+pub async fn run(
+    output: &str,
+    thresholds: Thresholds,
+    operator_namespace: &str,
+    plan: Plan,
+) -> Result<ExitCode, Exit> {
     let focus = plan.namespace.clone();
-    let thresholds = args.thresholds();
     let scope = if focus.is_some() {
         Scope::Namespace
     } else {
         Scope::All
     };
-    let operator_namespace = args.operator_namespace.clone();
+    let operator_namespace = operator_namespace.to_owned();
     let read_thresholds = thresholds.clone();
     let results: Vec<PerContext<DcReport>> = plan
         .read_all(scope, move |target| {
@@ -87,14 +77,14 @@ pub async fn run(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
     let verdict = fleet_verdict(&dcs);
     let codes: Vec<u8> = results
         .iter()
-        .filter_map(|r| Some(code(r.outcome.as_ref().ok()?.report.verdict)))
+        .filter_map(|r| Some(verdict_code(r.outcome.as_ref().ok()?.report.verdict)))
         .collect();
     let unread: Vec<&str> = results
         .iter()
         .filter(|r| r.outcome.is_err())
         .map(|r| r.context.as_str())
         .collect();
-    match args.output.as_str() {
+    match output {
         "json" => tail::print_json(&json!({
             "verdict": verdict.as_str(),
             "headline": verdict.headline,
@@ -117,54 +107,4 @@ pub async fn run(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
         unread.len(),
         plan.require_all,
     )))
-}
-
-/// The fleet verdict and why, one line per context, then each context's report.
-pub fn render_fleet(
-    verdict: &FleetVerdict,
-    results: &[PerContext<DcReport>],
-    stuck_after_seconds: i64,
-) -> String {
-    let mut out = format!(
-        "FLEET VERDICT: {}\n  {}\n\n",
-        verdict.headline, verdict.reason
-    );
-    let rows: Vec<Vec<String>> = results
-        .iter()
-        .map(|r| match &r.outcome {
-            Ok(dc) => vec![
-                r.context.clone(),
-                dc.report.verdict.as_str().to_owned(),
-                if dc.operator_versions.is_empty() {
-                    "-".into()
-                } else {
-                    dc.operator_versions.join(",")
-                },
-                dc.report.reason.clone(),
-            ],
-            Err(error) => vec![
-                r.context.clone(),
-                "unknown".into(),
-                "-".into(),
-                format!("{} ({error})", error.status()),
-            ],
-        })
-        .collect();
-    out.push_str(&table(&["CONTEXT", "VERDICT", "OPERATOR", "WHY"], &rows));
-    for r in results {
-        out.push_str(&format!("\n=== CONTEXT {}\n", r.context));
-        match &r.outcome {
-            Ok(dc) => {
-                out.push_str(&render(&dc.report, stuck_after_seconds));
-                if let Some(section) = &dc.focus {
-                    out.push_str(section);
-                }
-            }
-            Err(error) => out.push_str(&format!(
-                "VERDICT: unknown\n  could not be read: {} ({error})\n",
-                error.status()
-            )),
-        }
-    }
-    out
 }

@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use serde_json::{Map, Value, json};
 
-use super::{Read, read, unserved_lines, with_release_column};
 use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
 use crate::contexts::tail;
 use crate::exit::Exit;
-use crate::show::text::NONE;
+use crate::read::rings::{Read, read};
+use crate::show::rings::{RING_HEADER, Survey, ring_rows, unserved_lines, with_release_column};
 
 pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<ExitCode, Exit> {
     let focus = plan.namespace.clone();
@@ -30,7 +30,7 @@ pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<E
             }
         })
         .await;
-    let surveys: Vec<PerContext<super::Survey>> = results
+    let surveys: Vec<PerContext<Survey>> = results
         .into_iter()
         .map(|r| {
             if let Ok(read) = &r.outcome {
@@ -85,32 +85,9 @@ pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<E
 }
 
 /// One line per ring of each context read, CONTEXT first, then a line per context not read.
-fn render(results: &[PerContext<super::Survey>]) -> String {
-    let rows = tail::context_rows(results, |survey| {
-        survey
-            .rings
-            .iter()
-            .map(|ring| {
-                vec![
-                    ring.ring.clone(),
-                    match (&ring.leader, survey.leaders_known) {
-                        (Some(holder), _) => holder.clone(),
-                        (None, _) if ring.driven_without_lease => "<no lease>".into(),
-                        (None, true) => NONE.into(),
-                        (None, false) => "<unknown>".into(),
-                    },
-                    if ring.versions.is_empty() {
-                        NONE.into()
-                    } else {
-                        ring.versions.join(",")
-                    },
-                    ring.tenants.to_string(),
-                    ring.rolling_out.to_string(),
-                ]
-            })
-            .collect()
-    });
-    let mut header = vec!["RING", "LEADER", "VERSION", "TENANTS", "ROLLING OUT"];
+fn render(results: &[PerContext<Survey>]) -> String {
+    let rows = tail::context_rows(results, ring_rows);
+    let mut header = RING_HEADER.to_vec();
     let releases = results
         .iter()
         .filter_map(|r| r.outcome.as_ref().ok())
@@ -126,8 +103,8 @@ fn render(results: &[PerContext<super::Survey>]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{RingRow, Survey};
     use super::*;
+    use crate::show::rings::RingRow;
     use std::time::Duration;
 
     fn ring(name: &str, leader: Option<&str>, version: &str, tenants: usize) -> RingRow {

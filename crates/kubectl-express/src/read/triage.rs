@@ -1,0 +1,183 @@
+//! Reading what the doctor's triage needs of one DC: its Express objects (everywhere, or at least
+//! in the namespace in focus), then around them the operator's Lease, Deployment, pods, control
+//! ConfigMap, Warning events and releases. What cannot be read is named in the snapshot.
+
+use std::collections::HashMap;
+
+use express_api::keys::REPORTING_CONTROLLER;
+use express_api::rings;
+use express_triage::observe;
+use express_triage::{Fleet, LeaseSeen, Ring};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt as _};
+
+use crate::read::live::{self, forbidden, inventory};
+
+/// The label the operator chart puts on every ring's Deployment.
+const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
+
+/// What triage needs besides the Express objects already read: each ring's Lease, Deployment
+/// and pods, and the operator's Warning events. What cannot be read is named in `unreadable`.
+/// `doctor` calls it after listing the fleet, the dashboard's banner with the objects its watches
+/// hold.
+pub(crate) async fn fleet_around(
+    client: &Client,
+    operator_namespace: &str,
+    objects: &express_api::Objects,
+    mut unreadable: Vec<String>,
+) -> Fleet {
+    let inventory = inventory(objects, operator_namespace);
+    let pauses: HashMap<express_api::ClusterKey, (String, Option<String>)> =
+        express_planner::observe::snapshots(&inventory)
+            .into_iter()
+            .filter_map(|s| {
+                let pause = s.pause?;
+                Some((
+                    express_api::ClusterKey::new(s.namespace, s.cluster_name),
+                    (pause.scope.name().to_owned(), pause.reason),
+                ))
+            })
+            .collect();
+    let tenants = observe::tenants(objects, |key| pauses.get(key).cloned());
+
+    // Every ring with a tenant, and `default` always: each is checked for a live leader.
+    let mut ring_names: std::collections::BTreeSet<String> =
+        tenants.iter().map(|t| t.ring.clone()).collect();
+    ring_names.insert(rings::DEFAULT_RING.to_owned());
+    let selected = ListParams::default().labels(OPERATOR_SELECTOR);
+    let deployments = match Api::<Deployment>::namespaced(client.clone(), operator_namespace)
+        .list(&selected)
+        .await
+    {
+        Ok(list) => list.items,
+        Err(error) => {
+            unreadable.push(format!(
+                "Deployments in {operator_namespace}: {}",
+                reason(&error)
+            ));
+            Vec::new()
+        }
+    };
+    // Pods of every ring: the chart names a ring's pods `express-operator-RING`.
+    let operator_pods = match Api::<Pod>::namespaced(client.clone(), operator_namespace)
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter(|p| observe::is_operator_pod(p.labels()))
+            .collect(),
+        Err(error) => {
+            unreadable.push(format!("pods in {operator_namespace}: {}", reason(&error)));
+            Vec::new()
+        }
+    };
+    let mut fleet_rings = Vec::new();
+    for ring in ring_names {
+        let (namespace, name) = (operator_namespace.to_owned(), rings::lease_name(&ring));
+        let lease = match Api::<Lease>::namespaced(client.clone(), operator_namespace)
+            .get_opt(&name)
+            .await
+        {
+            Ok(Some(lease)) => LeaseSeen::Seen(observe::lease(&lease)),
+            Ok(None) => LeaseSeen::Missing { namespace, name },
+            Err(error) => {
+                unreadable.push(format!("Lease {namespace}/{name}: {}", reason(&error)));
+                LeaseSeen::Unreadable { namespace, name }
+            }
+        };
+        fleet_rings.push(Ring {
+            deployment: deployments
+                .iter()
+                .find(|d| rings::ring_of(d.labels()) == ring)
+                .map(observe::deployment),
+            pods: operator_pods
+                .iter()
+                .filter(|p| rings::ring_of(p.labels()) == ring)
+                .map(observe::operator_pod)
+                .collect(),
+            name: ring,
+            lease,
+        });
+    }
+    let warnings = match Api::<Event>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|e| e.reporting_controller.as_deref() == Some(REPORTING_CONTROLLER))
+            .filter_map(observe::warning)
+            .collect(),
+        Err(error) => {
+            unreadable.push(format!("Events: {}", reason(&error)));
+            Vec::new()
+        }
+    };
+    // Releases: none when their CRD is not installed (an operator older than releases).
+    let releases =
+        match Api::<express_api::OperatorRelease>::namespaced(client.clone(), operator_namespace)
+            .list(&ListParams::default())
+            .await
+        {
+            Ok(list) => list.items.iter().map(observe::release).collect(),
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(error) => {
+                unreadable.push(format!(
+                    "OperatorReleases in {operator_namespace}: {}",
+                    reason(&error)
+                ));
+                Vec::new()
+            }
+        };
+    Fleet {
+        now: k8s_openapi::jiff::Timestamp::now(),
+        rings: fleet_rings,
+        tenants,
+        warnings,
+        unreadable,
+        releases,
+    }
+}
+
+/// Why a read failed, in a few words.
+fn reason(error: &kube::Error) -> String {
+    if forbidden(error) {
+        "forbidden".into()
+    } else {
+        error.to_string()
+    }
+}
+
+/// Reads what triage needs. The Express objects must be readable (everywhere, or at least in
+/// `focus`); anything else that cannot be read is named in the report instead.
+pub async fn read_fleet(
+    client: &Client,
+    operator_namespace: &str,
+    focus: Option<&str>,
+) -> Result<(Fleet, express_api::Objects), String> {
+    let mut unreadable = Vec::new();
+    let objects = match live::load(client, None, operator_namespace).await {
+        Ok(objects) => objects,
+        Err(everywhere) => match focus {
+            Some(namespace) => {
+                let objects = live::load(client, Some(namespace), operator_namespace)
+                    .await
+                    .map_err(|e| format!("{everywhere}; in {namespace}: {e}"))?;
+                unreadable.push(format!(
+                    "Express objects outside namespace {namespace} ({everywhere})"
+                ));
+                objects
+            }
+            None => return Err(everywhere),
+        },
+    };
+    let fleet = fleet_around(client, operator_namespace, &objects, unreadable).await;
+    Ok((fleet, objects))
+}
