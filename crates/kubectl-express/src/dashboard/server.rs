@@ -263,3 +263,118 @@ async fn stylesheet() -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use axum::body::{Body, to_bytes};
+    use axum::http::Request;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    const HOST: &str = "127.0.0.1:3110";
+
+    /// The router over DCs that hold nothing (no client: nothing is read), one context or
+    /// several.
+    fn served(contexts: &[&str]) -> Router {
+        let settings = Settings {
+            operator_namespace: "express-system".into(),
+            read_only: false,
+            allowed_hosts: vec![HOST.into()],
+        };
+        let dcs = if contexts.is_empty() {
+            vec![Arc::new(Dc::new(
+                None,
+                None,
+                None,
+                None,
+                false,
+                Health::Live,
+            ))]
+        } else {
+            contexts
+                .iter()
+                .map(|c| {
+                    Arc::new(Dc::new(
+                        Some((*c).into()),
+                        None,
+                        None,
+                        None,
+                        false,
+                        Health::Live,
+                    ))
+                })
+                .collect()
+        };
+        let (state, _bump) = shared(settings, "test".into(), dcs, !contexts.is_empty());
+        router(state)
+    }
+
+    async fn call(router: &Router, method: &str, path: &str) -> (StatusCode, String) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", HOST)
+            .body(Body::empty())
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn one_context_serves_the_fleet_page_and_its_tenants_at_the_root() {
+        let router = served(&[]);
+        let (status, page) = call(&router, "GET", "/").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(page.contains("id=\"banner\""), "{page}");
+        assert!(!page.contains("id=\"badges\""), "one DC has no badges");
+        let (status, json) = call(&router, "GET", "/api/tenants").await;
+        assert_eq!(status, StatusCode::OK);
+        let view: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(view["tenants"], serde_json::json!([]));
+        assert_eq!(view["contexts"], serde_json::json!([]));
+        // A tenant that is not there, by page, API and action.
+        let (status, page) = call(&router, "GET", "/tenants/team-a/shop").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(
+            page.contains("no Express cluster shop in namespace team-a"),
+            "{page}"
+        );
+        let (status, _) = call(&router, "GET", "/api/tenants/team-a/shop").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        // The routes of a DC of several are not this dashboard's.
+        let (status, answer) = call(&router, "GET", "/api/dcs/dc-a/tenants/team-a/shop").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(answer.contains("no context dc-a"), "{answer}");
+        // Every POST needs the page's token.
+        let (status, answer) =
+            call(&router, "POST", "/api/tenants/team-a/shop/actions/pause").await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    }
+
+    #[tokio::test]
+    async fn several_contexts_serve_one_fleet_page_and_each_tenant_under_its_dc() {
+        let router = served(&["dc-a", "dc-b"]);
+        let (status, page) = call(&router, "GET", "/").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(page.contains("id=\"badges\""), "{page}");
+        let (status, json) = call(&router, "GET", "/api/tenants?context=dc-b").await;
+        assert_eq!(status, StatusCode::OK);
+        let view: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(view["contexts"], serde_json::json!(["dc-a", "dc-b"]));
+        let (status, answer) = call(&router, "GET", "/api/dcs/dc-b/tenants/team-a/shop").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(answer.contains("no Express cluster shop"), "{answer}");
+        let (status, answer) = call(&router, "GET", "/api/dcs/dc-c/tenants/team-a/shop").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(answer.contains("no context dc-c"), "{answer}");
+        // The single context's URLs say where a DC's tenants are.
+        let (status, answer) =
+            call(&router, "POST", "/api/tenants/team-a/shop/actions/pause").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(answer.contains("/dcs/"), "{answer}");
+    }
+}

@@ -451,7 +451,12 @@ pub fn merge(dcs: &[DcInput<'_>], query: &FleetQuery, now: Timestamp) -> FleetVi
         total,
         page,
         pages,
-        contexts: dcs.iter().map(|dc| dc.context.to_owned()).collect(),
+        // The one context of a single-context dashboard has no name to show.
+        contexts: dcs
+            .iter()
+            .filter(|dc| !dc.context.is_empty())
+            .map(|dc| dc.context.to_owned())
+            .collect(),
         namespaces: namespaces.into_iter().collect(),
         phases: phases.into_iter().collect(),
         doctor: match dcs {
