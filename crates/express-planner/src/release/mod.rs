@@ -27,6 +27,7 @@ mod census;
 mod judge;
 mod schedule;
 mod step;
+mod stepper;
 
 pub use census::ReleaseTenant;
 pub use judge::judge;
