@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{Backend, ExpressCluster, Frontend, OperatorRelease};
+use crate::{Backend, ExpressCluster, FleetRelease, Frontend, OperatorRelease};
 
 /// Every CRD of the API, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -12,6 +12,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Backend::crd(),
         Frontend::crd(),
         OperatorRelease::crd(),
+        FleetRelease::crd(),
     ]
 }
 

@@ -66,7 +66,8 @@ fn crd_command_prints_every_crd() {
             "expressclusters.express.dev",
             "backends.express.dev",
             "frontends.express.dev",
-            "operatorreleases.express.dev"
+            "operatorreleases.express.dev",
+            "fleetreleases.express.dev"
         ]
     );
     for doc in &documents {
@@ -86,11 +87,12 @@ fn crd_command_prints_every_crd() {
             .iter()
             .filter_map(|c| c["name"].as_str())
             .collect();
-        // `kubectl get operatorreleases` shows phase, wave, moved, age (DESIGN section 12).
-        let wanted: &[&str] = if doc["spec"]["names"]["kind"].as_str() == Some("OperatorRelease") {
-            &["Phase", "Wave", "Moved", "Age"]
-        } else {
-            &["Phase", "Ready", "Age"]
+        // `kubectl get operatorreleases` shows phase, wave, moved, age (DESIGN section 12);
+        // `kubectl get fleetreleases` its phase and stage in any DC (section 14).
+        let wanted: &[&str] = match doc["spec"]["names"]["kind"].as_str() {
+            Some("OperatorRelease") => &["Phase", "Wave", "Moved", "Age"],
+            Some("FleetRelease") => &["Phase", "Stage", "Age"],
+            _ => &["Phase", "Ready", "Age"],
         };
         for wanted in wanted {
             assert!(
