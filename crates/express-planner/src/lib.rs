@@ -9,6 +9,7 @@
 
 pub mod action;
 pub mod bounce;
+pub mod fleet_release;
 pub mod observe;
 pub mod ownership;
 pub mod plan;

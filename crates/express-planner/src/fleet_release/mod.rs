@@ -1,0 +1,134 @@
+//! One release across data centres (DESIGN section 14), as a pure step: the plan, the status
+//! written last, the requests found on the copies and what each DC shows (its own
+//! `OperatorRelease`, its doctor's verdict, or why it cannot be read) at `now` in; the next
+//! status, the actions on the DCs' releases and when to look again out. The driver writes the
+//! status into every copy after acting, and every action is safe to repeat, so a driver that
+//! dies anywhere is resumed by any other from the DCs alone.
+//!
+//! The rules, each a row of `tests/fleet_release.rs`:
+//! - **Stages in order.** The stage under way is derived from the DCs, not only from a stored
+//!   cursor: the first stage with a DC whose release is not there, not succeeded, or not soaked.
+//!   A stage starts by creating each DC's release (create-if-absent: a DC is released once).
+//! - **Approval.** A stage marked `approval` waits (`WaitingApproval`) for an approve request;
+//!   an approve made before the gate is reached passes the next gate.
+//! - **Done, then soaked** ([`soak`]): a stage is done when every release of it succeeded; its
+//!   soak is timed from the last of them finishing, so a new driver does not reset it. Every
+//!   `release.intervalSeconds` its DCs are judged against the DCs not yet released; an
+//!   inconclusive sample holds the soak clock; more than `release.failureLimit` failed samples
+//!   fail the plan. DCs of earlier stages are not judged again.
+//! - **Failure stops everything after it:** a DC whose release rolled back, a failed soak (the
+//!   DCs in trouble are rolled back by their own release), or a stage past its deadline (paused
+//!   time not counted; its releases still in flight are rolled back): `Failed`.
+//! - **Unknown is never done.** A DC that cannot be read is `Unknown`, and the plan waits for it.
+//! - **People win.** An abort (any copy) wins over everything: in-flight releases roll back
+//!   (`Aborted`); with rollback, every release this plan made (`RolledBack`), even after
+//!   `Succeeded`. Between a pause and a resume the newer wins; paused, in-flight releases are
+//!   paused, no stage starts, no clock runs. Each request is acted on once.
+
+mod soak;
+mod step;
+
+pub use soak::{SoakVerdict, judge};
+pub use step::{step, verdicts_due};
+
+use express_api::fleet_release::{FleetReleaseSpec, FleetReleaseStatus, Request};
+use express_api::release::ReleasePhase;
+use express_triage::Verdict;
+use k8s_openapi::jiff::Timestamp;
+
+/// The newest request of each kind found on the plan's copies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub pause: Option<Request>,
+    pub resume: Option<Request>,
+    pub approve: Option<Request>,
+    pub abort: Option<Request>,
+    /// The abort asks every DC already released back too.
+    pub abort_rollback: bool,
+}
+
+/// A DC's `OperatorRelease` of this plan, as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseSeen {
+    pub phase: ReleasePhase,
+    pub wave: u32,
+    pub moved: u32,
+    /// When it succeeded (its last wave finished).
+    pub finished_at: Option<Timestamp>,
+    /// `spec.paused`.
+    pub paused: bool,
+    /// A rollback was asked of it (acted on or not).
+    pub rollback_asked: bool,
+}
+
+/// What one DC showed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DcRead {
+    /// Its release of this plan; None: not created.
+    pub release: Option<ReleaseSeen>,
+    /// Its doctor's verdict when the driver read it (a soak sample due, or the last stage
+    /// about to start); `Err` says why it could not.
+    pub verdict: Option<Result<Verdict, String>>,
+}
+
+/// One DC of the plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DcSeen {
+    pub context: String,
+    /// `Err`: why it cannot be read.
+    pub read: Result<DcRead, String>,
+}
+
+/// Everything one step reads.
+#[derive(Clone, Debug)]
+pub struct FleetSnapshot<'a> {
+    pub spec: &'a FleetReleaseSpec,
+    /// The status to resume from: the copy written last.
+    pub status: &'a FleetReleaseStatus,
+    pub requests: Requests,
+    /// The DCs the plan names (any order).
+    pub dcs: &'a [DcSeen],
+    pub now: Timestamp,
+}
+
+/// What the driver does to a DC's release. Each is safe to repeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FleetAction {
+    /// Create the DC's release if it is not there.
+    Create {
+        context: String,
+    },
+    Pause {
+        context: String,
+    },
+    Resume {
+        context: String,
+    },
+    /// Ask the DC's release to roll back (its `fromRing` leader moves its tenants home).
+    RollBack {
+        context: String,
+        reason: String,
+    },
+}
+
+impl FleetAction {
+    pub fn context(&self) -> &str {
+        match self {
+            FleetAction::Create { context }
+            | FleetAction::Pause { context }
+            | FleetAction::Resume { context }
+            | FleetAction::RollBack { context, .. } => context,
+        }
+    }
+}
+
+/// What one step decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FleetStep {
+    pub status: FleetReleaseStatus,
+    pub actions: Vec<FleetAction>,
+    /// What happened, in the words the driver prints (a stage started, a sample, a failure).
+    pub notices: Vec<String>,
+    /// When to step again though nothing changed (a sample due, a soak ending, a deadline).
+    pub wake_at: Option<Timestamp>,
+}
