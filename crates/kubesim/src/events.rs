@@ -22,10 +22,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::registry::ResourceType;
-
-/// The group serving the newer view.
-const EVENTS_GROUP: &str = "events.k8s.io";
+use crate::registry::EVENTS_GROUP;
 
 /// `(events.k8s.io/v1 name, v1 name)` of every renamed field.
 const RENAMED: &[(&str, &str)] = &[
@@ -37,11 +34,6 @@ const RENAMED: &[(&str, &str)] = &[
     ("deprecatedFirstTimestamp", "firstTimestamp"),
     ("deprecatedLastTimestamp", "lastTimestamp"),
 ];
-
-/// Whether `rt` is the `events.k8s.io` view of the stored `v1` events.
-pub fn is_events_view(rt: &ResourceType) -> bool {
-    rt.group == EVENTS_GROUP && rt.plural == "events"
-}
 
 /// A stored (`v1`) event as `events.k8s.io/v1` serves it.
 pub fn to_events_view(stored: &Value) -> Value {

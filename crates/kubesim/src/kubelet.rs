@@ -7,107 +7,26 @@
 //! transition, so idle pods cost nothing. Its writes go straight to the store (they are not
 //! client requests and are not counted).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::POD_KEY;
 use crate::clock;
+use crate::kubelet_rules::{KubeletRules, Plan};
 use crate::shared::Shared;
 use crate::store::{EventType, Object};
 
-pub const ANNOTATION_BEHAVIOR: &str = "kubesim.dev/behavior";
-pub const ANNOTATION_STARTUP: &str = "kubesim.dev/startup-seconds";
-pub const ANNOTATION_TERMINATE: &str = "kubesim.dev/terminate-seconds";
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Behavior {
-    #[default]
-    Ready,
-    NeverReady,
-    CrashLoop,
-    StuckTerminating,
-}
-
-impl Behavior {
-    fn parse(text: &str) -> Option<Behavior> {
-        match text.trim() {
-            "ready" => Some(Behavior::Ready),
-            "never-ready" => Some(Behavior::NeverReady),
-            "crash-loop" => Some(Behavior::CrashLoop),
-            "stuck-terminating" => Some(Behavior::StuckTerminating),
-            _ => None,
-        }
-    }
-}
-
-/// Behaviour for pods whose image contains `image` and/or whose labels include `labels`.
-/// The first matching rule wins; pod annotations win over rules.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeletRule {
-    #[serde(default)]
-    pub image: Option<String>,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default)]
-    pub behavior: Option<Behavior>,
-    #[serde(default)]
-    pub startup_seconds: Option<f64>,
-    #[serde(default)]
-    pub terminate_seconds: Option<f64>,
-}
-
-impl KubeletRule {
-    fn matches(&self, pod: &Value) -> bool {
-        let image_ok = self.image.as_deref().is_none_or(|wanted| {
-            pod["spec"]["containers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["image"].as_str().is_some_and(|i| i.contains(wanted)))
-        });
-        let labels_ok = self
-            .labels
-            .iter()
-            .all(|(k, v)| pod["metadata"]["labels"][k].as_str() == Some(v.as_str()));
-        image_ok && labels_ok
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeletConfig {
-    pub startup_seconds: f64,
-    pub terminate_seconds: f64,
-    pub rules: Vec<KubeletRule>,
-}
-
-impl Default for KubeletConfig {
-    fn default() -> Self {
-        KubeletConfig {
-            startup_seconds: 1.0,
-            terminate_seconds: 1.0,
-            rules: Vec::new(),
-        }
-    }
-}
-
-/// What the kubelet does with one pod.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Plan {
-    behavior: Behavior,
-    startup: Duration,
-    terminate: Duration,
-}
+pub use crate::kubelet_rules::{
+    ANNOTATION_BEHAVIOR, ANNOTATION_STARTUP, ANNOTATION_TERMINATE, Behavior, KubeletConfig,
+    KubeletRule,
+};
 
 pub struct Kubelet {
-    config: Mutex<KubeletConfig>,
+    /// Shared with [`Shared`], through which the server changes them at run time.
+    rules: Arc<KubeletRules>,
     /// Uids of pods whose termination clock is running.
     terminating: InFlight,
     /// Uids of pods being started. A relist after missed events reacts to every pod again;
@@ -136,60 +55,30 @@ impl InFlight {
     }
 }
 
-fn seconds(value: f64) -> Duration {
-    Duration::from_secs_f64(if value.is_finite() {
-        value.clamp(0.0, 86_400.0)
-    } else {
-        0.0
-    })
-}
-
 impl Kubelet {
     pub fn new(config: KubeletConfig) -> Self {
         Kubelet {
-            config: Mutex::new(config),
+            rules: Arc::new(KubeletRules::new(config)),
             terminating: InFlight::default(),
             starting: InFlight::default(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, KubeletConfig> {
-        self.config.lock().unwrap_or_else(|p| p.into_inner())
+    /// The rules this kubelet follows, for [`Shared`] to hold.
+    pub fn shared_rules(&self) -> Arc<KubeletRules> {
+        self.rules.clone()
     }
 
     pub fn set_rules(&self, rules: Vec<KubeletRule>) {
-        self.lock().rules = rules;
+        self.rules.set_rules(rules);
     }
 
     pub fn add_rule(&self, rule: KubeletRule) {
-        self.lock().rules.push(rule);
+        self.rules.add_rule(rule);
     }
 
     pub fn rules(&self) -> Vec<KubeletRule> {
-        self.lock().rules.clone()
-    }
-
-    fn plan(&self, pod: &Value) -> Plan {
-        let config = self.lock();
-        let rule = config.rules.iter().find(|r| r.matches(pod));
-        let annotation = |key: &str| pod["metadata"]["annotations"][key].as_str();
-        let number = |key: &str| annotation(key).and_then(|v| v.trim().parse::<f64>().ok());
-        Plan {
-            behavior: annotation(ANNOTATION_BEHAVIOR)
-                .and_then(Behavior::parse)
-                .or(rule.and_then(|r| r.behavior))
-                .unwrap_or_default(),
-            startup: seconds(
-                number(ANNOTATION_STARTUP)
-                    .or(rule.and_then(|r| r.startup_seconds))
-                    .unwrap_or(config.startup_seconds),
-            ),
-            terminate: seconds(
-                number(ANNOTATION_TERMINATE)
-                    .or(rule.and_then(|r| r.terminate_seconds))
-                    .unwrap_or(config.terminate_seconds),
-            ),
-        }
+        self.rules.rules()
     }
 }
 
@@ -228,7 +117,7 @@ fn uid(pod: &Value) -> String {
 fn react(shared: &Arc<Shared>, kubelet: &Arc<Kubelet>, pod: &Value, kind: Option<EventType>) {
     let terminating = pod["metadata"]["deletionTimestamp"].is_string();
     let started = pod["status"]["startTime"].is_string();
-    let plan = kubelet.plan(pod);
+    let plan = kubelet.rules.plan(pod);
     let namespace = pod["metadata"]["namespace"]
         .as_str()
         .unwrap_or("")

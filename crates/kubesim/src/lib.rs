@@ -15,6 +15,7 @@ pub mod events;
 pub mod faults;
 pub mod gc;
 pub mod kubelet;
+pub mod kubelet_rules;
 pub mod logs;
 pub mod patch;
 pub mod protobuf;
@@ -115,7 +116,7 @@ impl KubeSim {
                 config.history_limit,
             )),
             faults: faults::Faults::default(),
-            kubelet: kubelet.clone(),
+            kubelet_rules: kubelet.shared_rules(),
             bookmark_interval: config.bookmark_interval,
             changed: Notify::new(),
             logs: logs::Logs::default(),

@@ -3,6 +3,14 @@
 
 use serde_json::{Value, json};
 
+/// The group serving the newer view of events (the stored objects are `v1` Events).
+pub const EVENTS_GROUP: &str = "events.k8s.io";
+
+/// Whether `rt` is the `events.k8s.io` view of the stored `v1` events.
+pub fn is_events_view(rt: &ResourceType) -> bool {
+    rt.group == EVENTS_GROUP && rt.plural == "events"
+}
+
 /// A printer column for Table output (`kubectl get`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrinterColumn {
@@ -46,7 +54,7 @@ impl ResourceType {
     /// Objects are stored per group and plural: all versions of a resource share storage, and
     /// `events.k8s.io` events are the core events seen through another view.
     pub fn storage_key(&self) -> String {
-        if crate::events::is_events_view(self) {
+        if is_events_view(self) {
             return "/events".to_owned();
         }
         format!("{}/{}", self.group, self.plural)

@@ -8,12 +8,14 @@ use tokio::sync::Notify;
 
 use crate::api::Cluster;
 use crate::faults::Faults;
+use crate::kubelet_rules::KubeletRules;
 
 /// State shared by the server, the simulated kubelet, the garbage collector and the library.
 pub struct Shared {
     pub cluster: Mutex<Cluster>,
     pub faults: Faults,
-    pub kubelet: Arc<crate::kubelet::Kubelet>,
+    /// The simulated kubelet's rules (the server sets them at run time).
+    pub kubelet_rules: Arc<KubeletRules>,
     pub bookmark_interval: Duration,
     /// Woken after every write, for the background controllers.
     pub changed: Notify,

@@ -9,8 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::clock;
 use crate::error::ApiError;
-use crate::events;
-use crate::registry::{Registry, ResourceType};
+use crate::registry::{Registry, ResourceType, is_events_view};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{EventType, Object, Store, Stored};
 
@@ -125,7 +124,7 @@ impl View {
     pub fn of(rt: &ResourceType) -> View {
         View {
             api_version: rt.api_version(),
-            events: crate::events::is_events_view(rt),
+            events: is_events_view(rt),
         }
     }
 
@@ -471,7 +470,7 @@ impl Cluster {
     /// The core events type, when `rt` is the `events.k8s.io` view of them: writes through the
     /// view are converted and made to the stored events.
     fn stored_events(&self, rt: &ResourceType) -> Option<ResourceType> {
-        if !events::is_events_view(rt) {
+        if !is_events_view(rt) {
             return None;
         }
         self.registry.find("", "v1", "events").cloned()

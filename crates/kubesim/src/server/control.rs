@@ -76,12 +76,12 @@ pub(super) fn control(shared: &Shared, method: &Method, rest: &[&str], body: &By
             json_response(StatusCode::OK, &json!({}))
         }
         ("GET", ["kubelet", "rules"]) => {
-            json_response(StatusCode::OK, &json!(shared.kubelet.rules()))
+            json_response(StatusCode::OK, &json!(shared.kubelet_rules.rules()))
         }
         ("POST", ["kubelet", "rules"]) => {
             match serde_json::from_slice::<crate::kubelet::KubeletRule>(body) {
                 Ok(rule) => {
-                    shared.kubelet.add_rule(rule);
+                    shared.kubelet_rules.add_rule(rule);
                     json_response(StatusCode::OK, &json!({}))
                 }
                 Err(e) => {
@@ -90,7 +90,7 @@ pub(super) fn control(shared: &Shared, method: &Method, rest: &[&str], body: &By
             }
         }
         ("DELETE", ["kubelet", "rules"]) => {
-            shared.kubelet.set_rules(Vec::new());
+            shared.kubelet_rules.set_rules(Vec::new());
             json_response(StatusCode::OK, &json!({}))
         }
         ("POST", ["close-watches"]) => {
