@@ -217,7 +217,10 @@ pub fn spec_problems(spec: &FleetReleaseSpec) -> Vec<String> {
         }
         for context in &stage.contexts {
             if context.trim().is_empty() {
-                problems.push(format!("stages[{i}] ({}) names an empty context", stage.name));
+                problems.push(format!(
+                    "stages[{i}] ({}) names an empty context",
+                    stage.name
+                ));
             } else if !seen.insert(context.as_str()) {
                 problems.push(format!(
                     "context {context} is in two stages: a DC is released once"
@@ -316,7 +319,10 @@ impl FleetPhase {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            FleetPhase::Succeeded | FleetPhase::Failed | FleetPhase::Aborted | FleetPhase::RolledBack
+            FleetPhase::Succeeded
+                | FleetPhase::Failed
+                | FleetPhase::Aborted
+                | FleetPhase::RolledBack
         )
     }
 
@@ -519,7 +525,10 @@ mod tests {
         assert_eq!(plan.release.bake_seconds, DEFAULT_BAKE_SECONDS);
         assert_eq!(spec_problems(&plan), Vec::<String>::new());
         let release = plan.release_spec();
-        assert_eq!((release.from_ring.as_str(), release.to_ring.as_str()), ("default", "canary"));
+        assert_eq!(
+            (release.from_ring.as_str(), release.to_ring.as_str()),
+            ("default", "canary")
+        );
         assert_eq!(release.waves.len(), 2);
         assert_eq!(plan.stage_of("dc-c"), Some(1));
         assert_eq!(plan.stage_of("dc-x"), None);
@@ -551,7 +560,12 @@ mod tests {
             ),
             (
                 "the release's own rules",
-                with(|p| p.release.waves = vec![Wave { tenants: None, percent: Some(50) }]),
+                with(|p| {
+                    p.release.waves = vec![Wave {
+                        tenants: None,
+                        percent: Some(50),
+                    }]
+                }),
                 "release: the last wave is 50%",
             ),
             (
@@ -559,7 +573,11 @@ mod tests {
                 with(|p| p.to_ring = "default".into()),
                 "fromRing and toRing are both",
             ),
-            ("no deadline", with(|p| p.stage_deadline_seconds = 0), "stageDeadlineSeconds"),
+            (
+                "no deadline",
+                with(|p| p.stage_deadline_seconds = 0),
+                "stageDeadlineSeconds",
+            ),
         ];
         for (what, problems, expected) in cases {
             assert!(
@@ -571,8 +589,13 @@ mod tests {
 
     #[test]
     fn requests_are_an_id_and_an_instant() {
-        let at: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap_or_else(|e| panic!("{e}"));
-        let request = Request { id: "cli-1".into(), at };
+        let at: Timestamp = "2026-11-26T10:00:00Z"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let request = Request {
+            id: "cli-1".into(),
+            at,
+        };
         assert_eq!(request.to_value(), "cli-1@2026-11-26T10:00:00Z");
         assert_eq!(Request::parse(&request.to_value()), Some(request));
         for bad in ["", "cli-1", "@2026-11-26T10:00:00Z", "cli-1@yesterday"] {
@@ -583,7 +606,10 @@ mod tests {
     #[test]
     fn phases_are_their_wire_names() {
         for phase in FleetPhase::ALL {
-            assert_eq!(serde_json::to_value(phase).ok(), Some(phase.as_str().into()));
+            assert_eq!(
+                serde_json::to_value(phase).ok(),
+                Some(phase.as_str().into())
+            );
         }
         assert!(FleetPhase::RolledBack.is_failure() && FleetPhase::Succeeded.is_final());
         assert!(!FleetPhase::Paused.is_final());

@@ -26,7 +26,7 @@ pub mod views;
 pub use bounce::{BouncePhase, BounceStatus};
 pub use delivery::Work;
 pub use effective::{EffectiveNodeSpec, EffectiveSpecError, effective_spec};
-pub use objects::{ClusterKey, NodeRef, Objects};
 pub use fleet_release::{FleetPhase, FleetRelease, FleetReleaseSpec, FleetReleaseStatus};
+pub use objects::{ClusterKey, NodeRef, Objects};
 pub use release::{OperatorRelease, OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase};
 pub use types::*;

@@ -594,6 +594,40 @@ fn a_rollback_request_wins_over_a_pause_and_is_acted_on_once() {
 }
 
 #[test]
+fn a_succeeded_release_rolls_back_on_request_every_tenant_it_moved() {
+    let mut w = World::new(spec(vec![percent(100)]), 6);
+    w.requests.promote = Some("p1".into());
+    w.requests.promote_full = true;
+    w.run_until(20, |w| phase(w) == ReleasePhase::Succeeded);
+    assert_eq!(w.on_canary(), 6);
+    // Done, then undone (a release across DCs that failed later, or a person).
+    w.requests.rollback = Some("after".into());
+    let r = w.tick();
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+    assert!(
+        w.status
+            .rollback_reason
+            .as_deref()
+            .unwrap()
+            .contains("after it succeeded")
+    );
+    assert!(!r.moves.is_empty());
+    assert!(r.moves.iter().all(|m| m.direction == Direction::Back));
+    w.run_until(40, |w| w.on_canary() == 0);
+    assert!(w.moves_back.values().all(|n| *n == 1), "each tenant back once");
+    // Rolled back is final: another request is noted and ignored.
+    w.requests.rollback = Some("again".into());
+    let ignored = w.tick();
+    assert!(ignored.moves.is_empty());
+    assert!(
+        ignored
+            .notices
+            .iter()
+            .any(|n| n.reason == reason::REQUEST_IGNORED)
+    );
+}
+
+#[test]
 fn promote_ends_the_bake_and_full_promotes_every_wave() {
     let mut w = World::new(
         spec(vec![tenants(1), percent(10), percent(50), percent(100)]),

@@ -106,14 +106,18 @@ impl Stepper<'_> {
             return;
         };
         self.requests().rollback = Some(id.clone());
-        if phase.is_final() {
-            self.notice(
+        match phase {
+            ReleasePhase::RolledBack => self.notice(
                 false,
                 reason::REQUEST_IGNORED,
                 format!("rollback request {id} ignored: the release is already {phase}"),
-            );
-        } else {
-            self.begin_rollback(format!("aborted by request {id}"));
+            ),
+            // A release that succeeded can still be undone (a release across DCs that failed
+            // later, or a person): every tenant it moved goes back, as mid-release.
+            ReleasePhase::Succeeded => {
+                self.begin_rollback(format!("rolled back after it succeeded, by request {id}"))
+            }
+            _ => self.begin_rollback(format!("aborted by request {id}")),
         }
     }
 

@@ -4,7 +4,11 @@
 
 use express_api::release::{
     ANNOTATION_PROMOTE, ANNOTATION_PROMOTE_FULL, ANNOTATION_ROLLBACK, OperatorRelease,
+    ReleasePhase,
 };
+use express_api::rings::{Leadership, lease_name, leadership};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
@@ -51,7 +55,9 @@ pub async fn request(
         .as_ref()
         .map(|s| s.phase())
         .unwrap_or_default();
-    if phase.is_final() {
+    // A release that succeeded can still be rolled back; nothing else is asked of a final one.
+    let undo = request == Request::Abort && phase == ReleasePhase::Succeeded;
+    if phase.is_final() && !undo {
         return Err(Exit::failure(format!(
             "OperatorRelease {name} is {phase}: nothing to {} (a new attempt is a new release)",
             request.name()
@@ -97,17 +103,44 @@ pub async fn request(
         Request::Promote { full: true } => format!(
             "operatorrelease/{name}: full promotion requested (id {id}): every remaining wave now, no more baking or judging"
         ),
+        Request::Abort if undo => format!(
+            "operatorrelease/{name} succeeded: rollback requested (id {id}): every tenant it moved goes back to ring {}",
+            release.spec.from_ring
+        ),
         Request::Abort => format!(
             "operatorrelease/{name}: abort requested (id {id}): every moved tenant goes back to ring {}",
             release.spec.from_ring
         ),
     };
+    // Only the leader of fromRing moves tenants: without one the request waits for it.
+    let warning = match request {
+        Request::Abort => leaderless(client, namespace, &release.spec.from_ring).await,
+        _ => None,
+    }
+    .into_iter()
+    .chain(managed_by_git(&release))
+    .reduce(|a, b| format!("{a}; {b}"));
     let request_id = matches!(request, Request::Promote { .. } | Request::Abort).then_some(id);
     Ok(Done {
         message,
-        warning: managed_by_git(&release),
+        warning,
         request_id,
     })
+}
+
+/// Says so when `ring` has no live leader: the request is recorded and acted on once one leads
+/// (nothing when the Lease cannot be read: the request stands either way).
+async fn leaderless(client: &Client, namespace: &str, ring: &str) -> Option<String> {
+    let lease = Api::<Lease>::namespaced(client.clone(), namespace)
+        .get_opt(&lease_name(ring))
+        .await
+        .ok()?;
+    match leadership(lease.as_ref(), Timestamp::now()) {
+        Leadership::Live { .. } => None,
+        Leadership::Vacant => Some(format!(
+            "ring {ring} has no leader now: the request is recorded and acted on once ring {ring}'s leader runs"
+        )),
+    }
 }
 
 /// A release applied from Git gets `spec.paused` back on the next sync.
