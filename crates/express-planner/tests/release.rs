@@ -614,7 +614,10 @@ fn a_succeeded_release_rolls_back_on_request_every_tenant_it_moved() {
     assert!(!r.moves.is_empty());
     assert!(r.moves.iter().all(|m| m.direction == Direction::Back));
     w.run_until(40, |w| w.on_canary() == 0);
-    assert!(w.moves_back.values().all(|n| *n == 1), "each tenant back once");
+    assert!(
+        w.moves_back.values().all(|n| *n == 1),
+        "each tenant back once"
+    );
     // Rolled back is final: another request is noted and ignored.
     w.requests.rollback = Some("again".into());
     let ignored = w.tick();

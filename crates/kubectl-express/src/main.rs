@@ -84,6 +84,13 @@ enum Command {
     /// leader, 1 some tenant's ring has none (named on stderr), 2 cannot run; across contexts
     /// (--all-contexts, --context ...), 4 when a context could not be read.
     Rings(verbs::rings::Args),
+    /// One operator build released across DCs, stage by stage, each stage soaked against the DCs
+    /// not yet released
+    ///
+    /// `run -f PLAN` writes the plan into every DC it names and drives it; `run NAME` resumes it
+    /// from the DCs. Without an action: the plan's stages and DCs. Exit 0 succeeded, 1 failed,
+    /// aborted or rolled back, 2 cannot run, 3 held inconclusive, 4 a DC not read, 5 later.
+    FleetRelease(verbs::fleet_release::Args),
     /// The operator's own releases: a new build promoted ring by ring, or rolled back
     ///
     /// Without NAME, every OperatorRelease of the operator's namespace; with it, its waves,
@@ -125,6 +132,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => verbs::doctor::run(args),
         Command::Rings(args) => verbs::rings::run(args),
         Command::Release(args) => verbs::release::run(args),
+        Command::FleetRelease(args) => verbs::fleet_release::run(args),
         Command::Dashboard(args) => verbs::dashboard::run(args),
         Command::Completion(args) => verbs::completion::run::<Cli>(args),
         Command::Version(args) => verbs::version::run(args),

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod doctor;
+pub mod fleet_release;
 pub mod graph;
 pub mod history;
 pub mod release;

@@ -8,6 +8,7 @@ pub mod completion;
 pub mod dashboard;
 pub mod diff;
 pub mod doctor;
+pub mod fleet_release;
 pub mod get;
 pub mod history;
 pub mod list;

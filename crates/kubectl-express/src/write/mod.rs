@@ -3,4 +3,5 @@
 //! ([`release`]).
 
 pub mod control;
+pub mod fleet_release;
 pub mod release;

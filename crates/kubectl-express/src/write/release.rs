@@ -3,10 +3,9 @@
 //! has one implementation and one wording.
 
 use express_api::release::{
-    ANNOTATION_PROMOTE, ANNOTATION_PROMOTE_FULL, ANNOTATION_ROLLBACK, OperatorRelease,
-    ReleasePhase,
+    ANNOTATION_PROMOTE, ANNOTATION_PROMOTE_FULL, ANNOTATION_ROLLBACK, OperatorRelease, ReleasePhase,
 };
-use express_api::rings::{Leadership, lease_name, leadership};
+use express_api::rings::{Leadership, leadership, lease_name};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
