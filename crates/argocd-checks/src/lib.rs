@@ -96,8 +96,16 @@ pub fn kind_dir(kind: &str) -> PathBuf {
         .join(kind)
 }
 
-/// The kinds of the `express.dev` group that have a health check.
+/// The kinds of the `express.dev` group that have a health check and actions.
 pub const KINDS: [&str; 4] = ["ExpressCluster", "Backend", "Frontend", "OperatorRelease"];
+/// The kinds with a health check and no actions: a FleetRelease's requests carry the instant
+/// they were made, which Argo CD's Lua cannot tell (`kubectl express fleet-release` makes them).
+pub const HEALTH_ONLY: [&str; 1] = ["FleetRelease"];
+
+/// Every kind with a health check.
+pub fn health_kinds() -> impl Iterator<Item = &'static str> {
+    KINDS.into_iter().chain(HEALTH_ONLY)
+}
 
 /// The `argocd-cm` ConfigMap data that installs every health check, generated from the
 /// scripts (`deploy/argocd/argocd-cm.yaml` is this text, checked by a test).
@@ -108,7 +116,7 @@ pub fn argocd_cm() -> Result<String, Error> {
          apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\n  namespace: argocd\n  \
          labels:\n    app.kubernetes.io/part-of: argocd\ndata:\n",
     );
-    for kind in KINDS {
+    for kind in health_kinds() {
         let script = read(&kind_dir(kind).join("health.lua"))?;
         out.push_str(&format!(
             "  resource.customizations.health.express.dev_{kind}: |\n"

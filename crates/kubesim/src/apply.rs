@@ -303,15 +303,31 @@ fn write_entries(object: &mut Value, entries: &[Entry], api_version: &str) {
     }
 }
 
-/// Records a non-apply write by `manager`: it owns every field not owned by an applier.
-pub fn record_update(object: &mut Value, manager: &str, api_version: &str) {
+/// Records a non-apply write by `manager`. A create (`previous` None) owns every field not owned
+/// by an applier; an update owns, as the API server has it, what it owned before and what it
+/// changed, and takes what it changed from every other manager (a metadata patch leaves the
+/// status to whoever applied it, even under the same manager name).
+pub fn record_update(object: &mut Value, previous: Option<&Value>, manager: &str, api_version: &str) {
     let mut all = entries(object);
     let applied: BTreeSet<Path> = all
         .iter()
         .filter(|e| e.operation == "Apply" && e.manager != manager)
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
-    let owned: BTreeSet<Path> = fields_of(object).difference(&applied).cloned().collect();
+    let owned: BTreeSet<Path> = match previous {
+        None => fields_of(object).difference(&applied).cloned().collect(),
+        Some(previous) => {
+            let before: BTreeSet<Path> = all
+                .iter()
+                .filter(|e| e.manager == manager && e.operation == "Update")
+                .flat_map(|e| e.fields.iter().cloned())
+                .collect();
+            fields_of(object)
+                .into_iter()
+                .filter(|p| before.contains(p) || lookup(previous, p) != lookup(object, p))
+                .collect()
+        }
+    };
     all.retain(|e| !(e.manager == manager && e.operation == "Update"));
     for entry in &mut all {
         entry.fields.retain(|f| !owned.contains(f));
@@ -493,8 +509,9 @@ mod tests {
                 "manager": "helm", "operation": "Apply", "apiVersion": "v1", "time": long_ago,
                 "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:a": {}}}}]},
             "data": {"a": "1"}});
+        let previous = object.clone();
         object["data"]["b"] = json!("2");
-        record_update(&mut object, "operator", "v1");
+        record_update(&mut object, Some(&previous), "operator", "v1");
         let entries = object["metadata"]["managedFields"].as_array().unwrap();
         let time_of = |manager: &str| {
             entries.iter().find(|e| e["manager"] == manager).unwrap()["time"]
@@ -504,6 +521,32 @@ mod tests {
         };
         assert_eq!(time_of("helm"), long_ago, "{entries:?}");
         assert_ne!(time_of("operator"), long_ago);
+    }
+
+    #[test]
+    fn an_update_owns_what_it_changed_not_what_the_same_manager_applied() {
+        // A driver applies the status and, as the same manager, patches an annotation: the
+        // status stays its apply's, so that the next apply can clear a field of it.
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "managedFields": [{
+                "manager": "driver", "operation": "Apply", "apiVersion": "v1", "subresource": "status",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:pausedSince": {}, "f:phase": {}}}}]},
+            "status": {"pausedSince": "t", "phase": "Paused"}});
+        let previous = object.clone();
+        object["metadata"]["annotations"] = json!({"resume": "r1"});
+        record_update(&mut object, Some(&previous), "driver", "v1");
+        let entries = object["metadata"]["managedFields"].as_array().unwrap();
+        let fields_of = |operation: &str| {
+            entries.iter().find(|e| e["operation"] == operation).unwrap()["fieldsV1"].clone()
+        };
+        assert_eq!(
+            fields_of("Apply"),
+            json!({"f:status": {"f:pausedSince": {}, "f:phase": {}}})
+        );
+        assert_eq!(
+            fields_of("Update"),
+            json!({"f:metadata": {"f:annotations": {"f:resume": {}}}})
+        );
     }
 
     #[test]

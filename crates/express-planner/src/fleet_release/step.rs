@@ -574,7 +574,7 @@ impl<'a> Stepper<'a> {
                 }) => {}
                 None => waiting.push(match self.unreadable(context) {
                     Some(why) => format!("{context} cannot be read ({why})"),
-                    None => format!("{context} not created yet"),
+                    None => format!("{context} release being created"),
                 }),
             }
         }

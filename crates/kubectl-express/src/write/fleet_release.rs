@@ -1,7 +1,8 @@
 //! Writing a release across DCs into one DC (DESIGN section 14): the plan's copy (created once,
 //! never changed: a different spec under the same name is refused), its status, a person's
 //! request (an annotation, `ID@instant`), and the step's actions on the DC's own
-//! `OperatorRelease`, each safe to repeat: created if absent, paused, resumed, rolled back.
+//! `OperatorRelease`, each safe to repeat: created if absent, paused, resumed, rolled back. The
+//! status is applied whole (server-side apply, one field manager).
 
 use std::collections::BTreeMap;
 
@@ -87,11 +88,18 @@ pub async fn status(
     name: &str,
     status: &FleetReleaseStatus,
 ) -> Result<(), String> {
+    // Applied whole under one field manager, so that a field the step cleared (a pause ended)
+    // goes away: a merge patch would keep what it does not name.
+    let applied = serde_json::json!({
+        "apiVersion": format!("{}/{}", express_api::keys::GROUP, express_api::keys::VERSION),
+        "kind": "FleetRelease",
+        "status": status,
+    });
     Api::<FleetRelease>::namespaced(client.clone(), namespace)
         .patch_status(
             name,
-            &params(),
-            &Patch::Merge(serde_json::json!({ "status": status })),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&applied),
         )
         .await
         .map(|_| ())

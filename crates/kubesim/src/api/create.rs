@@ -98,7 +98,7 @@ impl Cluster {
         self.admit(rt, &mut object, &name, options)?;
         self.default_on_create(rt, &mut object);
         if let Some(manager) = &options.field_manager {
-            crate::apply::record_update(&mut object, manager, &rt.api_version());
+            crate::apply::record_update(&mut object, None, manager, &rt.api_version());
         }
         if key == CRD_KEY {
             let mut registry = self.registry.clone();

@@ -191,7 +191,7 @@ impl Cluster {
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
         if let Some(manager) = &options.field_manager {
-            crate::apply::record_update(&mut next, manager, &rt.api_version());
+            crate::apply::record_update(&mut next, Some(current), manager, &rt.api_version());
         }
         let key = rt.storage_key();
         if key == CRD_KEY {
