@@ -106,7 +106,6 @@ fn the_argocd_cm_snippet_is_in_sync_with_the_scripts() {
         );
     }
     for kind in KINDS {
-
         // Actions: a YAML document of their own inside the value, as Argo CD reads it.
         let key = format!("resource.customizations.actions.express.dev_{kind}");
         let actions: serde_yaml::Value =

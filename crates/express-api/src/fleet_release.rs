@@ -25,6 +25,9 @@ use crate::rings::ring_name_problem;
 
 /// OperatorRelease label: the FleetRelease that created it.
 pub const LABEL_FLEET_RELEASE: &str = "express.dev/fleet-release";
+/// OperatorRelease annotation: the FleetRelease that paused it (and so resumes it; a release a
+/// person paused by hand stays paused).
+pub const ANNOTATION_PAUSED_BY: &str = "express.dev/paused-by";
 /// FleetRelease annotations: a person's requests, each `ID@RFC3339` (see [`Request`]).
 pub const ANNOTATION_PAUSE: &str = "express.dev/pause";
 pub const ANNOTATION_RESUME: &str = "express.dev/resume";

@@ -54,6 +54,7 @@ struct SimRelease {
     created: i64,
     finished_at: Option<i64>,
     paused: bool,
+    paused_by_plan: bool,
     rollback_asked: bool,
 }
 
@@ -104,6 +105,7 @@ impl World {
                             moved: 1,
                             finished_at: r.finished_at.map(at),
                             paused: r.paused,
+                            paused_by_plan: r.paused_by_plan,
                             rollback_asked: r.rollback_asked,
                         }),
                         verdict: with_verdicts
@@ -142,13 +144,22 @@ impl World {
                             created: self.now,
                             finished_at: None,
                             paused: false,
+                            paused_by_plan: false,
                             rollback_asked: false,
                         },
                     );
                 }
             }
-            FleetAction::Pause { context } => self.release_mut(context).paused = true,
-            FleetAction::Resume { context } => self.release_mut(context).paused = false,
+            FleetAction::Pause { context } => {
+                let release = self.release_mut(context);
+                release.paused = true;
+                release.paused_by_plan = true;
+            }
+            FleetAction::Resume { context } => {
+                let release = self.release_mut(context);
+                release.paused = false;
+                release.paused_by_plan = false;
+            }
             FleetAction::RollBack { context, .. } => {
                 self.release_mut(context).rollback_asked = true
             }
@@ -500,6 +511,38 @@ fn pause_holds_everything_and_the_newer_of_pause_and_resume_wins() {
     );
     assert_eq!(resumed.actions.len(), 2);
     run_until(&mut world, FleetPhase::Succeeded, 40, 30);
+}
+
+#[test]
+fn a_dc_unreadable_when_the_plan_is_resumed_is_resumed_once_it_is_read_and_a_person_s_pause_stands()
+{
+    let mut world = World::new(plan(&[2], &[], 60));
+    world.run(10);
+    world.requests.pause = world.request("cli-pause");
+    world.run(10);
+    world.unreadable.insert("dc-0b".into());
+    world.requests.resume = world.request("cli-resume");
+    let resumed = world.run(10);
+    assert_eq!(
+        resumed.actions,
+        [FleetAction::Resume {
+            context: "dc-0a".into()
+        }]
+    );
+    world.unreadable.clear();
+    let later = world.run(10);
+    assert_eq!(
+        later.actions,
+        [FleetAction::Resume {
+            context: "dc-0b".into()
+        }]
+    );
+    // A person pauses dc-0a's own release by hand: the plan leaves it so.
+    world.releases.get_mut("dc-0a").unwrap().paused = true;
+    for _ in 0..5 {
+        assert!(world.run(30).actions.is_empty());
+    }
+    assert!(world.releases["dc-0a"].paused);
 }
 
 #[test]

@@ -613,6 +613,7 @@ mod tests {
             warnings: Vec::new(),
             unreadable: Vec::new(),
             releases: Vec::new(),
+            fleet_releases: Vec::new(),
         }
     }
 

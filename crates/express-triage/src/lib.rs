@@ -70,6 +70,9 @@ pub struct Fleet {
     pub unreadable: Vec<String>,
     /// The operator's releases (DESIGN section 12).
     pub releases: Vec<ReleaseSeen>,
+    /// The releases across DCs this DC holds a copy of (DESIGN section 14), as the same fields:
+    /// a failed or held one warns, and never changes this DC's verdict.
+    pub fleet_releases: Vec<ReleaseSeen>,
 }
 
 /// An OperatorRelease as triage reads it.

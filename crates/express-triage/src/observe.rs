@@ -313,6 +313,22 @@ pub fn release(release: &express_api::OperatorRelease) -> crate::ReleaseSeen {
     }
 }
 
+/// A release across DCs (its copy in this DC) as triage reads it.
+pub fn fleet_release(plan: &express_api::FleetRelease) -> crate::ReleaseSeen {
+    let status = plan.status.as_ref();
+    crate::ReleaseSeen {
+        name: plan.metadata.name.clone().unwrap_or_default(),
+        from_ring: plan.spec.from_ring.clone(),
+        to_ring: plan.spec.to_ring.clone(),
+        phase: status
+            .map(|s| s.phase())
+            .unwrap_or_default()
+            .as_str()
+            .to_owned(),
+        message: status.and_then(|s| s.message.clone()),
+    }
+}
+
 /// The label the operator chart puts on every ring's Deployment and pods, and its value (a
 /// ring's pods may carry `express-operator-RING`).
 pub const OPERATOR_NAME_LABEL: &str = "app.kubernetes.io/name";

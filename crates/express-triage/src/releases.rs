@@ -1,5 +1,5 @@
-//! The `release` check (DESIGN section 12): a release that rolled back or holds inconclusive
-//! warns; a tenant one ring let go and no ring adopted fails (the hand-over a release relies on
+//! The `release` check (DESIGN sections 12 and 14): a release that rolled back or holds
+//! inconclusive warns, and so does a release across DCs that failed, was aborted or holds; a tenant one ring let go and no ring adopted fails (the hand-over a release relies on
 //! is broken: an operator-layer problem).
 
 use crate::checks::{age, check, name};
@@ -36,12 +36,35 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
             r.message.as_deref().unwrap_or("no message")
         )
     };
-    let troubled: Vec<String> = fleet
+    let mut troubled: Vec<String> = fleet
         .releases
         .iter()
         .filter(|r| r.phase == "RolledBack" || r.phase == "Inconclusive")
         .map(describe)
         .collect();
+    // A release across DCs that failed or holds: the DCs compared, not this DC's own layer.
+    troubled.extend(
+        fleet
+            .fleet_releases
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.phase.as_str(),
+                    "Failed" | "Aborted" | "RolledBack" | "Inconclusive"
+                )
+            })
+            .map(|r| {
+                format!(
+                    "FleetRelease {} (ring {} to ring {}) is {}: {} (`kubectl express fleet-release {}`)",
+                    r.name,
+                    r.from_ring,
+                    r.to_ring,
+                    r.phase,
+                    r.message.as_deref().unwrap_or("no message"),
+                    r.name
+                )
+            }),
+    );
     let running: Vec<String> = fleet
         .releases
         .iter()
@@ -72,7 +95,7 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
             RELEASE,
             Status::Warn,
             format!(
-                "{} release(s) rolled back or inconclusive: `kubectl express release` says why",
+                "{} release(s) rolled back, failed or inconclusive: `kubectl express release` (or `fleet-release`) says why",
                 troubled.len()
             ),
             troubled,
@@ -159,13 +182,31 @@ mod tests {
                 "rolled back",
                 fleet(vec![], vec![release("RolledBack")]),
                 Status::Warn,
-                "rolled back or inconclusive",
+                "rolled back, failed or inconclusive",
             ),
             (
                 "inconclusive",
                 fleet(vec![], vec![release("Inconclusive")]),
                 Status::Warn,
-                "rolled back or inconclusive",
+                "rolled back, failed or inconclusive",
+            ),
+            (
+                "a release across DCs that failed: a warning, never the verdict",
+                Fleet {
+                    fleet_releases: vec![release("Failed")],
+                    ..fleet(vec![], vec![])
+                },
+                Status::Warn,
+                "rolled back, failed or inconclusive",
+            ),
+            (
+                "a release across DCs under way",
+                Fleet {
+                    fleet_releases: vec![release("Soaking")],
+                    ..fleet(vec![], vec![])
+                },
+                Status::Ok,
+                "no release in trouble",
             ),
             (
                 "a hand-over under way",

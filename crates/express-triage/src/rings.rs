@@ -64,6 +64,8 @@ pub fn ring_health(fleet: &Fleet, ring: &str, limits: &Thresholds) -> RingHealth
         warnings: Vec::new(),
         unreadable: Vec::new(),
         releases: Vec::new(),
+        // A ring is judged on its own tenants and operator, not on plans across DCs.
+        fleet_releases: Vec::new(),
     };
     let report = triage(&of_ring, limits);
     let failing = |name: &str| {

@@ -307,7 +307,12 @@ fn write_entries(object: &mut Value, entries: &[Entry], api_version: &str) {
 /// by an applier; an update owns, as the API server has it, what it owned before and what it
 /// changed, and takes what it changed from every other manager (a metadata patch leaves the
 /// status to whoever applied it, even under the same manager name).
-pub fn record_update(object: &mut Value, previous: Option<&Value>, manager: &str, api_version: &str) {
+pub fn record_update(
+    object: &mut Value,
+    previous: Option<&Value>,
+    manager: &str,
+    api_version: &str,
+) {
     let mut all = entries(object);
     let applied: BTreeSet<Path> = all
         .iter()
@@ -537,7 +542,11 @@ mod tests {
         record_update(&mut object, Some(&previous), "driver", "v1");
         let entries = object["metadata"]["managedFields"].as_array().unwrap();
         let fields_of = |operation: &str| {
-            entries.iter().find(|e| e["operation"] == operation).unwrap()["fieldsV1"].clone()
+            entries
+                .iter()
+                .find(|e| e["operation"] == operation)
+                .unwrap()["fieldsV1"]
+                .clone()
         };
         assert_eq!(
             fields_of("Apply"),

@@ -304,6 +304,7 @@ async fn health(
         warnings: Vec::new(),
         unreadable: Vec::new(),
         releases: Vec::new(),
+        fleet_releases: Vec::new(),
     };
     let limits = Thresholds::default();
     Ok((

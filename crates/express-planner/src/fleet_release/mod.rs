@@ -57,6 +57,8 @@ pub struct ReleaseSeen {
     pub finished_at: Option<Timestamp>,
     /// `spec.paused`.
     pub paused: bool,
+    /// Paused by this plan (not by a person, whose pause stands).
+    pub paused_by_plan: bool,
     /// A rollback was asked of it (acted on or not).
     pub rollback_asked: bool,
 }

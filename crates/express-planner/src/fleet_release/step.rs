@@ -351,14 +351,6 @@ impl<'a> Stepper<'a> {
             }
             self.notices.push("resumed".into());
         }
-        // The releases this plan paused go on.
-        for context in self.in_flight() {
-            if self.release(context).is_some_and(|r| r.paused) {
-                self.actions.push(FleetAction::Resume {
-                    context: context.to_owned(),
-                });
-            }
-        }
     }
 
     /// DCs whose release exists and is not over.
@@ -373,6 +365,18 @@ impl<'a> Stepper<'a> {
 
     fn hold_while_paused(&mut self) -> Gate {
         if self.status.paused_since.is_none() {
+            // What this plan paused goes on, also in a DC that could not be read when the
+            // plan was resumed; what a person paused stays paused.
+            for context in self.in_flight() {
+                if self
+                    .release(context)
+                    .is_some_and(|r| r.paused && r.paused_by_plan)
+                {
+                    self.actions.push(FleetAction::Resume {
+                        context: context.to_owned(),
+                    });
+                }
+            }
             return ControlFlow::Continue(());
         }
         for context in self.in_flight() {

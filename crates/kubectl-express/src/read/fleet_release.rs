@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use express_api::fleet_release::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_APPROVE, ANNOTATION_PAUSE,
-    ANNOTATION_RESUME, FleetRelease, FleetReleaseStatus, Request,
+    ANNOTATION_PAUSED_BY, ANNOTATION_RESUME, FleetRelease, FleetReleaseStatus, LABEL_FLEET_RELEASE,
+    Request,
 };
 use express_api::release::OperatorRelease;
 use express_planner::fleet_release::{ReleaseSeen, Requests};
@@ -72,6 +73,9 @@ pub fn release_seen(release: &OperatorRelease) -> ReleaseSeen {
             .flatten()
             .map(|t| t.0),
         paused: release.spec.paused,
+        paused_by_plan: release.annotations().get(ANNOTATION_PAUSED_BY)
+            == release.labels().get(LABEL_FLEET_RELEASE)
+            && release.annotations().contains_key(ANNOTATION_PAUSED_BY),
         rollback_asked: release
             .annotations()
             .contains_key(express_api::release::ANNOTATION_ROLLBACK),

@@ -136,6 +136,16 @@ pub(crate) async fn fleet_around(
                 Vec::new()
             }
         };
+    // Releases across DCs: the copies of this DC, none before their CRD.
+    let fleet_releases = match crate::read::fleet_release::copies(client, operator_namespace).await
+    {
+        Ok(plans) => plans.iter().map(observe::fleet_release).collect(),
+        Err(why) if why.contains("not installed") => Vec::new(),
+        Err(why) => {
+            unreadable.push(why);
+            Vec::new()
+        }
+    };
     Fleet {
         now: k8s_openapi::jiff::Timestamp::now(),
         rings: fleet_rings,
@@ -143,6 +153,7 @@ pub(crate) async fn fleet_around(
         warnings,
         unreadable,
         releases,
+        fleet_releases,
     }
 }
 

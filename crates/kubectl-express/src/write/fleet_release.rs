@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use express_api::fleet_release::{
-    FleetRelease, FleetReleaseSpec, FleetReleaseStatus, LABEL_FLEET_RELEASE,
+    ANNOTATION_PAUSED_BY, FleetRelease, FleetReleaseSpec, FleetReleaseStatus, LABEL_FLEET_RELEASE,
 };
 use express_api::release::{ANNOTATION_ROLLBACK, OperatorRelease};
 use express_planner::fleet_release::FleetAction;
@@ -176,10 +176,15 @@ pub async fn act(
         }
         FleetAction::Pause { .. } | FleetAction::Resume { .. } => {
             let paused = matches!(action, FleetAction::Pause { .. });
+            // Marked as this plan's pause, so that the plan resumes it and no other.
+            let mark = paused.then_some(name);
             api.patch(
                 name,
                 &params(),
-                &Patch::Merge(serde_json::json!({"spec": {"paused": paused}})),
+                &Patch::Merge(serde_json::json!({
+                    "metadata": {"annotations": {ANNOTATION_PAUSED_BY: mark}},
+                    "spec": {"paused": paused},
+                })),
             )
             .await
             .map_err(|e| {
