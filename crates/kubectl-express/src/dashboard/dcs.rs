@@ -364,7 +364,11 @@ pub async fn doctor(
             )
             .await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
-            let banner = DoctorBanner::from_report(&report, &fleet.releases);
+            // The copies of the releases across DCs, for their stages (none before their CRD).
+            let plans = crate::read::fleet_release::copies(client, &operator_namespace)
+                .await
+                .unwrap_or_default();
+            let banner = DoctorBanner::from_report(&report, &fleet.releases, &plans);
             let verdict = DcDoctor {
                 verdict: report.verdict,
                 reason: report.reason.clone(),

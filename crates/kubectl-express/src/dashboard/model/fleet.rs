@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use express_triage::across::{ContextRead, FleetVerdict, fleet_verdict as across_dcs};
 
-use super::rows::{DoctorBanner, ReleaseRow, TenantRow};
+use super::rows::{DoctorBanner, FleetReleaseRow, ReleaseRow, TenantRow};
 use crate::contexts::across::ContextError;
 use crate::dashboard::links::encode;
 
@@ -360,6 +360,8 @@ pub struct FleetView {
     pub doctor: Option<DoctorBanner>,
     /// The operator releases of every DC, in the DCs' order.
     pub releases: Vec<DcRelease>,
+    /// The releases across DCs, each from the copy written last of the DCs read.
+    pub fleet_releases: Vec<FleetReleaseRow>,
 }
 
 impl FleetView {
@@ -440,7 +442,20 @@ pub fn merge(dcs: &[DcInput<'_>], query: &FleetQuery, now: Timestamp) -> FleetVi
                 })
         })
         .collect();
+    let mut fleet_releases: Vec<FleetReleaseRow> = Vec::new();
+    for row in dcs
+        .iter()
+        .filter_map(|dc| dc.banner)
+        .flat_map(|b| &b.fleet_releases)
+    {
+        match fleet_releases.iter_mut().find(|r| r.name == row.name) {
+            Some(kept) if kept.updated_at >= row.updated_at => {}
+            Some(kept) => *kept = row.clone(),
+            None => fleet_releases.push(row.clone()),
+        }
+    }
     FleetView {
+        fleet_releases,
         verdict: verdict.map_or("unknown", Verdict::as_str).to_owned(),
         headline,
         reason,

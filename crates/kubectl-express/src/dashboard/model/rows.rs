@@ -84,6 +84,59 @@ pub struct DoctorBanner {
     pub checks: Vec<DoctorCheck>,
     /// The operator's releases (DESIGN section 12), read with the doctor's other inputs.
     pub releases: Vec<ReleaseRow>,
+    /// The releases across DCs this DC holds a copy of (DESIGN section 14).
+    #[serde(rename = "fleetReleases")]
+    pub fleet_releases: Vec<FleetReleaseRow>,
+}
+
+/// A release across DCs as one DC's copy has it: its phase, and each DC's state.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetReleaseRow {
+    pub name: String,
+    pub phase: String,
+    pub message: String,
+    /// When a driver last wrote the copy: across DCs the newest copy is shown.
+    pub updated_at: Option<String>,
+    pub data_centers: Vec<FleetDcRow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetDcRow {
+    pub stage: String,
+    pub context: String,
+    pub state: String,
+    /// Its own release's phase and wave ("Progressing, wave 2"), or "-".
+    pub release: String,
+}
+
+impl FleetReleaseRow {
+    pub fn of(plan: &express_api::FleetRelease) -> FleetReleaseRow {
+        let status = plan.status.clone().unwrap_or_default();
+        FleetReleaseRow {
+            name: plan.metadata.name.clone().unwrap_or_default(),
+            phase: status.phase().as_str().to_owned(),
+            message: status.message.clone().unwrap_or_default(),
+            updated_at: status.updated_at.as_ref().map(|t| t.0.to_string()),
+            data_centers: plan
+                .spec
+                .contexts()
+                .map(|(stage, context)| {
+                    let dc = status.dc(context);
+                    FleetDcRow {
+                        stage: plan.spec.stages[stage].name.clone(),
+                        context: context.to_owned(),
+                        state: dc.map_or("Waiting", |d| d.state.as_str()).to_owned(),
+                        release: dc.and_then(|d| d.release.as_ref()).map_or_else(
+                            || "-".to_owned(),
+                            |r| format!("{}, wave {}", r.phase, r.wave + 1),
+                        ),
+                    }
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One OperatorRelease on the fleet page.
@@ -116,8 +169,10 @@ impl DoctorBanner {
     pub fn from_report(
         report: &express_triage::Report,
         releases: &[express_triage::ReleaseSeen],
+        fleet_releases: &[express_api::FleetRelease],
     ) -> DoctorBanner {
         DoctorBanner {
+            fleet_releases: fleet_releases.iter().map(FleetReleaseRow::of).collect(),
             releases: releases
                 .iter()
                 .map(|r| ReleaseRow {

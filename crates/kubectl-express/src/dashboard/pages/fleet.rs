@@ -23,6 +23,7 @@ pub fn page(chrome: &Chrome<'_>, view: &FleetView, query: &FleetQuery) -> Markup
         @if across { div id="badges" { (badges(view)) } }
         div id="counts" { (counts(view)) }
         div id="releases" { (releases(view, chrome)) }
+        div id="fleet-releases" { (fleet_releases(view)) }
         (filter(view, query))
         p class="count" id="count" { (count(view)) }
         table class="tenants" {
@@ -51,6 +52,7 @@ pub fn parts(
     parts.extend([
         ("counts", counts(view).into_string()),
         ("releases", releases(view, chrome).into_string()),
+        ("fleet-releases", fleet_releases(view).into_string()),
         ("count", count(view)),
         ("tenants", rows(view, query).into_string()),
         ("pages", pages(view, query).into_string()),
@@ -80,6 +82,33 @@ fn banner(view: &FleetView) -> Markup {
                                 @if !check.evidence.is_empty() {
                                     ul class="evidence" { @for line in &check.evidence { li { (line) } } }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The releases across DCs: each plan's phase and why, and each DC's state stage by stage.
+fn fleet_releases(view: &FleetView) -> Markup {
+    if view.fleet_releases.is_empty() {
+        return html! {};
+    }
+    html! {
+        h2 { "Releases across DCs" }
+        @for plan in &view.fleet_releases {
+            div class="fleet-release" data-fleet-release=(plan.name) data-phase=(plan.phase) {
+                p { strong { (plan.name) } " " span class=(format!("phase {}", plan.phase)) { (plan.phase) } " — " (plan.message) }
+                table class="stages" {
+                    thead { tr { th { "Stage" } th { "DC" } th { "State" } th { "Its release" } } }
+                    tbody {
+                        @for dc in &plan.data_centers {
+                            tr data-context=(dc.context) data-state=(dc.state) {
+                                td { (dc.stage) } td { (dc.context) }
+                                td class=(format!("state {}", dc.state)) { (dc.state) }
+                                td { (dc.release) }
                             }
                         }
                     }
@@ -449,5 +478,69 @@ mod tests {
             "{badges}"
         );
         assert!(badges.contains("no actions"), "{badges}");
+    }
+
+    #[test]
+    fn the_releases_across_dcs_show_each_dc_s_state_from_the_newest_copy() {
+        use crate::dashboard::model::rows::{DoctorBanner, FleetDcRow, FleetReleaseRow};
+        let now: Timestamp = "2026-05-01T12:00:00Z".parse().unwrap();
+        let plan = |updated: &str, state_b: &str| FleetReleaseRow {
+            name: "to-0-3-0".into(),
+            phase: "Soaking".into(),
+            message: "soaking stage 0".into(),
+            updated_at: Some(updated.into()),
+            data_centers: ["dc-a", "dc-b"]
+                .iter()
+                .map(|c| FleetDcRow {
+                    stage: if *c == "dc-a" { "canary-dc" } else { "rest" }.into(),
+                    context: (*c).into(),
+                    state: if *c == "dc-a" { "Soaking" } else { state_b }.into(),
+                    release: "-".into(),
+                })
+                .collect(),
+        };
+        let banner = |row: FleetReleaseRow| DoctorBanner {
+            verdict: "healthy".into(),
+            reason: String::new(),
+            checks: Vec::new(),
+            releases: Vec::new(),
+            fleet_releases: vec![row],
+        };
+        // dc-b's copy is older (its last write before it dropped): dc-a's is shown.
+        let (a, b) = (
+            banner(plan("2026-05-01T11:59:50Z", "Waiting")),
+            banner(plan("2026-05-01T11:50:00Z", "Unknown")),
+        );
+        let healthy = DcDoctor {
+            verdict: Verdict::Healthy,
+            reason: "ok".into(),
+        };
+        let dcs = [
+            DcInput {
+                context: "dc-b",
+                health: &Health::Live,
+                doctor: Some(&healthy),
+                banner: Some(&b),
+                read_only: false,
+                rows: &[],
+            },
+            DcInput {
+                context: "dc-a",
+                health: &Health::Live,
+                doctor: Some(&healthy),
+                banner: Some(&a),
+                read_only: false,
+                rows: &[],
+            },
+        ];
+        let view = merge(&dcs, &FleetQuery::default(), now);
+        assert_eq!(view.fleet_releases.len(), 1);
+        let html = fleet_releases(&view).into_string();
+        assert!(html.contains("data-fleet-release=\"to-0-3-0\""), "{html}");
+        assert!(
+            html.contains("data-context=\"dc-b\" data-state=\"Waiting\""),
+            "{html}"
+        );
+        assert!(!html.contains("Unknown"), "{html}");
     }
 }
