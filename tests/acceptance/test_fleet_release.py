@@ -60,6 +60,11 @@ class Fleet:
     def copy(self, dc, name):
         return self.sims[dc].kubectl_json("get", "fleetrelease", name, "-n", "express-system")
 
+    def phase(self, dc, name):
+        """The phase the copy in `dc` shows (None: no copy yet, or no status)."""
+        copies = self.sims[dc].kubectl_json("get", "fleetreleases", "-n", "express-system")["items"]
+        return next((c.get("status", {}).get("phase") for c in copies if c["metadata"]["name"] == name), None)
+
     def releases(self, dc):
         return self.sims[dc].kubectl_json("get", "operatorreleases", "-n", "express-system")["items"]
 
@@ -216,6 +221,33 @@ def test_a_build_that_cannot_write_in_the_second_stage_stops_the_plan(fleet):
         states = {d["context"]: d["state"] for d in status["dataCenters"]}
         assert states["dc-b"] in ("RolledBack", "Failed"), states
         eventually(lambda: fleet.release_phase("dc-b", "blocked") == "RolledBack", timeout=60, what="dc-b rolled back")
+        # dc-a passed its soak before: it stays released until a person says otherwise.
+        assert fleet.release_phase("dc-a", "blocked") == "Succeeded"
     finally:
         # Lifted: a stop this far off never comes.
         sim.control("POST", "write-stops", {"agent": agent, "after": 10**9})
+    assert fleet.kx("fleet-release", "abort", "--rollback", "blocked").returncode == 0
+    for dc in DCS:
+        eventually(lambda: fleet.on_ring(dc, "default"), timeout=90, what=f"{dc} home on ring default")
+
+
+def test_the_new_build_killed_in_a_released_dc_fails_its_soak_and_that_dc_goes_home(fleet):
+    plan = fleet.plan_file("killed", soak=600)
+    driver = fleet.driver("run", "-f", plan, "--timeout", "300s")
+    eventually(lambda: fleet.phase("dc-a", "killed") == "Soaking", timeout=90, what="dc-a soaking")
+    started = time.time()
+    fleet.operators["dc-a"].stop("canary", signal.SIGKILL)
+    try:
+        assert driver.wait(timeout=240) == 1
+        assert time.time() - started < 200, "failed well before the soak's 600 s"
+        copy = fleet.copy("dc-b", "killed")["status"]
+        assert copy["phase"] == "Failed" and "soak of stage 0" in copy["message"], copy
+        assert any(s["verdict"] == "Failed" for s in copy["samples"])
+        # Rolled back by its trusted ring; the next stage never started.
+        eventually(lambda: fleet.release_phase("dc-a", "killed") == "RolledBack", timeout=60, what="dc-a rolled back")
+        eventually(lambda: fleet.on_ring("dc-a", "default"), timeout=120, what="dc-a home on ring default")
+        assert fleet.release_phase("dc-b", "killed") is None and fleet.release_phase("dc-c", "killed") is None
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        fleet.operators["dc-a"].start("canary")
