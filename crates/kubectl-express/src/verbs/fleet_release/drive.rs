@@ -106,10 +106,23 @@ pub async fn once(dcs: &Dcs, spec: &FleetReleaseSpec, quiet: bool) -> (FleetStep
             Err(_) => {}
         }
     }
+    // Written only where the copy says something else (the instant of writing aside), and
+    // placed again where a DC lost its copy: the plan lives in every DC it names.
     let status = &decided.status;
+    let stale: Vec<String> = readings
+        .iter()
+        .filter(|r| match &r.read {
+            Ok((Some(copy), _)) => !same_status(copy.status.as_ref(), status),
+            _ => true,
+        })
+        .map(|r| r.context.clone())
+        .collect();
+    let stale = &stale;
     let written = dcs
-        .each(|_, client| async move {
-            // A DC that lost its copy gets it again: the plan lives in every DC it names.
+        .each(|context, client| async move {
+            if !stale.iter().any(|c| c == context) {
+                return Ok(());
+            }
             write::place(client, namespace, name, spec).await?;
             write::status(client, namespace, name, status).await
         })
@@ -125,6 +138,21 @@ pub async fn once(dcs: &Dcs, spec: &FleetReleaseSpec, quiet: bool) -> (FleetStep
         }
     }
     (decided, unreached)
+}
+
+/// The same status, as written on the wire (times to the second), but for when it was written.
+fn same_status(copy: Option<&FleetReleaseStatus>, status: &FleetReleaseStatus) -> bool {
+    let Some(copy) = copy else {
+        return false;
+    };
+    let undated = |s: &FleetReleaseStatus| {
+        serde_json::to_value(FleetReleaseStatus {
+            updated_at: None,
+            ..s.clone()
+        })
+        .ok()
+    };
+    undated(copy) == undated(status)
 }
 
 fn clock() -> String {

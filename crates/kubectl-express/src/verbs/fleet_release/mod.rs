@@ -92,8 +92,9 @@ struct RunArgs {
     /// Stop driving after this long (a hung API server included): exit 3, 4 or 5.
     #[arg(long, value_parser = express_api::bounce::parse_duration, value_name = "DURATION")]
     timeout: Option<u64>,
-    /// How often the DCs are read while nothing is due.
-    #[arg(long, default_value = "2s", value_parser = express_api::bounce::parse_duration, hide = true)]
+    /// How often the DCs are read while nothing is due (a sample or a soak's end wakes it
+    /// sooner).
+    #[arg(long, default_value = "5s", value_parser = express_api::bounce::parse_duration, hide = true)]
     poll: u64,
 }
 
