@@ -80,6 +80,14 @@ enum Command {
         /// Seconds each simulated pod takes to become Ready.
         #[arg(long, default_value_t = 1.0)]
         startup_seconds: f64,
+        /// Local DCs (1 to 5): each its own kubesim with two operator rings, one kubeconfig
+        /// with a context per DC; with --demo, a release across them.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+        dcs: u8,
+        /// With --dcs and --demo: the DC whose canary build cannot write (it rolls back and the
+        /// release stops).
+        #[arg(long, value_name = "DC", requires = "demo")]
+        fail_in: Option<String>,
     },
     /// Print every CustomResourceDefinition as YAML (or write one file per CRD).
     Crd {
@@ -150,6 +158,8 @@ fn main() -> ExitCode {
             kubeconfig,
             port,
             startup_seconds,
+            dcs,
+            fail_in,
         } => {
             if std::env::var_os("RUST_LOG").is_some() {
                 init_tracing();
@@ -159,6 +169,8 @@ fn main() -> ExitCode {
                 port,
                 startup_seconds,
                 demo,
+                dcs: usize::from(dcs),
+                fail_in,
             };
             tokio::runtime::Runtime::new()
                 .map_err(Error::Runtime)

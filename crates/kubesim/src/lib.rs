@@ -147,6 +147,11 @@ impl KubeSim {
         &self.url
     }
 
+    /// The bearer token it requires, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.shared.token.as_deref()
+    }
+
     /// A kubeconfig whose current context points at this server (with its token, if it has
     /// one).
     pub fn kubeconfig(&self) -> String {

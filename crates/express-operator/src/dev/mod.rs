@@ -1,121 +1,45 @@
 //! `express-operator dev`: kubesim in-process, the CRDs, sample tenants and the operator, with a
 //! kubeconfig to point kubectl at. `--demo` provisions a cluster, rolls out an upgrade while
 //! printing each step (node, action, what it waited for, how long it took), and exits.
+//! `--dcs N` runs N such DCs instead ([`dcs`]), and its demo a release across them.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use express_api::keys::{ANNOTATION_EXPRESS_VERSION, ANNOTATION_ROLLOUT_ID};
-use express_api::{
-    Backend, BackendSpec, ExpressCluster, ExpressClusterSpec, Frontend, FrontendSpec, NodeDefaults,
-    NodeSpec,
-};
+use express_api::{Backend, ExpressCluster, Frontend};
 use express_planner::settle::SETTLE_WAIT;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::core::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
 use kubesim::kubelet::KubeletConfig;
 use kubesim::{Config, KubeSim};
 use serde_json::json;
 
-use crate::controller::{self, Settings};
-use crate::install::{create_namespace, install_crds};
-use crate::metrics::Metrics;
+mod dcs;
+mod tenants;
 
-#[derive(Debug, thiserror::Error)]
-pub enum DevError {
-    #[error("cannot start kubesim: {0}")]
-    Start(#[from] kubesim::StartError),
-    #[error("kube client: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("cannot write the kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("leader election: {0}")]
-    Lease(String),
-    #[error("the demo did not finish within {0:?}")]
-    Timeout(Duration),
-}
+pub use self::tenants::DevError;
+use self::tenants::{DEV_SETTLE_SECONDS, create_tenant};
+use crate::controller::{self, Settings};
+use crate::install::install_crds;
+use crate::metrics::Metrics;
 
 pub struct DevOptions {
     pub kubeconfig: PathBuf,
     pub port: u16,
     pub startup_seconds: f64,
     pub demo: bool,
+    /// Local DCs: 1 is the single cluster; more run [`dcs`].
+    pub dcs: usize,
+    /// With `dcs` and the demo: the DC whose canary build cannot write.
+    pub fail_in: Option<String>,
 }
 
 const DEMO_NAMESPACE: &str = "tenant-acme";
 /// Simulated pod termination time in the local cluster.
 const TERMINATE_SECONDS: f64 = 0.5;
-
-fn defaults(version: &str) -> NodeDefaults {
-    NodeDefaults {
-        express_version: Some(version.into()),
-        config_changeset: Some("867fc47c23".into()),
-        image: Some("registry.example/express".into()),
-        pod_template: None,
-    }
-}
-
-/// The settle window of the sample tenants: short, so the local cluster starts at once.
-const DEV_SETTLE_SECONDS: u32 = 2;
-
-/// Object metadata as the tenant chart renders it: stamped with the delivery's rollout id.
-fn delivered(name: &str, namespace: &str, rollout_id: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(namespace.into()),
-        annotations: Some(
-            [(ANNOTATION_ROLLOUT_ID.to_owned(), rollout_id.to_owned())]
-                .into_iter()
-                .collect(),
-        ),
-        ..ObjectMeta::default()
-    }
-}
-
-/// Writes a tenant the way the tenant chart delivers one: the ExpressCluster, the Backend, then
-/// the Frontends, one object at a time, every object stamped with rollout-id `r1`.
-async fn create_tenant(
-    client: &kube::Client,
-    namespace: &str,
-    cluster: &str,
-    frontends: usize,
-    version: &str,
-) -> Result<(), DevError> {
-    create_namespace(client, namespace).await?;
-    let mut spec = ExpressClusterSpec {
-        tenant_name: Some(cluster.into()),
-        ..Default::default()
-    };
-    spec.defaults.backend = Some(defaults(version));
-    spec.defaults.frontend = Some(defaults(version));
-    spec.rollout.settle_seconds = DEV_SETTLE_SECONDS;
-    let mut object = ExpressCluster::new(cluster, spec);
-    object.metadata = delivered(cluster, namespace, "r1");
-    Api::<ExpressCluster>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &object)
-        .await?;
-    let name = format!("{cluster}-be");
-    let mut backend = Backend::new(&name, BackendSpec(NodeSpec::for_cluster(cluster)));
-    backend.metadata = delivered(&name, namespace, "r1");
-    Api::<Backend>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &backend)
-        .await?;
-    for i in 1..=frontends {
-        let name = format!("{cluster}-fe{i}");
-        let mut frontend = Frontend::new(&name, FrontendSpec(NodeSpec::for_cluster(cluster)));
-        frontend.metadata = delivered(&name, namespace, "r1");
-        Api::<Frontend>::namespaced(client.clone(), namespace)
-            .create(&PostParams::default(), &frontend)
-            .await?;
-    }
-    Ok(())
-}
 
 async fn start(options: &DevOptions) -> Result<(KubeSim, kube::Client), DevError> {
     let sim = KubeSim::start(Config {
@@ -159,6 +83,21 @@ async fn start(options: &DevOptions) -> Result<(KubeSim, kube::Client), DevError
 }
 
 pub async fn run(options: DevOptions) -> Result<(), DevError> {
+    if options.dcs > 1 {
+        return dcs::run(dcs::DcsOptions {
+            kubeconfig: options.kubeconfig,
+            dcs: options.dcs,
+            startup_seconds: options.startup_seconds,
+            demo: options.demo,
+            fail_in: options.fail_in,
+        })
+        .await;
+    }
+    if let Some(dc) = &options.fail_in {
+        return Err(DevError::Demo(format!(
+            "--fail-in {dc} needs several DCs (--dcs 2 or more)"
+        )));
+    }
     let (sim, client) = start(&options).await?;
     println!(
         "kubesim serving {}; kubeconfig written to {}",

@@ -1,0 +1,331 @@
+//! `express-operator dev --dcs N`: N local DCs, each a kubesim of its own on loopback behind a
+//! bearer token, with two operator rings (`default` leading its tenants, `canary` running the
+//! same build, ready to be released to) and sample tenants in several namespaces (one pinned to
+//! `default`); one kubeconfig with a context per DC (`dev-a`, `dev-b`...) and a FleetRelease
+//! plan beside it. `--demo` then releases ring `canary` across the DCs with `kubectl express
+//! fleet-release` and exits with its verdict; `--fail-in DC` makes the canary build of that DC
+//! unable to write, so that its own release rolls back and the plan stops.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use express_api::{ClusterPhase, ExpressCluster};
+use kube::api::Api;
+use kubesim::kubelet::KubeletConfig;
+use kubesim::{Config, KubeSim};
+
+use super::tenants::{DevError, create_pinned_tenant};
+use crate::controller::{self, Settings};
+use crate::install::{create_namespace, install_crds};
+use crate::metrics::Metrics;
+
+/// The operator rings of every local DC.
+const RINGS: [&str; 2] = ["default", "canary"];
+/// The sample tenants of every DC: namespace, and the ring it is pinned to.
+const TENANTS: [(&str, Option<&str>); 3] = [
+    ("team-a", None),
+    ("team-b", None),
+    ("team-pinned", Some("default")),
+];
+/// The name of the demo's plan.
+const PLAN: &str = "to-canary";
+
+pub struct DcsOptions {
+    pub kubeconfig: PathBuf,
+    pub dcs: usize,
+    pub startup_seconds: f64,
+    pub demo: bool,
+    /// With the demo: the DC whose canary build cannot write.
+    pub fail_in: Option<String>,
+}
+
+/// One local DC and what runs in it.
+struct Dc {
+    context: String,
+    sim: KubeSim,
+    client: kube::Client,
+    operators: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn context_name(index: usize) -> String {
+    format!("dev-{}", char::from(b'a' + index as u8))
+}
+
+/// The User-Agent of a ring's operator in the local DCs (kubesim counts and stops by it).
+fn agent(ring: &str) -> String {
+    format!("express-operator dev (ring {ring})")
+}
+
+async fn start_dc(index: usize, startup_seconds: f64) -> Result<Dc, DevError> {
+    let context = context_name(index);
+    let sim = KubeSim::start(Config {
+        addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        kubelet: KubeletConfig {
+            startup_seconds,
+            terminate_seconds: 0.2,
+            rules: Vec::new(),
+        },
+        pod_termination_seconds: 0.2,
+        // Each DC answers only its own credentials, as real clusters do.
+        token: Some(format!("{context}-{}", std::process::id())),
+        ..Config::default()
+    })
+    .await?;
+    let client = sim.client()?;
+    install_crds(&client).await?;
+    create_namespace(&client, crate::controller::DEFAULT_OPERATOR_NAMESPACE).await?;
+    let mut operators = Vec::new();
+    for ring in RINGS {
+        let operator = sim.client_with_agent(&agent(ring))?;
+        let mut settings = Settings::cluster_wide(&format!("{context}-{ring}"), 8);
+        settings.ring = ring.into();
+        let (leader, election) = crate::leader::elect(
+            operator.clone(),
+            &settings.operator_namespace,
+            ring,
+            &settings.identity,
+        )
+        .await
+        .map_err(|e| DevError::Lease(e.to_string()))?;
+        operators.push(tokio::spawn(async move {
+            // The election lives as long as its operator.
+            let _election = election;
+            controller::run(operator, settings, Metrics::new(), leader).await;
+        }));
+    }
+    for (namespace, ring) in TENANTS {
+        create_pinned_tenant(&client, namespace, "shop", 2, "express-e689.154", ring).await?;
+    }
+    Ok(Dc {
+        context,
+        sim,
+        client,
+        operators,
+    })
+}
+
+async fn healthy(dc: &Dc) -> bool {
+    let Ok(list) = Api::<ExpressCluster>::all(dc.client.clone())
+        .list(&Default::default())
+        .await
+    else {
+        return false;
+    };
+    list.items.len() == TENANTS.len()
+        && list.items.iter().all(|c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.phase == Some(ClusterPhase::Healthy)
+                    && s.observed_generation == c.metadata.generation
+            })
+        })
+}
+
+/// One kubeconfig with a context per DC, each with its own server and token.
+fn kubeconfig(dcs: &[Dc]) -> String {
+    let quoted = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+    let mut out = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for dc in dcs {
+        out.push_str(&format!(
+            "- name: {0}\n  cluster:\n    server: {1}\n",
+            dc.context,
+            dc.sim.url()
+        ));
+    }
+    out.push_str("users:\n");
+    for dc in dcs {
+        let token = dc.sim.token().unwrap_or_default();
+        out.push_str(&format!(
+            "- name: {0}\n  user:\n    token: {1}\n",
+            dc.context,
+            quoted(token)
+        ));
+    }
+    out.push_str("contexts:\n");
+    for dc in dcs {
+        out.push_str(&format!(
+            "- name: {0}\n  context:\n    cluster: {0}\n    user: {0}\n",
+            dc.context
+        ));
+    }
+    out.push_str(&format!(
+        "current-context: {}\n",
+        dcs.first().map_or("dev-a", |d| d.context.as_str())
+    ));
+    out
+}
+
+/// The demo's plan: the first DC alone, then the rest together; a DC made to fail gets a stage
+/// of its own before the rest, so that the plan stops before them. Short bakes and soak.
+fn plan(contexts: &[String], fail_in: Option<&str>) -> String {
+    let (first, rest) = contexts
+        .split_first()
+        .map_or((None, &[][..]), |(f, r)| (Some(f), r));
+    let mut stages: Vec<(String, Vec<String>)> = Vec::new();
+    if let Some(first) = first {
+        stages.push(("first".into(), vec![first.clone()]));
+    }
+    let failing: Vec<String> = rest
+        .iter()
+        .filter(|c| Some(c.as_str()) == fail_in)
+        .cloned()
+        .collect();
+    if !failing.is_empty() {
+        stages.push(("suspect".into(), failing));
+    }
+    let others: Vec<String> = rest
+        .iter()
+        .filter(|c| Some(c.as_str()) != fail_in)
+        .cloned()
+        .collect();
+    if !others.is_empty() {
+        stages.push(("rest".into(), others));
+    }
+    let stages: Vec<String> = stages
+        .iter()
+        .map(|(name, contexts)| {
+            format!("  - {{name: {name}, contexts: [{}]}}", contexts.join(", "))
+        })
+        .collect();
+    format!(
+        "apiVersion: express.dev/v1alpha1
+kind: FleetRelease
+metadata:
+  name: {PLAN}
+  namespace: express-system
+spec:
+  fromRing: default
+  toRing: canary
+  release:
+    waves: [{{tenants: 1}}, {{percent: 100}}]
+    bakeSeconds: 2
+    intervalSeconds: 1
+    failureLimit: 1
+    adoptionDeadlineSeconds: 15
+  stages:
+{}
+  soakSeconds: 5
+  stageDeadlineSeconds: 300
+",
+        stages.join("\n")
+    )
+}
+
+/// The plugin binary: `KUBECTL_EXPRESS`, beside this binary, or on the PATH.
+fn plugin() -> PathBuf {
+    if let Some(path) = std::env::var_os("KUBECTL_EXPRESS") {
+        return PathBuf::from(path);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("kubectl-express")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("kubectl-express"))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), DevError> {
+    std::fs::write(path, text).map_err(|source| DevError::Kubeconfig {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+pub async fn run(options: DcsOptions) -> Result<(), DevError> {
+    let origin = Instant::now();
+    let mut dcs = Vec::new();
+    for index in 0..options.dcs {
+        dcs.push(start_dc(index, options.startup_seconds).await?);
+    }
+    let contexts: Vec<String> = dcs.iter().map(|d| d.context.clone()).collect();
+    if let Some(dc) = &options.fail_in
+        && !contexts.contains(dc)
+    {
+        return Err(DevError::Demo(format!(
+            "--fail-in {dc}: no such DC (they are {})",
+            contexts.join(", ")
+        )));
+    }
+    let limit = Duration::from_secs(90);
+    for dc in &dcs {
+        let deadline = Instant::now() + limit;
+        while !healthy(dc).await {
+            if Instant::now() > deadline {
+                return Err(DevError::Timeout(limit));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    write(&options.kubeconfig, &kubeconfig(&dcs))?;
+    let plan_path = options.kubeconfig.with_extension("fleet-release.yaml");
+    write(&plan_path, &plan(&contexts, options.fail_in.as_deref()))?;
+    println!(
+        "{} DCs ready in {:.1}s ({}), each a kubesim behind its own token with operator rings default (leading every tenant) and canary (the same build, driving nothing yet), tenants team-a/shop, team-b/shop and team-pinned/shop (pinned to ring default); kubeconfig: {}",
+        dcs.len(),
+        origin.elapsed().as_secs_f64(),
+        contexts.join(", "),
+        options.kubeconfig.display()
+    );
+    let kc = options.kubeconfig.display();
+    let plan_shown = plan_path.display();
+    if options.demo {
+        if let Some(failing) = &options.fail_in
+            && let Some(dc) = dcs.iter().find(|d| &d.context == failing)
+        {
+            dc.sim.faults().stop_writes_after(&agent("canary"), 0);
+            println!("{failing}: the canary build cannot write (kubesim refuses its writes)");
+        }
+        println!("demo: releasing ring canary across the DCs ({plan_shown})");
+        let status = Command::new(plugin())
+            .args(["fleet-release", "run", "-f"])
+            .arg(&plan_path)
+            .arg("--kubeconfig")
+            .arg(&options.kubeconfig)
+            .args(["--timeout", "110s", "--context-timeout", "5s"])
+            .status()
+            .map_err(|e| {
+                DevError::Demo(format!(
+                    "cannot run kubectl-express (build it: cargo build --release -p kubectl-express, or set KUBECTL_EXPRESS): {e}"
+                ))
+            })?;
+        stop(dcs);
+        return match status.code() {
+            Some(0) => {
+                println!("demo: the release across DCs succeeded");
+                Ok(())
+            }
+            Some(1) => Err(DevError::Demo(
+                "the release across DCs failed (see why above): the failing DC went home, no later stage started; DCs that had passed their soak stay released"
+                    .into(),
+            )),
+            other => Err(DevError::Demo(format!(
+                "the release across DCs did not finish (exit {other:?})"
+            ))),
+        };
+    }
+    println!();
+    println!("  export KUBECONFIG={kc}");
+    println!(
+        "  kubectl express doctor --all-contexts            # is it the infrastructure, and where?"
+    );
+    println!("  kubectl express list -A --all-contexts           # every tenant of every DC");
+    println!("  kubectl express rings --all-contexts             # who leads which ring, per DC");
+    println!("  kubectl express dashboard -A --all-contexts      # one fleet page over the DCs");
+    println!("  kubectl express fleet-release plan -f {plan_shown}");
+    println!("  kubectl express fleet-release run -f {plan_shown}");
+    println!("  kubectl express fleet-release {PLAN}");
+    println!();
+    println!("the DCs are running; Ctrl-C stops everything");
+    let _ = tokio::signal::ctrl_c().await;
+    stop(dcs);
+    Ok(())
+}
+
+/// Stops every operator and server it started: nothing is left running.
+fn stop(dcs: Vec<Dc>) {
+    for dc in dcs {
+        for operator in &dc.operators {
+            operator.abort();
+        }
+        dc.sim.stop();
+    }
+}
