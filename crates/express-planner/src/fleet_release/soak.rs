@@ -1,9 +1,20 @@
 //! The soak's judge, DC against DC: the DCs of the stage just released against the DCs not yet
 //! released, read at the same time, so that trouble everywhere (the infrastructure) is told
 //! from trouble where the build went. A DC is in trouble when its doctor's verdict is not
-//! `healthy` (warnings do not count: they are in the checks, not the verdict).
+//! `healthy` (warnings do not count: they are in the checks, not the verdict). The soak gate
+//! takes a sample when one is due, holds its clock while inconclusive, fails the plan past the
+//! failure limit, and passes the stage once the soak has run.
 
+use std::ops::ControlFlow;
+
+use express_api::fleet_release::{DcState, FleetPhase, SAMPLES_KEPT, SoakSample, SoakStatus};
+use express_api::release::SampleVerdict;
 use express_triage::Verdict;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::FleetAction;
+use super::clock::{after, earlier, seconds_between};
+use super::stepper::{Gate, Stepper};
 
 /// One sample's verdict and why, naming the DCs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,4 +138,204 @@ pub fn judge(
         ),
         worse.iter().map(|(dc, _)| (*dc).to_owned()).collect(),
     )
+}
+
+impl Stepper<'_> {
+    /// Soaks a done stage against the DCs not yet released; passed, on to the next stage.
+    pub(super) fn soak(&mut self, stage: usize) -> Gate {
+        let spec = self.s.spec;
+        let contexts = self.stage_contexts(stage);
+        let finished = contexts
+            .iter()
+            .filter_map(|c| self.release(c).and_then(|r| r.finished_at))
+            .max()
+            .unwrap_or(self.now());
+        let mut soak = match self.status.soak.take() {
+            Some(soak) if soak.stage as usize == stage => soak,
+            _ => SoakStatus {
+                stage: stage as u32,
+                started_at: Time(finished),
+                held_seconds: 0,
+                last_sample_at: None,
+                ok: 0,
+                failed: 0,
+                inconclusive: 0,
+                holding: false,
+            },
+        };
+        let interval = spec.release.interval_seconds.max(1);
+        let due = soak
+            .last_sample_at
+            .as_ref()
+            .is_none_or(|at| after(at.0, interval) <= self.now());
+        if spec.soak_seconds > 0
+            && due
+            && let Some(sample) = self.sample(stage)
+        {
+            let since = soak
+                .last_sample_at
+                .as_ref()
+                .map_or(soak.started_at.0, |t| t.0);
+            let inconclusive = sample.verdict == SampleVerdict::Inconclusive;
+            if inconclusive || soak.holding {
+                soak.held_seconds += seconds_between(since, self.now());
+            }
+            soak.holding = inconclusive;
+            soak.last_sample_at = Some(Time(self.now()));
+            match sample.verdict {
+                SampleVerdict::Ok => soak.ok += 1,
+                SampleVerdict::Failed => soak.failed += 1,
+                SampleVerdict::Inconclusive => soak.inconclusive += 1,
+            }
+            self.notices.push(format!(
+                "soak of stage {stage}: {} ({})",
+                sample.verdict.as_str(),
+                sample.reason
+            ));
+            self.status.samples.push(SoakSample {
+                at: Time(self.now()),
+                stage: stage as u32,
+                verdict: sample.verdict.as_str().to_owned(),
+                reason: sample.reason.clone(),
+            });
+            let extra = self.status.samples.len().saturating_sub(SAMPLES_KEPT);
+            self.status.samples.drain(..extra);
+            if soak.failed > spec.release.failure_limit {
+                let why = format!(
+                    "the soak of stage {stage} ({}) failed {} samples (limit {}): {}",
+                    spec.stages[stage].name, soak.failed, spec.release.failure_limit, sample.reason
+                );
+                for context in &sample.in_trouble {
+                    if self.release(context).is_some_and(|r| !r.rollback_asked) {
+                        self.actions.push(FleetAction::RollBack {
+                            context: context.clone(),
+                            reason: format!("failed its soak: {}", sample.reason),
+                        });
+                    }
+                    self.set_state(
+                        context,
+                        DcState::Failed,
+                        Some("failed its soak: rolling back".into()),
+                    );
+                }
+                self.status.soak = Some(soak);
+                self.notices.push(format!("failed: {why}"));
+                self.phase(FleetPhase::Failed, why);
+                return ControlFlow::Break(None);
+            }
+        }
+        let end = after(
+            soak.started_at.0,
+            spec.soak_seconds.saturating_add(soak.held_seconds),
+        );
+        if !soak.holding && self.now() >= end {
+            for context in contexts {
+                let message = Some(format!("soaked {}s", spec.soak_seconds));
+                self.set_state(context, DcState::Succeeded, message);
+            }
+            self.notices.push(format!(
+                "stage {stage} ({}) passed its soak",
+                spec.stages[stage].name
+            ));
+            self.status.soak = None;
+            return ControlFlow::Continue(());
+        }
+        let next_sample = soak
+            .last_sample_at
+            .as_ref()
+            .map(|t| after(t.0, interval))
+            .unwrap_or(self.now());
+        let (phase, message) = if soak.holding {
+            (
+                FleetPhase::Inconclusive,
+                format!(
+                    "soak of stage {stage} held: {}",
+                    self.status.samples.last().map_or("", |s| s.reason.as_str())
+                ),
+            )
+        } else {
+            (
+                FleetPhase::Soaking,
+                format!(
+                    "soaking stage {stage} ({}): {}s left, {} failed sample(s) of {} allowed",
+                    spec.stages[stage].name,
+                    seconds_between(self.now(), end),
+                    soak.failed,
+                    spec.release.failure_limit
+                ),
+            )
+        };
+        self.status.soak = Some(soak);
+        self.phase(phase, message);
+        let wake = if self.status.phase() == FleetPhase::Inconclusive {
+            Some(next_sample)
+        } else {
+            earlier(Some(next_sample), Some(end))
+        };
+        ControlFlow::Break(wake)
+    }
+
+    /// One sample of the stage against the DCs not yet released, when the driver read their
+    /// verdicts (None: not read this step).
+    pub(super) fn sample(&self, stage: usize) -> Option<SoakVerdict> {
+        let verdict_of = |context: &str| -> Option<Result<Verdict, String>> {
+            match &self.seen(context)?.read {
+                Err(why) => Some(Err(why.clone())),
+                Ok(read) => read.verdict.clone(),
+            }
+        };
+        let mut of_stage = Vec::new();
+        for context in self.stage_contexts(stage) {
+            of_stage.push((context.as_str(), verdict_of(context)?));
+        }
+        let later: Vec<&str> = self
+            .s
+            .spec
+            .contexts()
+            .filter(|(i, _)| *i > stage)
+            .map(|(_, c)| c)
+            .collect();
+        let unreleased: Vec<(&str, Verdict)> = later
+            .iter()
+            .filter_map(|c| Some((*c, verdict_of(c)?.ok()?)))
+            .collect();
+        let stage_read: Vec<(&str, Result<Verdict, &str>)> = of_stage
+            .iter()
+            .map(|(c, v)| (*c, v.as_ref().map(|v| *v).map_err(String::as_str)))
+            .collect();
+        if !later.is_empty() && unreleased.is_empty() {
+            return Some(SoakVerdict {
+                verdict: SampleVerdict::Inconclusive,
+                reason: format!(
+                    "no DC not yet released could be read ({}): held",
+                    later.join(", ")
+                ),
+                in_trouble: Vec::new(),
+            });
+        }
+        let baseline: Vec<(&str, Option<Verdict>)> = self
+            .stage_contexts(stage)
+            .iter()
+            .map(|c| {
+                let was = self
+                    .status
+                    .dc(c)
+                    .and_then(|d| d.baseline.as_deref())
+                    .and_then(verdict_named);
+                (c.as_str(), was)
+            })
+            .collect();
+        Some(judge(&stage_read, &unreleased, &baseline))
+    }
+}
+
+fn verdict_named(name: &str) -> Option<Verdict> {
+    [
+        Verdict::Healthy,
+        Verdict::Tenant,
+        Verdict::Deployment,
+        Verdict::Infrastructure,
+    ]
+    .into_iter()
+    .find(|v| v.as_str() == name)
 }

@@ -1,6 +1,6 @@
-//! Reading one DC for a release across DCs (DESIGN section 14): its copy of the plan, its own
-//! `OperatorRelease` of the plan, and, when the soak asks, its doctor's verdict. What the copies
-//! say together: the status written last and the newest request of each kind.
+//! Reading one DC for a release across DCs (DESIGN section 14): its copy of the plan and its own
+//! `OperatorRelease` of the plan (its doctor's verdict is `read::triage`'s). What the copies say
+//! together: the status written last and the newest request of each kind.
 
 use std::collections::BTreeMap;
 
@@ -11,11 +11,8 @@ use express_api::fleet_release::{
 };
 use express_api::release::OperatorRelease;
 use express_planner::fleet_release::{ReleaseSeen, Requests};
-use express_triage::{Thresholds, Verdict};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
-
-use crate::read::triage::read_fleet;
 
 /// The plan's copy in a DC (None: the DC has none).
 pub async fn copy(
@@ -80,12 +77,6 @@ pub fn release_seen(release: &OperatorRelease) -> ReleaseSeen {
             .annotations()
             .contains_key(express_api::release::ANNOTATION_ROLLBACK),
     }
-}
-
-/// The DC's doctor verdict, with the same checks as `doctor --context`.
-pub async fn verdict(client: &Client, operator_namespace: &str) -> Result<Verdict, String> {
-    let (fleet, _) = read_fleet(client, operator_namespace, None).await?;
-    Ok(express_triage::triage(&fleet, &Thresholds::default()).verdict)
 }
 
 /// What the copies say together: the status written last, and the newest request of each kind

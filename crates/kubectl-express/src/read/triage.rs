@@ -192,3 +192,12 @@ pub async fn read_fleet(
     let fleet = fleet_around(client, operator_namespace, &objects, unreadable).await;
     Ok((fleet, objects))
 }
+
+/// The DC's doctor verdict, with the same checks as `doctor --context`.
+pub async fn verdict(
+    client: &Client,
+    operator_namespace: &str,
+) -> Result<express_triage::Verdict, String> {
+    let (fleet, _) = read_fleet(client, operator_namespace, None).await?;
+    Ok(express_triage::triage(&fleet, &express_triage::Thresholds::default()).verdict)
+}

@@ -118,8 +118,10 @@ impl Dcs {
     pub async fn seen(&self, readings: &[Reading], verdicts: bool) -> Vec<DcSeen> {
         let namespace = self.namespace.as_str();
         let mut doctor = if verdicts {
-            self.each(|_, client| async move { Ok(read::verdict(client, namespace).await) })
-                .await
+            self.each(|_, client| async move {
+                Ok(crate::read::triage::verdict(client, namespace).await)
+            })
+            .await
         } else {
             Vec::new()
         };
