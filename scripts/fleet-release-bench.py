@@ -37,11 +37,10 @@ def cpu_seconds(pid):
 
 
 def driver_requests(sim):
-    """Requests sent by clients other than the operators and kubectl: the driver's."""
+    """Requests the driver sent (the plugin's User-Agent, `kubectl-express/VERSION`)."""
     with urllib.request.urlopen(f"{sim.url}/kubesim/counters/agents", timeout=30) as response:
         agents = json.loads(response.read())
-    return sum(sum(calls.values()) for agent, calls in agents.items()
-               if not agent.startswith("express-operator") and not agent.startswith("kubectl"))
+    return sum(sum(calls.values()) for agent, calls in agents.items() if agent.startswith("kubectl-express/"))
 
 
 def copy_phase(sim, name):
@@ -112,6 +111,11 @@ def main():
         print(f"driver CPU: {cpu:.3f} s per minute ({cpu / args.dcs:.3f} s per DC per minute)")
         for name, count in requests.items():
             print(f"  {name}: {count:.1f} API requests per minute")
+        with urllib.request.urlopen(f"{sims[names[1]].url}/kubesim/counters/agents", timeout=30) as response:
+            calls = json.loads(response.read())
+        for agent, counts in calls.items():
+            if agent.startswith("kubectl-express/"):
+                print(f"  {names[1]}, by call: {dict(sorted(counts.items()))}")
     finally:
         if driver is not None and driver.poll() is None:
             driver.kill()

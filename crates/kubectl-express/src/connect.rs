@@ -44,8 +44,21 @@ impl ConnectArgs {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
-        let client =
-            kube::Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+        let client = kube::Client::try_from(identified(config))
+            .map_err(|e| format!("cannot build a client: {e}"))?;
         Ok(Connection { client, namespace })
     }
+}
+
+/// The configuration sending `User-Agent: kubectl-express/VERSION`, so that an API server's
+/// audit log (or kubesim's counters) tells the plugin's requests apart.
+pub fn identified(mut config: kube::Config) -> kube::Config {
+    config.headers.push((
+        axum::http::header::USER_AGENT,
+        axum::http::HeaderValue::from_static(concat!(
+            "kubectl-express/",
+            env!("CARGO_PKG_VERSION")
+        )),
+    ));
+    config
 }

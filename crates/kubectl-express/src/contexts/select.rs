@@ -257,7 +257,7 @@ impl Loaded {
     /// A client for `context` alone, with its own cluster and credentials, and its default
     /// namespace: a context that cannot be built is an error, never the current context.
     pub async fn client(&self, context: &str) -> Result<(kube::Client, String), String> {
-        let config = self.config(context).await?;
+        let config = crate::connect::identified(self.config(context).await?);
         let namespace = config.default_namespace.clone();
         let client = kube::Client::try_from(config)
             .map_err(|e| format!("cannot build a client for context {context:?}: {e}"))?;
