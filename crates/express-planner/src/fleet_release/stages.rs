@@ -164,7 +164,7 @@ impl Stepper<'_> {
                 }
                 Some(r) => {
                     self.set_state(context, DcState::Releasing, None);
-                    waiting.push(format!("{context} {} wave {}", r.phase, r.wave));
+                    waiting.push(format!("{context} {} wave {}", r.phase, r.wave + 1));
                 }
                 // Its release was seen done: the soak's samples hold while it cannot be read.
                 None if self.status.dc(context).is_some_and(|d| {
