@@ -233,6 +233,32 @@ async fn bad_input_gets_a_message_and_the_documented_exit_code() {
 }
 
 #[tokio::test]
+async fn a_context_the_kubeconfig_lacks_exits_2_naming_the_contexts_it_has_for_every_verb() {
+    let env = env_without_operator().await;
+    for verb in [
+        vec!["get", "acme", "-n", NS],
+        vec!["status", "acme", "-n", NS],
+        vec!["list"],
+        vec!["doctor"],
+        vec!["rings"],
+        vec!["pause", "acme", "-n", NS],
+        vec!["revisions", "-n", NS],
+    ] {
+        let args: Vec<&str> = verb
+            .iter()
+            .copied()
+            .chain(["--context", "nosuch"])
+            .collect();
+        let (code, _, stderr) = kubectl_express(&env, &args).await;
+        assert_eq!(code, 2, "{verb:?}: {stderr}");
+        assert!(
+            stderr.contains(r#"no context named "nosuch" in the kubeconfig (it has: kubesim)"#),
+            "{verb:?}: {stderr}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn get_draws_the_tree_and_with_w_exits_when_the_rollout_settles_and_list_shows_every_cluster()
 {
     let env = ready_tenant(&["fe1", "fe2"]).await;

@@ -290,6 +290,24 @@ impl Loaded {
     }
 }
 
+/// Refuses a `--context NAME` the kubeconfig lacks, in the words a selection of several gets:
+/// every verb exits 2 on it, before connecting (kube's own error would exit 1).
+pub fn known_context(connect: &ConnectArgs) -> Result<(), String> {
+    let Some(name) = &connect.context else {
+        return Ok(());
+    };
+    let loaded = load(connect.kubeconfig.as_deref())?;
+    let known = loaded.context_names();
+    if known.contains(name) {
+        return Ok(());
+    }
+    Err(SelectError::NoSuchContext {
+        name: name.clone(),
+        known: known.join(", "),
+    }
+    .to_string())
+}
+
 /// Reads the kubeconfig: `--kubeconfig FILE`, else the files of `KUBECONFIG` (those that exist,
 /// as kubectl skips the others), else `~/.kube/config`.
 pub fn load(explicit: Option<&Path>) -> Result<Loaded, String> {

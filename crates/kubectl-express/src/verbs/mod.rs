@@ -25,6 +25,7 @@ use std::future::Future;
 use std::process::ExitCode;
 
 use crate::connect::{ConnectArgs, Connection};
+use crate::contexts::select::known_context;
 use crate::exit::Exit;
 use crate::runtime::{block_on, run_on};
 
@@ -43,6 +44,7 @@ where
         verb,
         Exit::failure,
         async {
+            known_context(connect).map_err(Exit::usage)?;
             let connection = connect.connect().await.map_err(Exit::failure)?;
             run(connection).await
         },
@@ -56,6 +58,7 @@ where
     Fut: Future<Output = Result<ExitCode, Exit>>,
 {
     block_on(verb, Exit::failure, async {
+        known_context(connect).map_err(Exit::usage)?;
         let connection = connect.connect().await.map_err(Exit::failure)?;
         run(connection).await
     })
@@ -76,6 +79,7 @@ where
                 .unwrap_or_else(|| "default".into());
             return run(None, namespace).await;
         }
+        known_context(connect).map_err(Exit::usage)?;
         let connection = connect.connect().await.map_err(Exit::usage)?;
         run(Some(connection.client), connection.namespace).await
     })
