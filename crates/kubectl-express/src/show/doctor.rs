@@ -69,8 +69,11 @@ pub fn render(report: &Report, stuck_after_seconds: i64) -> String {
             "  [{mark}] {:width$}  {}\n",
             check.name, check.summary
         ));
-        for line in &check.evidence {
-            out.push_str(&format!("         {:width$}  - {line}\n", ""));
+        // A single evidence line that only repeats the summary says nothing more.
+        if check.evidence != [check.summary.as_str()] {
+            for line in &check.evidence {
+                out.push_str(&format!("         {:width$}  - {line}\n", ""));
+            }
         }
     }
     if report.tenants.is_empty() {
@@ -172,6 +175,7 @@ pub fn render_fleet(
     verdict: &FleetVerdict,
     results: &[PerContext<DcReport>],
     stuck_after_seconds: i64,
+    details: bool,
 ) -> String {
     let mut out = format!(
         "FLEET VERDICT: {}\n  {}\n\n",
@@ -199,7 +203,14 @@ pub fn render_fleet(
         })
         .collect();
     out.push_str(&table(&["CONTEXT", "VERDICT", "OPERATOR", "WHY"], &rows));
-    for r in results {
+    // One screen across many DCs: the detail of a healthy DC is its table line.
+    let healthy = |r: &PerContext<DcReport>| {
+        r.outcome
+            .as_ref()
+            .is_ok_and(|dc| dc.report.verdict == Verdict::Healthy)
+    };
+    let quiet = results.iter().filter(|r| !details && healthy(r)).count();
+    for r in results.iter().filter(|r| details || !healthy(r)) {
         out.push_str(&format!("\n=== CONTEXT {}\n", r.context));
         match &r.outcome {
             Ok(dc) => {
@@ -214,5 +225,116 @@ pub fn render_fleet(
             )),
         }
     }
+    if quiet > 0 {
+        out.push_str(&format!(
+            "\n{quiet} healthy context(s) shown by their line only: --details prints every context's checks\n"
+        ));
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use express_triage::{Check, Report, Status, Verdict};
+
+    use super::*;
+    use crate::contexts::across::ContextError;
+
+    fn report(verdict: Verdict, summary: &str, evidence: &[&str]) -> DcReport {
+        DcReport {
+            report: Report {
+                verdict,
+                reason: format!("{} reason", verdict.as_str()),
+                checks: vec![Check {
+                    name: "operator",
+                    status: if verdict == Verdict::Healthy {
+                        Status::Ok
+                    } else {
+                        Status::Fail
+                    },
+                    summary: summary.into(),
+                    evidence: evidence.iter().map(|e| (*e).to_owned()).collect(),
+                }],
+                tenants: Vec::new(),
+            },
+            operator_versions: vec!["0.1.0".into()],
+            focus: None,
+        }
+    }
+
+    fn read(context: &str, outcome: Result<DcReport, ContextError>) -> PerContext<DcReport> {
+        PerContext {
+            context: context.into(),
+            outcome,
+            elapsed: Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn across_dcs_only_the_dcs_not_healthy_get_their_checks_unless_asked() {
+        let verdict = FleetVerdict {
+            verdict: Some(Verdict::Infrastructure),
+            headline: "infrastructure in dc-b".into(),
+            reason: "dc-b: no leader".into(),
+            build: None,
+        };
+        let results: Vec<PerContext<DcReport>> = (0..20)
+            .map(|i| {
+                let context = format!("dc-{i:02}");
+                match i {
+                    1 => read(
+                        &context,
+                        Ok(report(
+                            Verdict::Infrastructure,
+                            "no leader",
+                            &["Lease expired"],
+                        )),
+                    ),
+                    2 => read(&context, Err(ContextError::TimedOut(10))),
+                    _ => read(
+                        &context,
+                        Ok(report(Verdict::Healthy, "leader live", &["leader live"])),
+                    ),
+                }
+            })
+            .collect();
+        let short = render_fleet(&verdict, &results, 120, false);
+        assert!(
+            short.starts_with("FLEET VERDICT: infrastructure in dc-b"),
+            "{short}"
+        );
+        assert_eq!(short.matches("=== CONTEXT").count(), 2, "{short}");
+        assert!(short.contains("=== CONTEXT dc-01\nVERDICT: infrastructure"));
+        assert!(short.contains("=== CONTEXT dc-02\nVERDICT: unknown"));
+        assert!(short.contains("18 healthy context(s) shown by their line only: --details"));
+        // The table has a line for every DC, the 20 of them on one screen with the verdict.
+        assert_eq!(short.lines().filter(|l| l.starts_with("dc-")).count(), 20);
+        let all = render_fleet(&verdict, &results, 120, true);
+        assert_eq!(all.matches("=== CONTEXT").count(), 20);
+        assert!(!all.contains("--details prints"));
+    }
+
+    #[test]
+    fn a_check_whose_only_evidence_is_its_summary_says_it_once() {
+        let once = render(
+            &report(Verdict::Healthy, "leader live", &["leader live"]).report,
+            120,
+        );
+        assert_eq!(once.matches("leader live").count(), 1, "{once}");
+        let more = render(
+            &report(
+                Verdict::Infrastructure,
+                "no leader",
+                &["Lease expired", "no pod"],
+            )
+            .report,
+            120,
+        );
+        assert!(
+            more.contains("- Lease expired") && more.contains("- no pod"),
+            "{more}"
+        );
+    }
 }

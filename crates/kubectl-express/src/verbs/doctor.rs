@@ -40,6 +40,9 @@ pub struct Args {
     /// ...and in at least this fraction of the tenants seen.
     #[arg(long, default_value_t = 0.25)]
     spread_fraction: f64,
+    /// Across contexts: every context's checks, not only the ones of contexts not healthy.
+    #[arg(long)]
+    details: bool,
     /// The operator's namespace (its Lease, Deployment and operator-wide control ConfigMap).
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
@@ -73,6 +76,7 @@ pub fn run(args: Args) -> ExitCode {
             contexts::across::run("doctor", &args.connect, selection, |plan| {
                 across::run(
                     &args.output,
+                    args.details,
                     args.thresholds(),
                     &args.operator_namespace,
                     plan,

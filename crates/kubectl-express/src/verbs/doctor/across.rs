@@ -20,6 +20,7 @@ use crate::show::doctor::{DcReport, focus_section, render_fleet, verdict_code};
 
 pub async fn run(
     output: &str,
+    details: bool,
     thresholds: Thresholds,
     operator_namespace: &str,
     plan: Plan,
@@ -99,7 +100,12 @@ pub async fn run(
         }))?,
         _ => print!(
             "{}",
-            render_fleet(&verdict, &results, thresholds.stuck_recovery_seconds)
+            render_fleet(
+                &verdict,
+                &results,
+                thresholds.stuck_recovery_seconds,
+                details
+            )
         ),
     }
     Ok(ExitCode::from(tail::exit_code(
