@@ -130,6 +130,8 @@ pub struct Store {
     history_limit: usize,
     /// Lowest resourceVersion a watch may resume from.
     oldest_watchable: u64,
+    /// The revision of the last compaction: a list's continue token from before it is too old.
+    compacted_at: u64,
     sender: broadcast::Sender<Arc<Event>>,
 }
 
@@ -142,6 +144,7 @@ impl Store {
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
             oldest_watchable: 1,
+            compacted_at: 0,
             sender,
         }
     }
@@ -309,6 +312,12 @@ impl Store {
     pub fn compact(&mut self) {
         self.history.clear();
         self.oldest_watchable = self.revision;
+        self.compacted_at = self.revision;
+    }
+
+    /// The revision of the last compaction (0: none yet).
+    pub fn compacted_at(&self) -> u64 {
+        self.compacted_at
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::read::pages::ListPaged;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use express_api::ClusterKey;
@@ -225,7 +226,7 @@ impl Shared {
             return Vec::new();
         };
         Api::<Event>::namespaced(client.clone(), namespace)
-            .list(&ListParams::default())
+            .list_paged(&ListParams::default())
             .await
             .map(|list| list.items.into_iter().map(Arc::new).collect())
             .unwrap_or_default()

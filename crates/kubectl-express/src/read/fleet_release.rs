@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::read::pages::ListPaged;
 use express_api::fleet_release::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_APPROVE, ANNOTATION_PAUSE,
     ANNOTATION_PAUSED_BY, ANNOTATION_RESUME, FleetRelease, FleetReleaseStatus, LABEL_FLEET_RELEASE,
@@ -29,7 +30,7 @@ pub async fn copy(
 /// Every plan of a DC's operator namespace, oldest first.
 pub async fn copies(client: &Client, namespace: &str) -> Result<Vec<FleetRelease>, String> {
     let mut plans = Api::<FleetRelease>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
+        .list_paged(&ListParams::default())
         .await
         .map_err(|e| not_installed(&e, namespace))?
         .items;

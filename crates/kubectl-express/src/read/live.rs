@@ -4,6 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::read::pages::ListPaged;
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
 use express_api::lenient::{Lenient, Undecodable};
 use express_api::objects::WatchedKind;
@@ -42,7 +43,7 @@ where
     K: WatchedKind,
 {
     let items = api
-        .list(params)
+        .list_paged(params)
         .await
         .map_err(|e| format!("cannot list {what}: {e}"))?
         .items;
@@ -362,7 +363,7 @@ pub async fn express_cluster(
     cluster: &str,
 ) -> Result<ExpressCluster, Exit> {
     let clusters = Api::<ExpressCluster>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
+        .list_paged(&ListParams::default())
         .await
         .map_err(|e| {
             Exit::api(

@@ -4,6 +4,7 @@
 pub mod fleet_release;
 pub mod live;
 pub mod manifests;
+pub mod pages;
 pub mod release;
 pub mod rings;
 pub mod triage;

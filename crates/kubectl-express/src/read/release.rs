@@ -1,6 +1,7 @@
 //! Reading OperatorReleases (DESIGN section 12): one by name, or every one of the operator's
 //! namespace, with a clear word when the CRD is not installed.
 
+use crate::read::pages::ListPaged;
 use express_api::release::OperatorRelease;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -22,7 +23,7 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Operato
 
 pub async fn list(client: &Client, namespace: &str) -> Result<Vec<OperatorRelease>, Exit> {
     let mut releases = Api::<OperatorRelease>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default())
+        .list_paged(&ListParams::default())
         .await
         .map_err(|e| not_installed(e, namespace))?
         .items;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::read::pages::ListPaged;
 use express_api::ExpressCluster;
 use express_api::rings::{self};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -62,7 +63,7 @@ pub async fn read(
     };
     let mut survey = survey(&clusters, leases.as_deref(), Timestamp::now());
     match Api::<express_api::OperatorRelease>::namespaced(client.clone(), operator_namespace)
-        .list(&ListParams::default())
+        .list_paged(&ListParams::default())
         .await
     {
         Ok(list) => with_releases(&mut survey, &list.items),
@@ -93,7 +94,7 @@ async fn read_leases(
     wanted: &BTreeSet<String>,
 ) -> Result<Vec<Lease>, Unreadable> {
     let api = Api::<Lease>::namespaced(client.clone(), operator_namespace);
-    match api.list(&ListParams::default()).await {
+    match api.list_paged(&ListParams::default()).await {
         Ok(list) => return Ok(list.items),
         Err(error) if forbidden(&error) => {}
         Err(error) => {

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::read::pages::ListPaged;
 use express_api::keys::REPORTING_CONTROLLER;
 use express_api::rings;
 use express_triage::observe;
@@ -50,7 +51,7 @@ pub(crate) async fn fleet_around(
     ring_names.insert(rings::DEFAULT_RING.to_owned());
     let selected = ListParams::default().labels(OPERATOR_SELECTOR);
     let deployments = match Api::<Deployment>::namespaced(client.clone(), operator_namespace)
-        .list(&selected)
+        .list_paged(&selected)
         .await
     {
         Ok(list) => list.items,
@@ -64,7 +65,7 @@ pub(crate) async fn fleet_around(
     };
     // Pods of every ring: the chart names a ring's pods `express-operator-RING`.
     let operator_pods = match Api::<Pod>::namespaced(client.clone(), operator_namespace)
-        .list(&ListParams::default())
+        .list_paged(&ListParams::default())
         .await
     {
         Ok(list) => list
@@ -106,7 +107,7 @@ pub(crate) async fn fleet_around(
         });
     }
     let warnings = match Api::<Event>::all(client.clone())
-        .list(&ListParams::default())
+        .list_paged(&ListParams::default())
         .await
     {
         Ok(list) => list
@@ -123,7 +124,7 @@ pub(crate) async fn fleet_around(
     // Releases: none when their CRD is not installed (an operator older than releases).
     let releases =
         match Api::<express_api::OperatorRelease>::namespaced(client.clone(), operator_namespace)
-            .list(&ListParams::default())
+            .list_paged(&ListParams::default())
             .await
         {
             Ok(list) => list.items.iter().map(observe::release).collect(),

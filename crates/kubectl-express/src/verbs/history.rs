@@ -10,6 +10,8 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
+use crate::read::pages::ListPaged;
+
 use crate::connect::ConnectArgs;
 use crate::exit::{Code, Exit};
 use crate::read::live::find_node;
@@ -56,7 +58,7 @@ async fn history(
 ) -> Result<ExitCode, Exit> {
     let (kind, status) = find_node(client, namespace, node).await?;
     let revisions = Api::<ControllerRevision>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().labels(&format!("{LABEL_NODE}={node}")))
+        .list_paged(&ListParams::default().labels(&format!("{LABEL_NODE}={node}")))
         .await
         .map_err(|e| {
             Exit::failure(format!(

@@ -486,18 +486,21 @@ impl Cluster {
     }
 }
 
-fn encode_continue(namespace: &str, name: &str) -> String {
+/// A continue token: where the next page starts, and the revision the list began at (a token
+/// older than the store's compaction answers 410, as the API server's does).
+fn encode_continue(namespace: &str, name: &str, revision: u64) -> String {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!([namespace, name]).to_string())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!([namespace, name, revision]).to_string())
 }
 
-fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+fn decode_continue(token: &str) -> Result<(String, String, u64), ApiError> {
     use base64::Engine;
     let invalid = || ApiError::bad_request("invalid continue token");
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
         .map_err(|_| invalid())?;
-    let (namespace, name): (String, String) =
+    let (namespace, name, revision): (String, String, u64) =
         serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    Ok((namespace, name))
+    Ok((namespace, name, revision))
 }

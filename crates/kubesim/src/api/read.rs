@@ -23,9 +23,17 @@ impl Cluster {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<List, ApiError> {
-        let after = match &options.continue_token {
-            Some(token) => Some(decode_continue(token)?),
-            None => None,
+        let (after, began) = match &options.continue_token {
+            Some(token) => {
+                let (namespace, name, began) = decode_continue(token)?;
+                if began < self.store.compacted_at() {
+                    return Err(ApiError::gone(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                    ));
+                }
+                (Some((namespace, name)), began)
+            }
+            None => (None, self.store.revision()),
         };
         let namespace = if rt.namespaced { namespace } else { None };
         let mut items = Vec::new();
@@ -54,7 +62,7 @@ impl Cluster {
         if remaining > 0
             && let Some((ns, name)) = last_key
         {
-            metadata["continue"] = Value::String(encode_continue(&ns, &name));
+            metadata["continue"] = Value::String(encode_continue(&ns, &name, began));
         }
         Ok(List {
             kind: format!("{}List", rt.kind),
