@@ -12,6 +12,7 @@ mod error;
 mod events;
 mod handover;
 mod index;
+mod moves;
 mod observe;
 mod overlay;
 mod record;
@@ -109,6 +110,8 @@ pub struct Context {
     pub leader: watch::Receiver<bool>,
     pub written: WrittenStatuses,
     pub written_pods: WrittenPods,
+    /// Tenants releases moved, until the caches show it (a release's bound on hand-overs).
+    pub moves: moves::MovesMade,
 }
 
 impl Context {
@@ -333,6 +336,7 @@ pub async fn run(
         leader: leader.clone(),
         written: WrittenStatuses::default(),
         written_pods: WrittenPods::default(),
+        moves: moves::MovesMade::default(),
     });
     let _ = all_keys.set(context.clone());
     let caches = &context.caches;

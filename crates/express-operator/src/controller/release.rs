@@ -166,7 +166,9 @@ async fn reconcile(
     let spec = &release.spec;
     let status = release.status.clone().unwrap_or_default();
     let clusters = ctx.caches.clusters.in_namespace(None);
-    let tenants: Vec<ReleaseTenant> = clusters.iter().map(|c| release_tenant(c)).collect();
+    let mut tenants: Vec<ReleaseTenant> = clusters.iter().map(|c| release_tenant(c)).collect();
+    // What this operator moved counts as moved, though the cache has not shown it yet.
+    ctx.moves.overlay(&clusters, &mut tenants);
     // Only a release that has not started needs toRing's leader (a finished one never moves a
     // tenant forward again): no Lease read on every pass for the releases kept as history.
     let started = status.waves.first().is_some_and(|w| w.started_at.is_some());
@@ -340,6 +342,7 @@ async fn move_tenant(
         .await
     {
         Ok(cluster) => {
+            ctx.moves.remember(&cluster, release, m, now);
             let back = m.direction == Direction::Back;
             info!(namespace = %m.namespace, cluster = %m.name, ring = %m.to_ring, back, release, "moved a tenant");
             publish(
