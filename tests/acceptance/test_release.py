@@ -307,3 +307,33 @@ def test_pause_resume_and_promote_through_the_plugin(fleet):
     eventually(lambda: phase_is(sim, "to-canary", "Succeeded"), timeout=30, what="the release to succeed")
     assert [w.get("promoted", False) for w in status(sim, "to-canary")["waves"]] == [True, True]
     assert kx(sim, "release", "missing").returncode == 2
+
+
+def test_hand_overs_in_flight_never_exceed_max_hand_overs(sim, tmp_path):
+    """maxHandOvers: 3 over 30 tenants: never a fourth tenant moved and not yet adopted, read
+    back to back from the tenants' labels and owners while the release runs."""
+    install(sim)
+    sim.kubectl("wait", "--for=condition=Established", "crd/operatorreleases.express.dev", "--timeout=10s")
+    sim.kubectl("create", "namespace", "express-system")
+    operators = Operators(sim, tmp_path)
+    operators.start("default")
+    operators.start("canary")
+    try:
+        namespaces = [f"bound-{i:02}" for i in range(30)]
+        sim.kubectl("apply", "-f", "-", input="\n---\n".join(tenant_yaml(ns) for ns in namespaces))
+        eventually(lambda: len(owners(sim)) == 30 and all(
+            c.get("status", {}).get("phase") == "Healthy" and owner(c) == "default" for c in owners(sim).values()),
+            timeout=120, what="30 tenants provisioned by ring default")
+        apply_release(sim, "bounded", waves=[{"percent": 100}], maxHandOvers=3, bakeSeconds=1)
+        most, samples = 0, 0
+        deadline = time.time() + 180
+        while not phase_is(sim, "bounded", "Succeeded"):
+            assert time.time() < deadline, status(sim, "bounded")
+            in_flight = [ns for ns, c in owners(sim).items()
+                         if c["metadata"].get("labels", {}).get(RING_LABEL) == "canary" and owner(c) != "canary"]
+            most, samples = max(most, len(in_flight)), samples + 1
+            assert len(in_flight) <= 3, f"a fourth hand-over in flight: {in_flight}"
+        assert most > 0 and samples > 5, (most, samples)
+        assert all(owner(c) == "canary" for c in owners(sim).values())
+    finally:
+        operators.close()
