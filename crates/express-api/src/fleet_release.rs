@@ -16,11 +16,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::release::{
-    DEFAULT_ADOPTION_DEADLINE_SECONDS, DEFAULT_BAKE_SECONDS, DEFAULT_FAILURE_LIMIT,
-    DEFAULT_INTERVAL_SECONDS, DEFAULT_MAX_HAND_OVERS, DEFAULT_UNHEALTHY_MARGIN_PERCENT,
-    OperatorReleaseSpec, Wave, spec_problems as release_problems,
-};
+use crate::release::{OperatorReleaseSpec, Wave, spec_problems as release_problems};
 use crate::rings::ring_name_problem;
 
 /// OperatorRelease label: the FleetRelease that created it.
@@ -101,44 +97,25 @@ fn default_soak_seconds() -> u64 {
 fn default_stage_deadline_seconds() -> u64 {
     DEFAULT_STAGE_DEADLINE_SECONDS
 }
-fn default_bake_seconds() -> u64 {
-    DEFAULT_BAKE_SECONDS
-}
-fn default_interval_seconds() -> u64 {
-    DEFAULT_INTERVAL_SECONDS
-}
-fn default_failure_limit() -> u32 {
-    DEFAULT_FAILURE_LIMIT
-}
-fn default_adoption_deadline_seconds() -> u64 {
-    DEFAULT_ADOPTION_DEADLINE_SECONDS
-}
-fn default_max_hand_overs() -> u32 {
-    DEFAULT_MAX_HAND_OVERS
-}
-fn default_unhealthy_margin_percent() -> u32 {
-    DEFAULT_UNHEALTHY_MARGIN_PERCENT
-}
-
 /// Every field of an OperatorRelease spec but the rings and the version, with its defaults.
 #[derive(kube::KubeSchema, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReleaseTemplate {
     #[schemars(length(min = 1))]
     pub waves: Vec<Wave>,
-    #[serde(default = "default_bake_seconds")]
+    #[serde(default = "crate::release::default_bake_seconds")]
     pub bake_seconds: u64,
     /// Also how often the soak samples each DC's doctor.
-    #[serde(default = "default_interval_seconds")]
+    #[serde(default = "crate::release::default_interval_seconds")]
     pub interval_seconds: u64,
     /// Failed samples tolerated: in each DC's release, and in each stage's soak.
-    #[serde(default = "default_failure_limit")]
+    #[serde(default = "crate::release::default_failure_limit")]
     pub failure_limit: u32,
-    #[serde(default = "default_adoption_deadline_seconds")]
+    #[serde(default = "crate::release::default_adoption_deadline_seconds")]
     pub adoption_deadline_seconds: u64,
-    #[serde(default = "default_max_hand_overs")]
+    #[serde(default = "crate::release::default_max_hand_overs")]
     pub max_hand_overs: u32,
-    #[serde(default = "default_unhealthy_margin_percent")]
+    #[serde(default = "crate::release::default_unhealthy_margin_percent")]
     pub unhealthy_margin_percent: u32,
 }
 
@@ -525,7 +502,10 @@ mod tests {
         let plan = plan();
         assert_eq!(plan.soak_seconds, DEFAULT_SOAK_SECONDS);
         assert_eq!(plan.stage_deadline_seconds, DEFAULT_STAGE_DEADLINE_SECONDS);
-        assert_eq!(plan.release.bake_seconds, DEFAULT_BAKE_SECONDS);
+        assert_eq!(
+            plan.release.bake_seconds,
+            crate::release::DEFAULT_BAKE_SECONDS
+        );
         assert_eq!(spec_problems(&plan), Vec::<String>::new());
         let release = plan.release_spec();
         assert_eq!(

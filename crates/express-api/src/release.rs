@@ -118,22 +118,22 @@ pub struct OperatorReleaseSpec {
     pub paused: bool,
 }
 
-fn default_bake_seconds() -> u64 {
+pub(crate) fn default_bake_seconds() -> u64 {
     DEFAULT_BAKE_SECONDS
 }
-fn default_interval_seconds() -> u64 {
+pub(crate) fn default_interval_seconds() -> u64 {
     DEFAULT_INTERVAL_SECONDS
 }
-fn default_failure_limit() -> u32 {
+pub(crate) fn default_failure_limit() -> u32 {
     DEFAULT_FAILURE_LIMIT
 }
-fn default_adoption_deadline_seconds() -> u64 {
+pub(crate) fn default_adoption_deadline_seconds() -> u64 {
     DEFAULT_ADOPTION_DEADLINE_SECONDS
 }
-fn default_max_hand_overs() -> u32 {
+pub(crate) fn default_max_hand_overs() -> u32 {
     DEFAULT_MAX_HAND_OVERS
 }
-fn default_unhealthy_margin_percent() -> u32 {
+pub(crate) fn default_unhealthy_margin_percent() -> u32 {
     DEFAULT_UNHEALTHY_MARGIN_PERCENT
 }
 
