@@ -15,7 +15,8 @@ use express_api::lenient::Undecodable;
 use express_api::names::label_value_problem;
 use express_api::views::PodView;
 use express_api::{
-    BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
+    BounceStatus, ClusterKey, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired,
+    effective_spec,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
@@ -288,7 +289,12 @@ impl<'a> Grouped<'a> {
             cluster_name: cluster_name.to_owned(),
             settings,
             nodes: observations,
-            pause: pause_in_force(inventory, namespace, governing),
+            pause: pause_in_force(
+                control_in(inventory.objects),
+                inventory.operator_namespace,
+                namespace,
+                governing,
+            ),
             spec_errors,
             unreadable,
             control: governing.map(rollout_control).unwrap_or_default(),
@@ -509,29 +515,65 @@ fn rollout_control(cluster: &ExpressCluster) -> RolloutControl {
 /// computes).
 pub fn pause_of(inventory: &Inventory<'_>, namespace: &str, cluster_name: &str) -> Option<Pause> {
     pause_in_force(
-        inventory,
+        control_in(inventory.objects),
+        inventory.operator_namespace,
         namespace,
         inventory.objects.express_cluster(namespace, cluster_name),
     )
 }
 
+/// The control ConfigMap `name` of `namespace` among `objects` (the first, if two), found by
+/// a scan: for one cluster's pause; a fleet's go through [`pauses`].
+fn control_in<'a>(objects: &'a Objects) -> impl Fn(&str, &str) -> Option<&'a ConfigMap> {
+    move |namespace, name| {
+        objects.config_maps.iter().map(|cm| &**cm).find(|cm| {
+            namespace_of(*cm) == Some(namespace) && cm.metadata.name.as_deref() == Some(name)
+        })
+    }
+}
+
+/// The pause in force for every Express cluster an ExpressCluster or a node names, read in one
+/// pass (the control ConfigMaps and ExpressClusters indexed once), so a fleet's pauses cost what
+/// the fleet costs, not its square.
+pub fn pauses(inventory: &Inventory<'_>) -> HashMap<ClusterKey, Pause> {
+    let objects = inventory.objects;
+    let controls: HashMap<(&str, &str), &ConfigMap> = objects
+        .config_maps
+        .iter()
+        .rev() // the first of two same-named ConfigMaps wins, as in `pause_of`
+        .filter_map(|cm| Some(((namespace_of(&**cm)?, cm.metadata.name.as_deref()?), &**cm)))
+        .collect();
+    let mut governing: HashMap<(&str, &str), &ExpressCluster> = HashMap::new();
+    for cluster in objects.clusters.iter().map(|c| &**c) {
+        if let (Some(namespace), Some(name)) = (namespace_of(cluster), cluster.cluster_name()) {
+            governing.entry((namespace, name)).or_insert(cluster);
+        }
+    }
+    objects
+        .cluster_keys()
+        .into_iter()
+        .filter_map(|key| {
+            let cluster = governing
+                .get(&(key.namespace.as_str(), key.cluster.as_str()))
+                .copied();
+            let pause = pause_in_force(
+                |namespace, name| controls.get(&(namespace, name)).copied(),
+                inventory.operator_namespace,
+                &key.namespace,
+                cluster,
+            )?;
+            Some((key, pause))
+        })
+        .collect()
+}
+
 /// The widest pause in force for a cluster: operator-wide, then namespace, then the cluster.
-fn pause_in_force(
-    inventory: &Inventory<'_>,
+fn pause_in_force<'c>(
+    control: impl Fn(&str, &str) -> Option<&'c ConfigMap>,
+    operator_namespace: &str,
     namespace: &str,
     cluster: Option<&ExpressCluster>,
 ) -> Option<Pause> {
-    let control = |config_map_namespace: &str, name: &str| {
-        inventory
-            .objects
-            .config_maps
-            .iter()
-            .map(|cm| &**cm)
-            .find(|cm| {
-                namespace_of(*cm) == Some(config_map_namespace)
-                    && cm.metadata.name.as_deref() == Some(name)
-            })
-    };
     let paused_by = |cm: &ConfigMap| {
         let data = cm.data.as_ref()?;
         let paused = data
@@ -544,8 +586,7 @@ fn pause_in_force(
                 .filter(|r| !r.trim().is_empty())
         })
     };
-    if let Some(reason) =
-        control(inventory.operator_namespace, CONTROL_CONFIGMAP_GLOBAL).and_then(paused_by)
+    if let Some(reason) = control(operator_namespace, CONTROL_CONFIGMAP_GLOBAL).and_then(paused_by)
     {
         return Some(Pause {
             scope: PauseScope::Operator,

@@ -2,13 +2,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use express_api::objects::shared;
 use express_api::views::PodView;
-use express_api::{Backend, ExpressCluster, Frontend};
-use express_planner::observe::{Inventory, PodOwnership, snapshots};
-use express_planner::{ClusterSnapshot, PauseScope, PodPhase};
+use express_api::{Backend, ClusterKey, ExpressCluster, Frontend};
+use express_planner::observe::{Inventory, PodOwnership, pauses, snapshots};
+use express_planner::{ClusterSnapshot, Pause, PauseScope, PodPhase};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -77,8 +78,8 @@ struct Objects {
 }
 
 impl Objects {
-    fn snapshots(&self) -> Vec<ClusterSnapshot> {
-        let objects = express_api::Objects {
+    fn api(&self) -> express_api::Objects {
+        express_api::Objects {
             clusters: shared(self.clusters.clone()),
             backends: shared(self.backends.clone()),
             frontends: shared(self.frontends.clone()),
@@ -89,12 +90,24 @@ impl Objects {
                 .collect(),
             config_maps: shared(self.config_maps.clone()),
             ..express_api::Objects::default()
-        };
-        snapshots(&Inventory {
-            objects: &objects,
-            operator_namespace: "express-system",
-            ownership: PodOwnership::OwnerReference,
-        })
+        }
+    }
+
+    fn snapshots(&self) -> Vec<ClusterSnapshot> {
+        snapshots(&inventory(&self.api()))
+    }
+
+    /// The fleet's pauses as `observe::pauses` reads them in one pass.
+    fn pauses(&self) -> HashMap<ClusterKey, Pause> {
+        pauses(&inventory(&self.api()))
+    }
+}
+
+fn inventory(objects: &express_api::Objects) -> Inventory<'_> {
+    Inventory {
+        objects,
+        operator_namespace: "express-system",
+        ownership: PodOwnership::OwnerReference,
     }
 }
 
@@ -250,7 +263,15 @@ fn pause_scopes_widest_first() {
         )],
         ..Objects::default()
     };
-    let pause = |o: &Objects| o.snapshots()[0].pause.clone();
+    // The snapshot's pause, which the fleet's one-pass reading must agree with.
+    let pause = |o: &Objects| {
+        let pause = o.snapshots()[0].pause.clone();
+        assert_eq!(
+            o.pauses().get(&ClusterKey::new("a", "acme")),
+            pause.as_ref()
+        );
+        pause
+    };
     assert_eq!(pause(&objects).map(|p| p.scope), Some(PauseScope::Cluster));
 
     objects

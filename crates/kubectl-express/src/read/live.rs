@@ -50,12 +50,24 @@ where
     Ok(split(items.iter(), undecodable))
 }
 
+/// What a verb reads of each tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// Every object, ControllerRevisions included: a tenant's history, its plan, its revisions.
+    Everything,
+    /// What a fleet's rows and checks use (list, doctor, the dashboard's fleet): no
+    /// ControllerRevisions, which are the largest objects a tenant has and which no row reads.
+    Listing,
+}
+
 /// Lists the Express objects of `namespace` (None: every namespace), their pods and
-/// ControllerRevisions, and the control ConfigMaps (also the operator-wide one).
+/// ControllerRevisions (unless `reading` is [`Reading::Listing`]), and the control ConfigMaps
+/// (also the operator-wide one).
 pub async fn load(
     client: &Client,
     namespace: Option<&str>,
     operator_namespace: &str,
+    reading: Reading,
 ) -> Result<Objects, String> {
     let all = ListParams::default();
     let ours = ListParams::default().labels(LABEL_CLUSTER);
@@ -89,16 +101,19 @@ pub async fn load(
         ),
         config_maps,
         // Read whole: `revisions` and `diff` compare the specs they keep.
-        revisions: views(
-            list::<ControllerRevision>(
-                scoped(client, namespace),
-                &ours,
-                "ControllerRevisions",
-                &mut bad,
-            )
-            .await?,
-            RevisionView::with_body,
-        ),
+        revisions: match reading {
+            Reading::Listing => Vec::new(),
+            Reading::Everything => views(
+                list::<ControllerRevision>(
+                    scoped(client, namespace),
+                    &ours,
+                    "ControllerRevisions",
+                    &mut bad,
+                )
+                .await?,
+                RevisionView::with_body,
+            ),
+        },
         undecodable: bad,
     })
 }

@@ -32,16 +32,12 @@ pub(crate) async fn fleet_around(
     mut unreadable: Vec<String>,
 ) -> Fleet {
     let inventory = inventory(objects, operator_namespace);
+    // Each tenant's pause, read for the whole fleet in one pass (not a planner snapshot per
+    // tenant: those also read every node's revision history, which the checks do not use).
     let pauses: HashMap<express_api::ClusterKey, (String, Option<String>)> =
-        express_planner::observe::snapshots(&inventory)
+        express_planner::observe::pauses(&inventory)
             .into_iter()
-            .filter_map(|s| {
-                let pause = s.pause?;
-                Some((
-                    express_api::ClusterKey::new(s.namespace, s.cluster_name),
-                    (pause.scope.name().to_owned(), pause.reason),
-                ))
-            })
+            .map(|(key, pause)| (key, (pause.scope.name().to_owned(), pause.reason)))
             .collect();
     let tenants = observe::tenants(objects, |key| pauses.get(key).cloned());
 
@@ -106,12 +102,8 @@ pub(crate) async fn fleet_around(
             lease,
         });
     }
-    let warnings = match Api::<Event>::all(client.clone())
-        .list_paged(&ListParams::default())
-        .await
-    {
-        Ok(list) => list
-            .items
+    let warnings = match warning_events(client).await {
+        Ok(events) => events
             .iter()
             .filter(|e| e.reporting_controller.as_deref() == Some(REPORTING_CONTROLLER))
             .filter_map(observe::warning)
@@ -158,6 +150,22 @@ pub(crate) async fn fleet_around(
     }
 }
 
+/// The Warning events of every namespace: asked of the server with a field selector, since a
+/// healthy fleet has few warnings among many Normal events; a server that refuses the selector
+/// (400 Bad Request) is asked for every event, and triage keeps the warnings.
+async fn warning_events(client: &Client) -> Result<Vec<Event>, kube::Error> {
+    let events = Api::<Event>::all(client.clone());
+    match events
+        .list_paged(&ListParams::default().fields("type=Warning"))
+        .await
+    {
+        Err(kube::Error::Api(status)) if status.code == 400 => {
+            Ok(events.list_paged(&ListParams::default()).await?.items)
+        }
+        read => Ok(read?.items),
+    }
+}
+
 /// Why a read failed, in a few words.
 fn reason(error: &kube::Error) -> String {
     if forbidden(error) {
@@ -175,13 +183,18 @@ pub async fn read_fleet(
     focus: Option<&str>,
 ) -> Result<(Fleet, express_api::Objects), String> {
     let mut unreadable = Vec::new();
-    let objects = match live::load(client, None, operator_namespace).await {
+    let objects = match live::load(client, None, operator_namespace, live::Reading::Listing).await {
         Ok(objects) => objects,
         Err(everywhere) => match focus {
             Some(namespace) => {
-                let objects = live::load(client, Some(namespace), operator_namespace)
-                    .await
-                    .map_err(|e| format!("{everywhere}; in {namespace}: {e}"))?;
+                let objects = live::load(
+                    client,
+                    Some(namespace),
+                    operator_namespace,
+                    live::Reading::Listing,
+                )
+                .await
+                .map_err(|e| format!("{everywhere}; in {namespace}: {e}"))?;
                 unreadable.push(format!(
                     "Express objects outside namespace {namespace} ({everywhere})"
                 ));

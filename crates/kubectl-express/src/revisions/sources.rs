@@ -221,14 +221,24 @@ pub async fn gather(
                 _ => [options.namespace.clone()].into(),
             };
             if options.all_namespaces && local.is_none() {
-                objects = live::load(client, None, &options.operator_namespace)
-                    .await
-                    .map_err(Exit::usage)?;
+                objects = live::load(
+                    client,
+                    None,
+                    &options.operator_namespace,
+                    live::Reading::Everything,
+                )
+                .await
+                .map_err(Exit::usage)?;
             } else {
                 for namespace in namespaces {
-                    let more = live::load(client, Some(&namespace), &options.operator_namespace)
-                        .await
-                        .map_err(Exit::usage)?;
+                    let more = live::load(
+                        client,
+                        Some(&namespace),
+                        &options.operator_namespace,
+                        live::Reading::Everything,
+                    )
+                    .await
+                    .map_err(Exit::usage)?;
                     objects.extend(more);
                 }
             }

@@ -39,7 +39,7 @@ async fn get(c: &Connection, cluster: &str, watch: bool, style: Style) -> Result
             || !objects.nodes_of(namespace, cluster).is_empty()
     };
     if !watch {
-        let objects = live::load(&c.client, Some(namespace), "")
+        let objects = live::load(&c.client, Some(namespace), "", live::Reading::Everything)
             .await
             .map_err(Exit::failure)?;
         if !found(&objects) {

@@ -40,9 +40,14 @@ pub fn run(args: Args) -> ExitCode {
         Err(error) => Exit::usage(error.to_string()).report("list"),
         Ok(Mode::Single(connect)) => super::live("list", &connect, |c| async move {
             let namespace = (!args.all_namespaces).then_some(c.namespace.as_str());
-            let objects = live::load(&c.client, namespace, &args.operator_namespace)
-                .await
-                .map_err(Exit::failure)?;
+            let objects = live::load(
+                &c.client,
+                namespace,
+                &args.operator_namespace,
+                live::Reading::Listing,
+            )
+            .await
+            .map_err(Exit::failure)?;
             let rows = cluster::list_rows(&objects, &args.operator_namespace);
             match args.output.as_str() {
                 "json" => tail::print_json(&json!({ "clusters": rows }))?,
@@ -69,9 +74,14 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
             let operator_namespace = operator_namespace.clone();
             async move {
                 let namespace = (!all_namespaces).then_some(target.namespace.as_str());
-                let objects = live::load(&target.client, namespace, &operator_namespace)
-                    .await
-                    .map_err(across::ContextError::Failed)?;
+                let objects = live::load(
+                    &target.client,
+                    namespace,
+                    &operator_namespace,
+                    live::Reading::Listing,
+                )
+                .await
+                .map_err(across::ContextError::Failed)?;
                 Ok(Clusters {
                     clusters: cluster::list_rows(&objects, &operator_namespace),
                 })

@@ -46,9 +46,14 @@ pub fn run(args: Args) -> ExitCode {
     }
     super::live("plan", &args.connect, |c| async move {
         let namespace = (!args.all_namespaces).then_some(c.namespace.as_str());
-        let objects = live::load(&c.client, namespace, &args.operator_namespace)
-            .await
-            .map_err(Exit::failure)?;
+        let objects = live::load(
+            &c.client,
+            namespace,
+            &args.operator_namespace,
+            live::Reading::Everything,
+        )
+        .await
+        .map_err(Exit::failure)?;
         let cluster = args.cluster.as_deref();
         let report = plan::live(&objects, &args.operator_namespace, cluster);
         if let (Some(cluster), true) = (cluster, report.clusters.is_empty()) {

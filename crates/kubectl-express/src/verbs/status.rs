@@ -80,7 +80,7 @@ async fn follow(
 ) -> Result<ExitCode, Exit> {
     let cluster = args.cluster.as_str();
     if !args.watch {
-        let objects = live::load(client, Some(namespace), "")
+        let objects = live::load(client, Some(namespace), "", live::Reading::Everything)
             .await
             .map_err(Exit::failure)?;
         let line = assess_objects(&objects, namespace, cluster)?;
