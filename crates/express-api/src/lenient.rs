@@ -5,17 +5,22 @@
 //! [`Undecodable`], naming the field at fault, instead of failing the whole list (which, in a
 //! reflector, is every tenant of the Kubernetes cluster).
 
+use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::keys::{ANNOTATION_EXPRESS_VERSION, LABEL_CLUSTER};
+use crate::keys::{ANNOTATION_EXPRESS_VERSION, GROUP, LABEL_CLUSTER};
+
+mod lean;
 
 /// An object as a list or watch delivered it: decoded, or kept aside with why it was not.
 ///
@@ -27,8 +32,10 @@ use crate::keys::{ANNOTATION_EXPRESS_VERSION, LABEL_CLUSTER};
 /// object) is dropped; a pod's spec keeps only its containers' names and images, and only
 /// when the pod has no `express.dev/express-version` annotation (the image's tag is then the
 /// running version; the status and metadata say the rest): the spec's `Container` alone is
-/// 2.3 KB before a string, for two strings read; a pod's status drops its addresses and QoS
-/// class; and the metadata is held once, inside the decoded object.
+/// 2.3 KB before a string, for two strings read; a pod's status keeps only its phase, its
+/// conditions and its containers' restart counts; and the metadata is held once, inside the
+/// decoded object. Objects are decoded straight from their text (a pod parsing only the fields
+/// it keeps); only one that does not decode is read as a JSON tree, to name the field at fault.
 #[derive(Clone, Debug)]
 pub struct Lenient<K> {
     decoded: Result<Arc<K>, (ObjectMeta, Arc<Undecodable>)>,
@@ -146,6 +153,101 @@ fn slim_pod(raw: &mut Value) {
 }
 
 /// An object this build cannot decode, and what it could still read of it.
+/// `K` decoded from its text, without what [`slim`] drops. A pod goes through
+/// [`lean::PodFields`], and an object of this API group through [`lean::decode_ours`], which
+/// parse only the fields kept into objects.
+fn decode_slim<K>(text: &str) -> serde_json::Result<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
+{
+    if TypeId::of::<K>() == TypeId::of::<Pod>() {
+        let pod: Box<dyn Any> = Box::new(Pod::from(serde_json::from_str::<lean::PodFields>(text)?));
+        if let Ok(pod) = pod.downcast::<K>() {
+            return Ok(*pod);
+        }
+    }
+    if K::group(&()) == GROUP {
+        return lean::decode_ours(text);
+    }
+    let mut object = serde_json::from_str::<K>(text)?;
+    slim_decoded(&mut object);
+    Ok(object)
+}
+
+/// [`slim`] on an object already decoded: the same fields dropped, as the same types hold them.
+fn slim_decoded<K: Resource<DynamicType = ()> + 'static>(object: &mut K) {
+    if let Some(pod) = (object as &mut dyn Any).downcast_mut::<Pod>() {
+        slim_decoded_pod(pod);
+    }
+    let whole_history_unread = matches!(&*K::kind(&()), "Pod" | "ControllerRevision");
+    let metadata = object.meta_mut();
+    if whole_history_unread {
+        metadata.managed_fields = None;
+    } else if let Some(entries) = &mut metadata.managed_fields {
+        *entries = latest_decoded_writes(entries);
+    }
+    if let Some(annotations) = &mut metadata.annotations {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+/// [`latest_writes`] over decoded entries.
+fn latest_decoded_writes(entries: &[ManagedFieldsEntry]) -> Vec<ManagedFieldsEntry> {
+    let mut latest: [Option<&ManagedFieldsEntry>; 2] = [None, None];
+    for entry in entries {
+        let Some(time) = &entry.time else {
+            continue;
+        };
+        let slot = &mut latest[usize::from(entry.subresource.as_deref() == Some("status"))];
+        if slot.is_none_or(|kept| kept.time.as_ref().is_some_and(|kept| kept.0 < time.0)) {
+            *slot = Some(entry);
+        }
+    }
+    latest
+        .into_iter()
+        .flatten()
+        .map(|entry| ManagedFieldsEntry {
+            manager: entry.manager.clone(),
+            operation: entry.operation.clone(),
+            subresource: entry.subresource.clone(),
+            time: entry.time.clone(),
+            ..ManagedFieldsEntry::default()
+        })
+        .collect()
+}
+
+/// [`slim_pod`] over a decoded pod.
+fn slim_decoded_pod(pod: &mut Pod) {
+    if let Some(status) = &mut pod.status {
+        status.pod_ip = None;
+        status.pod_ips = None;
+        status.host_ip = None;
+        status.host_ips = None;
+        status.qos_class = None;
+    }
+    let annotated = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_EXPRESS_VERSION));
+    if annotated {
+        pod.spec = None;
+    } else if let Some(spec) = &mut pod.spec {
+        let containers = std::mem::take(&mut spec.containers)
+            .into_iter()
+            .map(|container| Container {
+                name: container.name,
+                image: container.image,
+                ..Container::default()
+            })
+            .collect();
+        *spec = PodSpec {
+            containers,
+            ..PodSpec::default()
+        };
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Undecodable {
     /// The object's kind (`Frontend`, `Pod`, ...).
@@ -268,10 +370,21 @@ fn cluster_of(kind: &str, metadata: &ObjectMeta, raw: &Value) -> Option<String> 
 
 impl<'de, K> Deserialize<'de> for Lenient<K>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned,
+    K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut raw = Value::deserialize(deserializer)?;
+        // The object's text, kept aside (one copy) and decoded straight into `K`: building a
+        // `Value` tree first costs about as much again as the decoding, for every object of a
+        // list or watch. Only an object that does not decode takes the slow path below, which
+        // slims the tree first (so what slimming drops cannot fail it) and names the field at
+        // fault.
+        let text = Box::<RawValue>::deserialize(deserializer)?;
+        if let Ok(object) = decode_slim::<K>(text.get()) {
+            return Ok(Lenient {
+                decoded: Ok(Arc::new(object)),
+            });
+        }
+        let mut raw: Value = serde_json::from_str(text.get()).map_err(serde::de::Error::custom)?;
         slim(&K::kind(&()), &mut raw);
         // The metadata the API server wrote is always readable; without it the object cannot
         // even be named, and the list fails as it would have.
@@ -408,7 +521,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_pod_keeps_its_containers_names_and_images_and_all_its_status() {
+    fn a_cached_pod_keeps_its_containers_names_and_images_and_the_status_its_view_reads() {
         let raw = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "acme-fe1", "namespace": "t", "labels": {LABEL_CLUSTER: "acme"}},
@@ -511,5 +624,63 @@ mod tests {
         assert_eq!(bad.cluster.as_deref(), Some("acme"));
         assert_eq!(bad.field, "spec.containers");
         assert!(serde_json::from_value::<Lenient<Pod>>(json!({"kind": "Pod"})).is_err());
+    }
+
+    /// An object decoded straight from its text, and the same object's slimmed tree decoded
+    /// (the slow path), as `read` reads them.
+    fn fast_and_slow<K, R>(raw: &Value, read: impl Fn(&K) -> R) -> (R, R)
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
+    {
+        let text = serde_json::to_string(raw).unwrap();
+        let fast = serde_json::from_str::<Lenient<K>>(&text).unwrap();
+        let mut slimmed = raw.clone();
+        slim(&K::kind(&()), &mut slimmed);
+        let slow: K = serde_json::from_value(slimmed).unwrap();
+        (read(fast.decoded().unwrap()), read(&slow))
+    }
+
+    #[test]
+    fn decoding_straight_from_text_reads_what_the_slimmed_tree_reads() {
+        let managed = json!([
+            {"manager": "helm", "operation": "Apply", "time": "2026-11-24T09:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+            {"manager": "kubectl", "operation": "Apply", "time": "2026-11-24T10:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+            {"manager": "express-operator", "operation": "Apply", "time": "2026-11-24T10:00:05Z",
+             "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+            {"manager": "untimed", "operation": "Update"}]);
+        let mut frontend = frontend(json!({"clusterConfig": {"clusterName": "acme"}}));
+        frontend["metadata"]["managedFields"] = managed.clone();
+        frontend["metadata"]["annotations"] = json!({LAST_APPLIED: "{}", "team": "a"});
+        let (fast, slow) =
+            fast_and_slow::<Frontend, _>(&frontend, |f| serde_json::to_value(f).unwrap());
+        assert_eq!(fast, slow);
+        let pod = |annotations: Value| {
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "acme-fe1", "namespace": "t", "annotations": annotations,
+                             "managedFields": managed},
+                "spec": {"containers": [{"name": "express", "image": "registry/express:v1",
+                                         "env": [{"name": "A", "value": "b"}]}],
+                         "volumes": [{"name": "data", "emptyDir": {}}]},
+                "status": {"phase": "Running", "podIP": "10.0.0.9", "qosClass": "BestEffort",
+                           "conditions": [{"type": "Ready", "status": "True"}],
+                           "containerStatuses": [{"name": "express", "image": "e:v1",
+                                                  "imageID": "", "ready": true,
+                                                  "restartCount": 2}]}
+            })
+        };
+        // A pod keeps less than its slimmed tree (only what a pod's view reads), and reads the
+        // same.
+        for annotations in [
+            json!({LAST_APPLIED: "{}"}),
+            json!({ANNOTATION_EXPRESS_VERSION: "v1"}),
+        ] {
+            let (fast, slow) =
+                fast_and_slow::<Pod, _>(&pod(annotations), |p| crate::views::PodView::from(p));
+            assert_eq!(fast, slow);
+            assert_eq!(fast.status.as_ref().map(|s| s.restarts), Some(2));
+        }
     }
 }

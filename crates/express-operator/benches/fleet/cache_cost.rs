@@ -47,7 +47,7 @@ pub async fn cache_cost_per_kind(client: &kube::Client, namespace: &str) {
     /// controller's caches): its view, behind an `Arc`, keyed by its name.
     fn weigh<K, V>(raw: &[serde_json::Value], view: fn(&Arc<K>, &Interner) -> Arc<V>) -> f64
     where
-        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone,
+        K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone + 'static,
         Lenient<K>: kube::Resource<DynamicType = ()>,
     {
         const COPIES: usize = 200;

@@ -1,0 +1,237 @@
+//! Objects decoded from their text parsing only what is kept: what [`Lenient`](super::Lenient)
+//! would drop is skipped by the parser without building an object. Each `managedFields`
+//! entry's `fieldsV1` above all (a tree of its own; about a third of a pod's text); of a pod,
+//! also its spec but the containers' names and images, and its containers' states (what
+//! [`PodView`](crate::views::PodView) holds is kept). Reading a DC is mostly decoding it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
+};
+use kube::Resource;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+use super::{LAST_APPLIED, latest_decoded_writes};
+use crate::keys::ANNOTATION_EXPRESS_VERSION;
+
+/// An object of this API group: `apiVersion`, `kind`, `metadata`, `spec` and `status`, nothing
+/// else at the top (anything else sends it down the slow path).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OurParts<'a> {
+    #[serde(rename = "apiVersion", borrow)]
+    api_version: Option<&'a RawValue>,
+    #[serde(borrow)]
+    kind: Option<&'a RawValue>,
+    metadata: MetaFields,
+    #[serde(borrow)]
+    spec: Option<&'a RawValue>,
+    #[serde(borrow)]
+    status: Option<&'a RawValue>,
+}
+
+/// An object of this API group: its metadata decoded leanly, the rest as `K` decodes it.
+pub(super) fn decode_ours<K>(text: &str) -> serde_json::Result<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    let parts: OurParts<'_> = serde_json::from_str(text)?;
+    let mut rest = String::with_capacity(text.len());
+    rest.push_str(r#"{"metadata":{}"#);
+    for (name, part) in [
+        ("apiVersion", parts.api_version),
+        ("kind", parts.kind),
+        ("spec", parts.spec),
+        ("status", parts.status),
+    ] {
+        if let Some(part) = part {
+            // Writing to a String cannot fail.
+            let _ = write!(rest, r#","{name}":{}"#, part.get());
+        }
+    }
+    rest.push('}');
+    let mut object: K = serde_json::from_str(&rest)?;
+    *object.meta_mut() = parts.metadata.into_meta(true);
+    Ok(object)
+}
+
+/// The fields of a pod that are kept.
+#[derive(Deserialize)]
+pub(super) struct PodFields {
+    metadata: MetaFields,
+    spec: Option<SpecFields>,
+    status: Option<StatusFields>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaFields {
+    managed_fields: Option<Vec<ManagedFields>>,
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+    finalizers: Option<Vec<String>>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+}
+
+/// A `managedFields` entry without its `fieldsV1`.
+#[derive(Deserialize)]
+struct ManagedFields {
+    manager: Option<String>,
+    operation: Option<String>,
+    subresource: Option<String>,
+    time: Option<Time>,
+}
+
+impl MetaFields {
+    /// The metadata kept: without the last-applied annotation, and the two latest writes of
+    /// `managedFields` when `with_writes` (none otherwise).
+    fn into_meta(self, with_writes: bool) -> ObjectMeta {
+        let annotations = self.annotations.map(|mut annotations| {
+            annotations.remove(LAST_APPLIED);
+            annotations
+        });
+        let managed_fields = self.managed_fields.filter(|_| with_writes).map(|entries| {
+            let entries: Vec<ManagedFieldsEntry> = entries
+                .into_iter()
+                .map(|entry| ManagedFieldsEntry {
+                    manager: entry.manager,
+                    operation: entry.operation,
+                    subresource: entry.subresource,
+                    time: entry.time,
+                    ..ManagedFieldsEntry::default()
+                })
+                .collect();
+            latest_decoded_writes(&entries)
+        });
+        ObjectMeta {
+            name: self.name,
+            generate_name: self.generate_name,
+            namespace: self.namespace,
+            uid: self.uid,
+            resource_version: self.resource_version,
+            generation: self.generation,
+            labels: self.labels,
+            annotations,
+            owner_references: self.owner_references,
+            finalizers: self.finalizers,
+            creation_timestamp: self.creation_timestamp,
+            deletion_timestamp: self.deletion_timestamp,
+            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
+            managed_fields,
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct SpecFields {
+    containers: Vec<ContainerFields>,
+}
+
+#[derive(Deserialize)]
+struct ContainerFields {
+    name: String,
+    image: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusFields {
+    phase: Option<String>,
+    conditions: Option<Vec<ConditionFields>>,
+    container_statuses: Option<Vec<ContainerStatusFields>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConditionFields {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    last_transition_time: Option<Time>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerStatusFields {
+    name: String,
+    #[serde(default)]
+    ready: bool,
+    #[serde(default)]
+    restart_count: i32,
+}
+
+impl From<PodFields> for Pod {
+    /// The pod with the fields kept, as `Lenient` keeps a pod: no spec when its
+    /// `express.dev/express-version` annotation names its version (the image's tag is not read
+    /// then), no `kubectl.kubernetes.io/last-applied-configuration` annotation.
+    fn from(fields: PodFields) -> Pod {
+        let PodFields {
+            metadata,
+            spec,
+            status,
+        } = fields;
+        let metadata = metadata.into_meta(false);
+        let annotated = metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ANNOTATION_EXPRESS_VERSION));
+        Pod {
+            metadata,
+            spec: spec.filter(|_| !annotated).map(|spec| PodSpec {
+                containers: spec
+                    .containers
+                    .into_iter()
+                    .map(|c| Container {
+                        name: c.name,
+                        image: c.image,
+                        ..Container::default()
+                    })
+                    .collect(),
+                ..PodSpec::default()
+            }),
+            status: status.map(|status| PodStatus {
+                phase: status.phase,
+                conditions: status.conditions.map(|conditions| {
+                    conditions
+                        .into_iter()
+                        .map(|c| PodCondition {
+                            type_: c.type_,
+                            status: c.status,
+                            last_transition_time: c.last_transition_time,
+                            ..PodCondition::default()
+                        })
+                        .collect()
+                }),
+                container_statuses: status.container_statuses.map(|statuses| {
+                    statuses
+                        .into_iter()
+                        .map(|c| ContainerStatus {
+                            name: c.name,
+                            ready: c.ready,
+                            restart_count: c.restart_count,
+                            ..ContainerStatus::default()
+                        })
+                        .collect()
+                }),
+                ..PodStatus::default()
+            }),
+        }
+    }
+}
