@@ -41,6 +41,10 @@ pub struct Dc {
     /// Bumped on each change its watches see and each new health or verdict.
     changes: AtomicU64,
     rows: Mutex<Option<Rows>>,
+    /// What its watches hold, as views, built once per change and shared by the rows, the
+    /// doctor and the tenant pages (turning a DC's cached objects into views is most of what
+    /// drawing its fleet costs).
+    objects: Mutex<Option<(u64, Arc<Objects>)>>,
 }
 
 struct State {
@@ -80,6 +84,7 @@ impl Dc {
             }),
             changes: AtomicU64::new(0),
             rows: Mutex::new(None),
+            objects: Mutex::new(None),
         }
     }
 
@@ -88,11 +93,25 @@ impl Dc {
         self.context.as_deref().unwrap_or_default()
     }
 
-    pub fn objects(&self) -> Objects {
-        self.stores
-            .as_ref()
-            .map(live::Stores::objects)
-            .unwrap_or_default()
+    /// What its watches hold now (as of the last change at least).
+    pub fn objects(&self) -> Arc<Objects> {
+        // The change is read before the stores: what is built is at least that new.
+        let change = self.changes.load(Ordering::SeqCst);
+        if let Ok(cached) = self.objects.lock()
+            && let Some((_, objects)) = cached.as_ref().filter(|(at, _)| *at == change)
+        {
+            return objects.clone();
+        }
+        let objects = Arc::new(
+            self.stores
+                .as_ref()
+                .map(live::Stores::objects)
+                .unwrap_or_default(),
+        );
+        if let Ok(mut cached) = self.objects.lock() {
+            *cached = Some((change, objects.clone()));
+        }
+        objects
     }
 
     pub fn health(&self) -> Health {

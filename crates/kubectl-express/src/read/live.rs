@@ -1,8 +1,9 @@
 //! Reading a live cluster: the objects of one namespace (or all), listed once or kept current by
 //! watches, the views the verbs draw from them. Nothing here writes.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::read::pages::ListPaged;
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
@@ -170,6 +171,64 @@ pub struct Stores {
     /// its watch's failures never fail the others (a user limited to tenant namespaces cannot
     /// watch the operator's namespace).
     operator_control: Option<Store<Lenient<ConfigMap>>>,
+    /// The views of the nodes and pods, kept while the stores hold the same objects.
+    node_views: Arc<Memo<Backend, NodeView>>,
+    frontend_views: Arc<Memo<Frontend, NodeView>>,
+    pod_views: Arc<Memo<Pod, PodView>>,
+}
+
+/// The views of one store's objects, each kept while the store holds that same object (a store
+/// replaces an object it is told of with a new `Arc`), so that drawing the fleet again turns
+/// only what changed into views: a DC's objects into views is most of what a redraw costs.
+struct Memo<K, V> {
+    /// By the address of the store's entry, which the memo holds, so no other entry can reuse it.
+    views: Mutex<HashMap<usize, Kept<K, V>>>,
+}
+
+/// A store's entry and its view.
+type Kept<K, V> = (Arc<Lenient<K>>, Arc<V>);
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Memo {
+            views: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: WatchedKind, V> Memo<K, V> {
+    /// The views of what `store` holds now; objects it cannot decode go to `undecodable`.
+    fn views(
+        &self,
+        store: &Store<Lenient<K>>,
+        undecodable: &mut Vec<Arc<Undecodable>>,
+        view: impl Fn(&K) -> V,
+    ) -> Vec<Arc<V>> {
+        let mut kept = self
+            .views
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entries = store.state();
+        let mut next = HashMap::with_capacity(entries.len());
+        let mut views = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match (entry.decoded(), entry.undecodable()) {
+                (Some(object), _) => {
+                    let address = Arc::as_ptr(&entry) as usize;
+                    let shown = match kept.remove(&address) {
+                        Some((same, shown)) if Arc::ptr_eq(&same, &entry) => shown,
+                        _ => Arc::new(view(object)),
+                    };
+                    views.push(shown.clone());
+                    next.insert(address, (entry, shown));
+                }
+                (None, Some(bad)) => undecodable.push(bad.clone()),
+                (None, None) => {}
+            }
+        }
+        *kept = next;
+        views
+    }
 }
 
 type Changes = Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>;
@@ -234,6 +293,9 @@ impl Watched {
             pods,
             controls: None,
             operator_control: None,
+            node_views: Arc::default(),
+            frontend_views: Arc::default(),
+            pod_views: Arc::default(),
         };
         (stores, vec![c.boxed(), b.boxed(), f.boxed(), p.boxed()])
     }
@@ -312,9 +374,15 @@ impl Stores {
         }
         Objects {
             clusters: decoded(&self.clusters, &mut bad),
-            backends: views(decoded(&self.backends, &mut bad), |n| NodeView::from(n)),
-            frontends: views(decoded(&self.frontends, &mut bad), |n| NodeView::from(n)),
-            pods: views(decoded(&self.pods, &mut bad), |pod| PodView::from(pod)),
+            backends: self
+                .node_views
+                .views(&self.backends, &mut bad, |n| NodeView::from(n)),
+            frontends: self
+                .frontend_views
+                .views(&self.frontends, &mut bad, |n| NodeView::from(n)),
+            pods: self
+                .pod_views
+                .views(&self.pods, &mut bad, |pod| PodView::from(pod)),
             config_maps,
             undecodable: bad,
             ..Objects::default()
