@@ -152,26 +152,43 @@ fn slim_pod(raw: &mut Value) {
     spec.insert("containers".to_owned(), Value::Array(kept));
 }
 
-/// An object this build cannot decode, and what it could still read of it.
-/// `K` decoded from its text, without what [`slim`] drops. A pod goes through
-/// [`lean::PodFields`], and an object of this API group through [`lean::decode_ours`], which
-/// parse only the fields kept into objects.
+/// `K` decoded from its text, without what [`slim`] drops (see [`Slim`]).
 fn decode_slim<K>(text: &str) -> serde_json::Result<K>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
 {
-    if TypeId::of::<K>() == TypeId::of::<Pod>() {
-        let pod: Box<dyn Any> = Box::new(Pod::from(serde_json::from_str::<lean::PodFields>(text)?));
-        if let Ok(pod) = pod.downcast::<K>() {
-            return Ok(*pod);
+    serde_json::from_str::<Slim<K>>(text).map(|slim| slim.0)
+}
+
+/// An object decoded as [`Lenient`] decodes one that decodes, failing where `Lenient` keeps an
+/// object aside. A pod goes through [`lean::PodFields`], an object of this API group through
+/// [`lean::OurParts`], which parse only the fields kept into objects; any other kind is decoded
+/// whole, then slimmed. A page of a list read as `Slim` objects is read in one pass over its
+/// text; only a page holding an object that fails needs reading again object by object.
+#[derive(Clone, Debug)]
+pub struct Slim<K>(pub K);
+
+impl<'de, K> Deserialize<'de> for Slim<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + 'static,
+{
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if TypeId::of::<K>() == TypeId::of::<Pod>() {
+            let pod: Box<dyn Any> =
+                Box::new(Pod::from(lean::PodFields::deserialize(deserializer)?));
+            return pod
+                .downcast::<K>()
+                .map(|pod| Slim(*pod))
+                .map_err(|_| serde::de::Error::custom("a pod that is not a Pod"));
         }
+        if K::group(&()) == GROUP {
+            let parts = lean::OurParts::deserialize(deserializer)?;
+            return parts.assemble().map(Slim).map_err(serde::de::Error::custom);
+        }
+        let mut object = K::deserialize(deserializer)?;
+        slim_decoded(&mut object);
+        Ok(Slim(object))
     }
-    if K::group(&()) == GROUP {
-        return lean::decode_ours(text);
-    }
-    let mut object = serde_json::from_str::<K>(text)?;
-    slim_decoded(&mut object);
-    Ok(object)
 }
 
 /// [`slim`] on an object already decoded: the same fields dropped, as the same types hold them.
@@ -248,6 +265,7 @@ fn slim_decoded_pod(pod: &mut Pod) {
     }
 }
 
+/// An object this build cannot decode, and what it could still read of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Undecodable {
     /// The object's kind (`Frontend`, `Pod`, ...).
@@ -584,7 +602,18 @@ mod tests {
             frontend(json!({"clusterConfig": {"clusterName": "acme"}})),
             frontend(json!({"clusterConfig": {"clusterName": "acme"}, "up": "yes"})),
         ]);
-        let items: Vec<Lenient<Frontend>> = serde_json::from_value(list).unwrap();
+        // Read as `Slim` objects in one pass, the page fails (and is then read again object by
+        // object); the good item alone reads as `Slim`, and the same as `Lenient` reads it.
+        let text = list.to_string();
+        assert!(serde_json::from_str::<Vec<Slim<Frontend>>>(&text).is_err());
+        let good = serde_json::to_string(&list[0]).unwrap();
+        let slim = serde_json::from_str::<Slim<Frontend>>(&good).unwrap().0;
+        let lenient = serde_json::from_str::<Lenient<Frontend>>(&good).unwrap();
+        assert_eq!(
+            serde_json::to_value(&slim).unwrap(),
+            serde_json::to_value(&**lenient.decoded().unwrap()).unwrap()
+        );
+        let items: Vec<Lenient<Frontend>> = serde_json::from_str(&text).unwrap();
         assert!(items[0].decoded().is_some());
         let bad = items[1].undecodable().unwrap();
         assert_eq!(

@@ -25,7 +25,7 @@ use crate::keys::ANNOTATION_EXPRESS_VERSION;
 /// else at the top (anything else sends it down the slow path).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct OurParts<'a> {
+pub(super) struct OurParts<'a> {
     #[serde(rename = "apiVersion", borrow)]
     api_version: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -37,29 +37,30 @@ struct OurParts<'a> {
     status: Option<&'a RawValue>,
 }
 
-/// An object of this API group: its metadata decoded leanly, the rest as `K` decodes it.
-pub(super) fn decode_ours<K>(text: &str) -> serde_json::Result<K>
-where
-    K: Resource<DynamicType = ()> + DeserializeOwned,
-{
-    let parts: OurParts<'_> = serde_json::from_str(text)?;
-    let mut rest = String::with_capacity(text.len());
-    rest.push_str(r#"{"metadata":{}"#);
-    for (name, part) in [
-        ("apiVersion", parts.api_version),
-        ("kind", parts.kind),
-        ("spec", parts.spec),
-        ("status", parts.status),
-    ] {
-        if let Some(part) = part {
-            // Writing to a String cannot fail.
-            let _ = write!(rest, r#","{name}":{}"#, part.get());
+impl OurParts<'_> {
+    /// The object: its metadata decoded leanly, the rest as `K` decodes it.
+    pub(super) fn assemble<K>(self) -> serde_json::Result<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        let mut rest = String::new();
+        rest.push_str(r#"{"metadata":{}"#);
+        for (name, part) in [
+            ("apiVersion", self.api_version),
+            ("kind", self.kind),
+            ("spec", self.spec),
+            ("status", self.status),
+        ] {
+            if let Some(part) = part {
+                // Writing to a String cannot fail.
+                let _ = write!(rest, r#","{name}":{}"#, part.get());
+            }
         }
+        rest.push('}');
+        let mut object: K = serde_json::from_str(&rest)?;
+        *object.meta_mut() = self.metadata.into_meta(true);
+        Ok(object)
     }
-    rest.push('}');
-    let mut object: K = serde_json::from_str(&rest)?;
-    *object.meta_mut() = parts.metadata.into_meta(true);
-    Ok(object)
 }
 
 /// The fields of a pod that are kept.

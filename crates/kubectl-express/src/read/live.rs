@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use crate::read::pages::ListPaged;
+use crate::read::pages::{self, ListPaged};
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
-use express_api::lenient::{Lenient, Undecodable};
+use express_api::lenient::{Lenient, Slim, Undecodable};
 use express_api::objects::WatchedKind;
 use express_api::views::{NodeView, PodView, RevisionView};
 use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
@@ -15,7 +15,7 @@ use express_planner::observe::{Inventory, PodOwnership};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, ObjectList};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -43,12 +43,45 @@ pub(crate) async fn list<K>(
 where
     K: WatchedKind,
 {
-    let items = api
-        .list_paged(params)
-        .await
-        .map_err(|e| format!("cannot list {what}: {e}"))?
-        .items;
+    let items = pages::paged(|token| {
+        let mut page = params.clone().limit(pages::PAGE_SIZE);
+        if let Some(token) = token {
+            page = page.continue_token(&token);
+        }
+        lenient_page(&api, page)
+    })
+    .await
+    .map_err(|e| format!("cannot list {what}: {e}"))?
+    .items;
     Ok(split(items.iter(), undecodable))
+}
+
+/// One page of a list, read in one pass over its text when every object on it decodes
+/// ([`Slim`]); a page holding one that does not is read again from the same text object by
+/// object ([`Lenient`]). Decoding is most of what reading a DC costs.
+async fn lenient_page<K>(
+    api: &Api<Lenient<K>>,
+    params: ListParams,
+) -> Result<ObjectList<Lenient<K>>, kube::Error>
+where
+    K: WatchedKind,
+{
+    let request = kube::core::Request::new(api.resource_url())
+        .list(&params)
+        .map_err(kube::Error::BuildRequest)?;
+    let text = api.clone().into_client().request_text(request).await?;
+    if let Ok(page) = serde_json::from_str::<ObjectList<Slim<K>>>(&text) {
+        return Ok(ObjectList {
+            types: page.types,
+            metadata: page.metadata,
+            items: page
+                .items
+                .into_iter()
+                .map(|slim| Lenient::new(slim.0))
+                .collect(),
+        });
+    }
+    serde_json::from_str(&text).map_err(kube::Error::SerdeError)
 }
 
 /// What a verb reads of each tenant.
