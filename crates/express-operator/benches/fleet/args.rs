@@ -52,6 +52,11 @@ pub struct Args {
     /// without the half hour a fleet-wide upgrade takes at 10,000 tenants.
     #[arg(long)]
     pub stop_after_cold_starts: bool,
+    /// After the measured upgrade, this many more fleet-wide upgrades in a row (each to a new
+    /// version), with the operator's RSS at rest and its API requests after each: what a week
+    /// of rollouts does to a long-lived operator. 0: none.
+    #[arg(long, default_value_t = 0)]
+    pub upgrades: u32,
     /// Passed by `cargo bench`.
     #[arg(long, hide = true)]
     pub bench: bool,

@@ -74,6 +74,9 @@ async fn main() {
         finish(bench, operator).await;
     }
     upgrade(&bench, &operator).await;
+    if bench.args.upgrades > 0 {
+        upgrades_in_a_row(&bench, &operator).await;
+    }
     forced_relist(&bench, &operator).await;
     finish(bench, operator).await
 }
@@ -338,15 +341,73 @@ async fn upgrade(bench: &Bench, operator: &Operator) {
     print_series(operator, "after the upgrade", args.tenants).await;
 }
 
-/// Every tenant's new version, patched 32 at a time.
+/// 4. `--upgrades` more fleet-wide upgrades in a row, each to a version of its own: the
+///    operator's RSS at rest and its API requests after each. Nothing the operator keeps may
+///    grow with the rollouts it has done: the RSS at rest after the last is compared with
+///    after the third (the first two still fill the caches' and allocator's steady state).
+async fn upgrades_in_a_row(bench: &Bench, operator: &Operator) {
+    let (args, nodes, seen, sim) = (&bench.args, bench.nodes, &bench.seen, &bench.sim);
+    let mut rest_rss = Vec::new();
+    println!("upgrades in a row: #, seconds, operator requests (reads + writes), RSS at rest");
+    for round in 1..=args.upgrades {
+        let version = format!("v{}", round + 2);
+        let target_generation: HashMap<String, i64> = seen
+            .lock()
+            .unwrap()
+            .clusters
+            .iter()
+            .map(|(ns, (g, ..))| (ns.clone(), g + 1))
+            .collect();
+        let run = sampled(sim, operator, async {
+            patch_every_tenant_to(&sim.client, args.tenants, &version).await;
+            until("an upgrade in a row", bench.timeout, || {
+                upgraded(&seen.lock().unwrap(), &target_generation, nodes)
+            })
+            .await;
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(args.rest_seconds)).await;
+        let rss = operator.process.rss_mib();
+        rest_rss.push(rss);
+        println!(
+            "  {round:>2}  {:6.1} s  {:>7} requests ({} reads, {} writes)  RSS at rest {rss:.0} MiB",
+            run.seconds,
+            run.reads + run.writes,
+            run.reads,
+            run.writes
+        );
+    }
+    if rest_rss.len() >= 3 {
+        let (third, last) = (rest_rss[2], rest_rss[rest_rss.len() - 1]);
+        println!(
+            "upgrades in a row: RSS at rest after #{} {last:.0} MiB against {third:.0} MiB after #3 ({:+.1} %)",
+            rest_rss.len(),
+            (last - third) / third * 100.0
+        );
+    }
+    memory_line(
+        operator,
+        "at rest after the upgrades in a row",
+        args.tenants,
+    )
+    .await;
+}
+
+/// Every tenant's new version (v2), patched 32 at a time.
 async fn patch_every_tenant(client: &kube::Client, tenants: usize) {
+    patch_every_tenant_to(client, tenants, "v2").await;
+}
+
+/// Every tenant's version set to `version`, patched 32 at a time.
+async fn patch_every_tenant_to(client: &kube::Client, tenants: usize, version: &str) {
     futures::stream::iter(0..tenants)
         .map(|i| {
             let client = client.clone();
+            let version = version.to_owned();
             async move {
                 Api::<ExpressCluster>::namespaced(client, &namespace(i))
                     .patch("t", &PatchParams::default(), &Patch::Merge(json!({"spec": {"defaults": {
-                        "backend": {"expressVersion": "v2"}, "frontend": {"expressVersion": "v2"}}}})))
+                        "backend": {"expressVersion": version}, "frontend": {"expressVersion": version}}}})))
                     .await
                     .expect("upgrade");
             }

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""What the L2's read verbs cost the plugin on one DC (issue 53): `doctor`, `list -A`, `rings`
+and the dashboard's first listing, at several fleet sizes, for one or more plugin builds on the
+same fleet.
+
+    .venv/bin/python scripts/l2-read-bench.py [--tenants 200,500,1000] [--runs 5]
+        [--plugin before=PATH] [--plugin after=PATH]
+
+For each size it runs a `kubesim serve` and an `express-operator run --leader-elect` in
+processes of their own, creates the tenants through kubesim's API (one namespace, one
+ExpressCluster, one Backend and `--frontends` Frontends each), waits until every tenant is
+Healthy, then runs each verb `--runs` times with each plugin and reports, best and median:
+
+- the plugin's CPU (user + system of the process, from wait4), its wall time and its peak RSS;
+- the API requests it sent (kubesim's per-User-Agent counters: `kubectl-express/...`);
+- for the dashboard, the CPU and RSS of `kubectl express dashboard -A` from its start to its
+  first `GET /api/tenants` answering every tenant.
+
+Needs the release binaries (`cargo build --release -p kubesim -p express-operator -p
+kubectl-express`) and kubectl in the virtualenv. Not part of the tests."""
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("fleet_doctor_bench",
+                                               ROOT / "scripts" / "fleet-doctor-bench.py")
+doctor_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(doctor_bench)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+VERBS = {
+    "doctor": ["doctor", "-o", "json"],
+    "list -A": ["list", "-A", "-o", "json"],
+    "rings": ["rings", "-o", "json"],
+}
+
+
+def plugin_requests(dc):
+    """Requests the plugin sent so far (its User-Agent, `kubectl-express/VERSION`)."""
+    url = f"{dc.server}/kubesim/counters/agents"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        agents = json.loads(response.read())
+    return sum(sum(calls.values()) for agent, calls in agents.items()
+               if agent.startswith("kubectl-express/"))
+
+
+def run_verb(plugin, argv, env):
+    """CPU seconds, wall seconds, peak RSS (MiB) and exit code of one plugin process."""
+    begin = time.perf_counter()
+    process = subprocess.Popen([str(plugin), *argv], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - begin
+    process.returncode = os.waitstatus_to_exitcode(status)
+    stderr = process.stderr.read().decode(errors="replace")
+    process.stderr.close()
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024, process.returncode, stderr
+
+
+def proc_cpu(pid):
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def proc_hwm_mib(pid):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run_dashboard(plugin, env, tenants):
+    """CPU seconds, wall seconds and peak RSS (MiB) of the dashboard until its first listing
+    counts every tenant and its doctor's banner is drawn."""
+    begin = time.perf_counter()
+    process = subprocess.Popen([str(plugin), "dashboard", "-A", "--addr", "127.0.0.1:0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                               text=True)
+    try:
+        url = None
+        while url is None:
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError("the dashboard exited before printing its URL")
+            found = re.search(r"http://127\.0\.0\.1:\d+", line)
+            url = found.group(0) if found else None
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/tenants", timeout=60) as response:
+                    body = json.loads(response.read())
+                if body.get("total", 0) >= tenants and body.get("doctor"):
+                    break
+            except OSError:
+                pass
+            assert time.perf_counter() - begin < 300, "the dashboard never listed every tenant"
+            time.sleep(0.02)
+        wall = time.perf_counter() - begin
+        return proc_cpu(process.pid), wall, proc_hwm_mib(process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        process.stdout.close()
+
+
+def summary(values, unit, scale=1.0):
+    values = sorted(v * scale for v in values)
+    return f"best {values[0]:.2f} {unit}, median {statistics.median(values):.2f} {unit}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tenants", default="200,500,1000", help="fleet sizes, comma-separated")
+    parser.add_argument("--frontends", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--startup-seconds", default="0.05")
+    parser.add_argument("--profile", default="release")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for Healthy")
+    parser.add_argument("--plugin", action="append", default=[], metavar="NAME=PATH",
+                        help="a plugin build to measure (default: this tree's)")
+    parser.add_argument("--no-dashboard", action="store_true")
+    parser.add_argument("--hold", action="store_true",
+                        help="keep the fleet of the last size up once measured (until interrupted), "
+                             "printing its kubeconfig, e.g. to profile the plugin against it")
+    args = parser.parse_args()
+    target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    bin_dir = target / args.profile
+    plugins = [tuple(p.split("=", 1)) for p in args.plugin] or [("this", bin_dir / "kubectl-express")]
+    for name in ("kubesim", "express-operator"):
+        if not (bin_dir / name).exists():
+            sys.exit(f"{bin_dir / name} is missing: build it first")
+    for _, path in plugins:
+        if not pathlib.Path(path).exists():
+            sys.exit(f"{path} is missing: build it first")
+    sizes = [int(n) for n in args.tenants.split(",")]
+    for size in sizes:
+        work = pathlib.Path(tempfile.mkdtemp(prefix="l2-read-bench-"))
+        processes = []
+        settings = argparse.Namespace(**{**vars(args), "tenants": size})
+        dc = doctor_bench.Dc("dc-a", work, bin_dir, settings, processes)
+        try:
+            started = time.monotonic()
+            dc.start()
+            dc.start_operator()
+            dc.create_tenants()
+            while dc.healthy() < size:
+                assert time.monotonic() - started < args.timeout, "not every tenant Healthy"
+                assert dc.operator.poll() is None, "the operator exited"
+                time.sleep(2)
+            print(f"## {size} tenants x {args.frontends + 1} nodes: Healthy "
+                  f"{time.monotonic() - started:.0f} s after the start", flush=True)
+            env = dc.env()
+            for name, plugin in plugins:
+                for verb, argv in VERBS.items():
+                    cpus, walls, rsss, requests = [], [], [], []
+                    for _ in range(args.runs):
+                        before = plugin_requests(dc)
+                        cpu, wall, rss, code, stderr = run_verb(plugin, argv, env)
+                        requests.append(plugin_requests(dc) - before)
+                        if code != 0:
+                            print(f"    {name} {verb}: exit {code}: {stderr.strip()[:300]}")
+                        cpus.append(cpu)
+                        walls.append(wall)
+                        rsss.append(rss)
+                    print(f"{name:>8} {verb:<9} CPU {summary(cpus, 's')} "
+                          f"({min(cpus) / size * 1000:.3f} ms/tenant); wall "
+                          f"{summary(walls, 's')}; peak RSS {summary(rsss, 'MiB')}; "
+                          f"requests {max(requests)}", flush=True)
+                if not args.no_dashboard:
+                    cpus, walls, rsss = [], [], []
+                    for _ in range(args.runs):
+                        cpu, wall, rss = run_dashboard(plugin, env, size)
+                        cpus.append(cpu)
+                        walls.append(wall)
+                        rsss.append(rss)
+                    print(f"{name:>8} dashboard first listing: CPU {summary(cpus, 's')} "
+                          f"({min(cpus) / size * 1000:.3f} ms/tenant); wall "
+                          f"{summary(walls, 's')}; peak RSS {summary(rsss, 'MiB')}", flush=True)
+            if args.hold and size == sizes[-1]:
+                print(f"holding the fleet: KUBECONFIG={dc.kubeconfig}", flush=True)
+                while dc.operator.poll() is None:
+                    time.sleep(5)
+        finally:
+            for process, _ in reversed(processes):
+                if process.poll() is None:
+                    process.terminate()
+            for process, log in reversed(processes):
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(timeout=20)
+                log.close()
+
+
+if __name__ == "__main__":
+    main()
