@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 use kube::Resource;
 use serde::de::DeserializeOwned;
@@ -192,11 +192,9 @@ where
 }
 
 /// [`slim`] on an object already decoded: the same fields dropped, as the same types hold them.
+/// (A pod never comes here: [`lean::PodFields`] keeps only what it keeps.)
 fn slim_decoded<K: Resource<DynamicType = ()> + 'static>(object: &mut K) {
-    if let Some(pod) = (object as &mut dyn Any).downcast_mut::<Pod>() {
-        slim_decoded_pod(pod);
-    }
-    let whole_history_unread = matches!(&*K::kind(&()), "Pod" | "ControllerRevision");
+    let whole_history_unread = K::kind(&()) == "ControllerRevision";
     let metadata = object.meta_mut();
     if whole_history_unread {
         metadata.managed_fields = None;
@@ -231,38 +229,6 @@ fn latest_decoded_writes(entries: &[ManagedFieldsEntry]) -> Vec<ManagedFieldsEnt
             ..ManagedFieldsEntry::default()
         })
         .collect()
-}
-
-/// [`slim_pod`] over a decoded pod.
-fn slim_decoded_pod(pod: &mut Pod) {
-    if let Some(status) = &mut pod.status {
-        status.pod_ip = None;
-        status.pod_ips = None;
-        status.host_ip = None;
-        status.host_ips = None;
-        status.qos_class = None;
-    }
-    let annotated = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(ANNOTATION_EXPRESS_VERSION));
-    if annotated {
-        pod.spec = None;
-    } else if let Some(spec) = &mut pod.spec {
-        let containers = std::mem::take(&mut spec.containers)
-            .into_iter()
-            .map(|container| Container {
-                name: container.name,
-                image: container.image,
-                ..Container::default()
-            })
-            .collect();
-        *spec = PodSpec {
-            containers,
-            ..PodSpec::default()
-        };
-    }
 }
 
 /// An object this build cannot decode, and what it could still read of it.
