@@ -7,25 +7,27 @@ use std::collections::{BTreeMap, HashMap};
 use express_api::bounce::{DEFAULT_BOUNCE_TIMEOUT_SECONDS, parse_duration};
 use express_api::keys::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_BOUNCE, ANNOTATION_BOUNCE_FORCE,
-    ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_PAUSE_REASON, ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID,
-    CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, CONTROL_KEY_PAUSED, CONTROL_KEY_REASON,
-    LABEL_CLUSTER, LABEL_NODE,
+    ANNOTATION_BOUNCE_TIMEOUT, ANNOTATION_RETRY, ANNOTATION_ROLLOUT_ID, CONTROL_CONFIGMAP_GLOBAL,
+    CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER, LABEL_NODE,
 };
 use express_api::lenient::Undecodable;
 use express_api::names::label_value_problem;
 use express_api::views::PodView;
 use express_api::{
-    BounceStatus, ClusterKey, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired,
-    effective_spec,
+    BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
 };
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Resource;
 
 use crate::snapshot::{
     Abort, AbortRequest, BounceRecord, BounceRequest, Change, ClusterSettings, ClusterSnapshot,
-    DesiredMark, DesiredState, ExpressClusterObservation, InvalidRevision, NodeObservation, Pause,
-    PauseScope, PodCondition, PodObservation, PodPhase, RolloutControl,
+    DesiredMark, DesiredState, ExpressClusterObservation, InvalidRevision, NodeObservation,
+    PodCondition, PodObservation, PodPhase, RolloutControl,
 };
+
+mod pause;
+
+use pause::{control_in, pause_in_force};
+pub use pause::{pause_of, pauses};
 
 /// How to decide that a pod is the one the operator manages for a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -508,101 +510,6 @@ fn rollout_control(cluster: &ExpressCluster) -> RolloutControl {
             revisions: a.revisions.clone(),
         }),
     }
-}
-
-/// The pause in force for Express cluster `cluster_name` of `namespace`, without building its
-/// snapshot (a fleet listing needs this column for every tenant, and nothing else a snapshot
-/// computes).
-pub fn pause_of(inventory: &Inventory<'_>, namespace: &str, cluster_name: &str) -> Option<Pause> {
-    pause_in_force(
-        control_in(inventory.objects),
-        inventory.operator_namespace,
-        namespace,
-        inventory.objects.express_cluster(namespace, cluster_name),
-    )
-}
-
-/// The control ConfigMap `name` of `namespace` among `objects` (the first, if two), found by
-/// a scan: for one cluster's pause; a fleet's go through [`pauses`].
-fn control_in<'a>(objects: &'a Objects) -> impl Fn(&str, &str) -> Option<&'a ConfigMap> {
-    move |namespace, name| {
-        objects.config_maps.iter().map(|cm| &**cm).find(|cm| {
-            namespace_of(*cm) == Some(namespace) && cm.metadata.name.as_deref() == Some(name)
-        })
-    }
-}
-
-/// The pause in force for every Express cluster an ExpressCluster or a node names, read in one
-/// pass (the control ConfigMaps and ExpressClusters indexed once), so a fleet's pauses cost what
-/// the fleet costs, not its square.
-pub fn pauses(inventory: &Inventory<'_>) -> HashMap<ClusterKey, Pause> {
-    let objects = inventory.objects;
-    let controls: HashMap<(&str, &str), &ConfigMap> = objects
-        .config_maps
-        .iter()
-        .rev() // the first of two same-named ConfigMaps wins, as in `pause_of`
-        .filter_map(|cm| Some(((namespace_of(&**cm)?, cm.metadata.name.as_deref()?), &**cm)))
-        .collect();
-    let mut governing: HashMap<(&str, &str), &ExpressCluster> = HashMap::new();
-    for cluster in objects.clusters.iter().map(|c| &**c) {
-        if let (Some(namespace), Some(name)) = (namespace_of(cluster), cluster.cluster_name()) {
-            governing.entry((namespace, name)).or_insert(cluster);
-        }
-    }
-    objects
-        .cluster_keys()
-        .into_iter()
-        .filter_map(|key| {
-            let cluster = governing
-                .get(&(key.namespace.as_str(), key.cluster.as_str()))
-                .copied();
-            let pause = pause_in_force(
-                |namespace, name| controls.get(&(namespace, name)).copied(),
-                inventory.operator_namespace,
-                &key.namespace,
-                cluster,
-            )?;
-            Some((key, pause))
-        })
-        .collect()
-}
-
-/// The widest pause in force for a cluster: operator-wide, then namespace, then the cluster.
-fn pause_in_force<'c>(
-    control: impl Fn(&str, &str) -> Option<&'c ConfigMap>,
-    operator_namespace: &str,
-    namespace: &str,
-    cluster: Option<&ExpressCluster>,
-) -> Option<Pause> {
-    let paused_by = |cm: &ConfigMap| {
-        let data = cm.data.as_ref()?;
-        let paused = data
-            .get(CONTROL_KEY_PAUSED)?
-            .trim()
-            .eq_ignore_ascii_case("true");
-        paused.then(|| {
-            data.get(CONTROL_KEY_REASON)
-                .cloned()
-                .filter(|r| !r.trim().is_empty())
-        })
-    };
-    if let Some(reason) = control(operator_namespace, CONTROL_CONFIGMAP_GLOBAL).and_then(paused_by)
-    {
-        return Some(Pause {
-            scope: PauseScope::Operator,
-            reason,
-        });
-    }
-    if let Some(reason) = control(namespace, CONTROL_CONFIGMAP_NAMESPACE).and_then(paused_by) {
-        return Some(Pause {
-            scope: PauseScope::Namespace,
-            reason,
-        });
-    }
-    cluster.filter(|c| c.spec.paused).map(|c| Pause {
-        scope: PauseScope::Cluster,
-        reason: annotation(c.metadata.annotations.as_ref(), ANNOTATION_PAUSE_REASON),
-    })
 }
 
 fn namespace_of<K: Resource>(object: &K) -> Option<&str> {
