@@ -280,13 +280,7 @@ async fn upgrade(bench: &Bench, operator: &Operator) {
     let pods = bench.pods();
     let old_pods: HashSet<String> = seen.lock().unwrap().pods.keys().cloned().collect();
     let writes_by_kind_before = operator_writes_by_kind(sim).await;
-    let target_generation: HashMap<String, i64> = seen
-        .lock()
-        .unwrap()
-        .clusters
-        .iter()
-        .map(|(ns, (g, ..))| (ns.clone(), g + 1))
-        .collect();
+    let target_generation = next_generations(&seen.lock().unwrap());
     let started = Instant::now();
     let cpu_before_upgrade = operator.process.cpu_seconds();
     let reconciles_before_upgrade = reconciles(operator).await;
@@ -351,13 +345,7 @@ async fn upgrades_in_a_row(bench: &Bench, operator: &Operator) {
     println!("upgrades in a row: #, seconds, operator requests (reads + writes), RSS at rest");
     for round in 1..=args.upgrades {
         let version = format!("v{}", round + 2);
-        let target_generation: HashMap<String, i64> = seen
-            .lock()
-            .unwrap()
-            .clusters
-            .iter()
-            .map(|(ns, (g, ..))| (ns.clone(), g + 1))
-            .collect();
+        let target_generation = next_generations(&seen.lock().unwrap());
         let run = sampled(sim, operator, async {
             patch_every_tenant_to(&sim.client, args.tenants, &version).await;
             until("an upgrade in a row", bench.timeout, || {
@@ -415,6 +403,14 @@ async fn patch_every_tenant_to(client: &kube::Client, tenants: usize, version: &
         .buffer_unordered(32)
         .for_each(|_| async {})
         .await;
+}
+
+/// Each tenant's generation after the next spec change: the target an upgrade waits for.
+fn next_generations(seen: &Seen) -> HashMap<String, i64> {
+    seen.clusters
+        .iter()
+        .map(|(ns, (g, ..))| (ns.clone(), g + 1))
+        .collect()
 }
 
 /// Whether every tenant reached its target generation, observed, Healthy and up to date.
