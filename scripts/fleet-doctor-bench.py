@@ -93,6 +93,20 @@ class Dc:
         return sum(1 for c in items if (c.get("status") or {}).get("phase") == "Healthy")
 
 
+def stop(processes):
+    """Stops the processes started (kubesims, operators), last first, and closes their logs."""
+    for process, _ in reversed(processes):
+        if process.poll() is None:
+            process.terminate()
+    for process, log in reversed(processes):
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=20)
+        log.close()
+
+
 def kubeconfig_file(path, dcs, current):
     lines = ["apiVersion: v1", "kind: Config", "clusters:"]
     lines += [f"- {{name: {d.name}, cluster: {{server: '{d.server}'}}}}" for d in dcs]
@@ -176,16 +190,7 @@ def main():
             for context, values in elapsed.items():
                 print(f"    {context} elapsedMs: {bench.spread_ms(values)}", flush=True)
     finally:
-        for process, _ in reversed(processes):
-            if process.poll() is None:
-                process.terminate()
-        for process, log in reversed(processes):
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=20)
-            log.close()
+        stop(processes)
 
 
 if __name__ == "__main__":

@@ -191,16 +191,7 @@ def main():
                 while dc.operator.poll() is None:
                     time.sleep(5)
         finally:
-            for process, _ in reversed(processes):
-                if process.poll() is None:
-                    process.terminate()
-            for process, log in reversed(processes):
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=20)
-                log.close()
+            doctor_bench.stop(processes)
 
 
 if __name__ == "__main__":
