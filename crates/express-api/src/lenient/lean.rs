@@ -4,8 +4,8 @@
 //! also its spec but the containers' names and images, and its containers' states (what
 //! [`PodView`](crate::views::PodView) holds is kept). Reading a DC is mostly decoding it.
 
+use std::any::{Any, TypeId};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
@@ -13,54 +13,92 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
 };
-use kube::Resource;
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
-use serde_json::value::RawValue;
+use kube::core::object::{HasSpec, HasStatus};
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Deserializer};
 
 use super::{LAST_APPLIED, latest_decoded_writes};
 use crate::keys::ANNOTATION_EXPRESS_VERSION;
+use crate::{Backend, ExpressCluster, FleetRelease, Frontend, OperatorRelease};
 
-/// An object of this API group: `apiVersion`, `kind`, `metadata`, `spec` and `status`, nothing
-/// else at the top (anything else sends it down the slow path).
+/// An object of this API group, field by field: its metadata decoded leanly, its spec and
+/// status by their own types, `apiVersion` and `kind` skipped (the type says them). Each part
+/// is parsed once, straight into what is kept.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct OurParts<'a> {
-    #[serde(rename = "apiVersion", borrow)]
-    api_version: Option<&'a RawValue>,
-    #[serde(borrow)]
-    kind: Option<&'a RawValue>,
+struct OurParts<S, St> {
+    #[serde(rename = "apiVersion")]
+    _api_version: Option<IgnoredAny>,
+    #[serde(rename = "kind")]
+    _kind: Option<IgnoredAny>,
     metadata: MetaFields,
-    #[serde(borrow)]
-    spec: Option<&'a RawValue>,
-    #[serde(borrow)]
-    status: Option<&'a RawValue>,
+    spec: S,
+    status: Option<St>,
 }
 
-impl OurParts<'_> {
-    /// The object: its metadata decoded leanly, the rest as `K` decodes it.
-    pub(super) fn assemble<K>(self) -> serde_json::Result<K>
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned,
-    {
-        let mut rest = String::new();
-        rest.push_str(r#"{"metadata":{}"#);
-        for (name, part) in [
-            ("apiVersion", self.api_version),
-            ("kind", self.kind),
-            ("spec", self.spec),
-            ("status", self.status),
-        ] {
-            if let Some(part) = part {
-                // Writing to a String cannot fail.
-                let _ = write!(rest, r#","{name}":{}"#, part.get());
+/// A kind of this API group, built from its parts.
+pub(super) trait OurKind: HasSpec + HasStatus + Sized + 'static
+where
+    Self::Spec: DeserializeOwned,
+    Self::Status: DeserializeOwned,
+{
+    fn from_parts(metadata: ObjectMeta, spec: Self::Spec, status: Option<Self::Status>) -> Self;
+
+    /// The object decoded from its parts, as `K` (which the caller has checked it is).
+    fn decode_as<'de, K: 'static, D: Deserializer<'de>>(deserializer: D) -> Result<K, D::Error> {
+        let parts = OurParts::<Self::Spec, Self::Status>::deserialize(deserializer)?;
+        let object: Box<dyn Any> = Box::new(Self::from_parts(
+            parts.metadata.into_meta(true),
+            parts.spec,
+            parts.status,
+        ));
+        object
+            .downcast::<K>()
+            .map(|object| *object)
+            .map_err(|_| serde::de::Error::custom("an object decoded as another kind"))
+    }
+}
+
+macro_rules! our_kind {
+    ($($kind:ty),+) => {$(
+        impl OurKind for $kind {
+            fn from_parts(
+                metadata: ObjectMeta,
+                spec: Self::Spec,
+                status: Option<Self::Status>,
+            ) -> Self {
+                Self { metadata, spec, status }
             }
         }
-        rest.push('}');
-        let mut object: K = serde_json::from_str(&rest)?;
-        *object.meta_mut() = self.metadata.into_meta(true);
-        Ok(object)
-    }
+    )+};
+}
+
+our_kind!(
+    ExpressCluster,
+    Backend,
+    Frontend,
+    OperatorRelease,
+    FleetRelease
+);
+
+/// `K` decoded through [`OurKind`] when it is one of this API group's kinds; the deserializer
+/// given back otherwise.
+pub(super) fn our_kind<'de, K: 'static, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Result<K, D::Error>, D> {
+    let kind = TypeId::of::<K>();
+    Ok(if kind == TypeId::of::<ExpressCluster>() {
+        ExpressCluster::decode_as(deserializer)
+    } else if kind == TypeId::of::<Backend>() {
+        Backend::decode_as(deserializer)
+    } else if kind == TypeId::of::<Frontend>() {
+        Frontend::decode_as(deserializer)
+    } else if kind == TypeId::of::<OperatorRelease>() {
+        OperatorRelease::decode_as(deserializer)
+    } else if kind == TypeId::of::<FleetRelease>() {
+        FleetRelease::decode_as(deserializer)
+    } else {
+        return Err(deserializer);
+    })
 }
 
 /// The fields of a pod that are kept.
