@@ -121,14 +121,21 @@ fn through_view(view: &NodeView) -> Read {
 /// built without and with an interner.
 fn decoded<N>(node: &Value) -> (Read, NodeView, NodeView)
 where
-    N: NodeObject + Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+    N: NodeObject + Resource<DynamicType = ()> + serde::de::DeserializeOwned + Clone,
+    NodeView: From<N>,
 {
     let interner = Interner::default();
     let whole: N = serde_json::from_value(node.clone()).unwrap();
     let (_, spec, status) = whole.parts();
     let expected = reference(N::KIND, &whole, spec, status);
     let shared = NodeView::of(&whole, Some(&interner));
-    (expected, NodeView::from(&whole), shared)
+    let borrowed = NodeView::of(&whole, None);
+    assert_eq!(
+        NodeView::from(whole),
+        borrowed,
+        "a node given whole moves into the same view"
+    );
+    (expected, borrowed, shared)
 }
 
 /// A node's JSON reads alike decoded whole and through its view (decoded from the custom

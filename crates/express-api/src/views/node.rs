@@ -241,15 +241,29 @@ impl<N: NodeObject> From<&N> for NodeView {
     }
 }
 
+/// A node given whole moves its spec and status into its view (cloning them is most of what
+/// turning a DC's nodes into views costs).
 impl From<Backend> for NodeView {
     fn from(node: Backend) -> Self {
-        NodeView::of(&node, None)
+        NodeView::new(
+            Backend::KIND,
+            &node.metadata,
+            node.spec.0,
+            node.status,
+            None,
+        )
     }
 }
 
 impl From<Frontend> for NodeView {
     fn from(node: Frontend) -> Self {
-        NodeView::of(&node, None)
+        NodeView::new(
+            Frontend::KIND,
+            &node.metadata,
+            node.spec.0,
+            node.status,
+            None,
+        )
     }
 }
 

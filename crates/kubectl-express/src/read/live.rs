@@ -121,13 +121,11 @@ pub async fn load(
     }
     Ok(Objects {
         clusters: list(scoped(client, namespace), &all, "ExpressClusters", &mut bad).await?,
-        backends: views(
+        backends: node_views(
             list::<Backend>(scoped(client, namespace), &all, "Backends", &mut bad).await?,
-            |n| NodeView::from(n),
         ),
-        frontends: views(
+        frontends: node_views(
             list::<Frontend>(scoped(client, namespace), &all, "Frontends", &mut bad).await?,
-            |n| NodeView::from(n),
         ),
         pods: views(
             list::<Pod>(scoped(client, namespace), &ours, "pods", &mut bad).await?,
@@ -155,6 +153,23 @@ pub async fn load(
 /// The views of decoded objects, as [`Objects`] holds them.
 fn views<K, V>(objects: Vec<Arc<K>>, view: impl Fn(&K) -> V) -> Vec<Arc<V>> {
     objects.iter().map(|o| Arc::new(view(o))).collect()
+}
+
+/// The views of listed nodes, each moving its node's spec and status when the list held the
+/// only reference to it (it does once its page is gone), cloning them otherwise.
+fn node_views<N>(nodes: Vec<Arc<N>>) -> Vec<Arc<NodeView>>
+where
+    NodeView: From<N> + for<'a> From<&'a N>,
+{
+    nodes
+        .into_iter()
+        .map(|node| {
+            Arc::new(match Arc::try_unwrap(node) {
+                Ok(node) => NodeView::from(node),
+                Err(shared) => NodeView::from(&*shared),
+            })
+        })
+        .collect()
 }
 
 /// The decoded objects among `entries`; the others go to `undecodable`.
