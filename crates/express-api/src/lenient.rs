@@ -5,7 +5,7 @@
 //! [`Undecodable`], naming the field at fault, instead of failing the whole list (which, in a
 //! reflector, is every tenant of the Kubernetes cluster).
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
@@ -174,12 +174,8 @@ where
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         if TypeId::of::<K>() == TypeId::of::<Pod>() {
-            let pod: Box<dyn Any> =
-                Box::new(Pod::from(lean::PodFields::deserialize(deserializer)?));
-            return pod
-                .downcast::<K>()
-                .map(|pod| Slim(*pod))
-                .map_err(|_| serde::de::Error::custom("a pod that is not a Pod"));
+            let pod = Pod::from(lean::PodFields::deserialize(deserializer)?);
+            return lean::same_type(pod).map(Slim);
         }
         let deserializer = match lean::our_kind::<K, D>(deserializer) {
             Ok(object) => return object.map(Slim),

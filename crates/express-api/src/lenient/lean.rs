@@ -46,21 +46,29 @@ where
     /// The object decoded from its parts, as `K` (which the caller has checked it is).
     fn decode_as<'de, K: 'static, D: Deserializer<'de>>(deserializer: D) -> Result<K, D::Error> {
         let parts = OurParts::<Self::Spec, Self::Status>::deserialize(deserializer)?;
-        let object: Box<dyn Any> = Box::new(Self::from_parts(
+        same_type(Self::from_parts(
             parts.metadata.into_meta(true),
             parts.spec,
             parts.status,
-        ));
-        object
-            .downcast::<K>()
-            .map(|object| *object)
-            .map_err(|_| serde::de::Error::custom("an object decoded as another kind"))
+        ))
     }
 }
 
-macro_rules! our_kind {
-    ($($kind:ty),+) => {$(
-        impl OurKind for $kind {
+/// `object` as `K`, which the caller has checked it is (by its `TypeId`).
+pub(super) fn same_type<K: 'static, T: 'static, E: serde::de::Error>(object: T) -> Result<K, E> {
+    let object: Box<dyn Any> = Box::new(object);
+    object
+        .downcast::<K>()
+        .map(|object| *object)
+        .map_err(|_| E::custom("an object decoded as another kind"))
+}
+
+/// This API group's kinds (the one list): each built from its parts, and [`our_kind`], which
+/// decodes `K` through [`OurKind`] when it is one of them and gives the deserializer back
+/// otherwise.
+macro_rules! our_kinds {
+    ($($kind:ty),+) => {
+        $(impl OurKind for $kind {
             fn from_parts(
                 metadata: ObjectMeta,
                 spec: Self::Spec,
@@ -68,38 +76,27 @@ macro_rules! our_kind {
             ) -> Self {
                 Self { metadata, spec, status }
             }
+        })+
+
+        pub(super) fn our_kind<'de, K: 'static, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Result<K, D::Error>, D> {
+            let kind = TypeId::of::<K>();
+            $(if kind == TypeId::of::<$kind>() {
+                return Ok(<$kind>::decode_as(deserializer));
+            })+
+            Err(deserializer)
         }
-    )+};
+    };
 }
 
-our_kind!(
+our_kinds!(
     ExpressCluster,
     Backend,
     Frontend,
     OperatorRelease,
     FleetRelease
 );
-
-/// `K` decoded through [`OurKind`] when it is one of this API group's kinds; the deserializer
-/// given back otherwise.
-pub(super) fn our_kind<'de, K: 'static, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Result<K, D::Error>, D> {
-    let kind = TypeId::of::<K>();
-    Ok(if kind == TypeId::of::<ExpressCluster>() {
-        ExpressCluster::decode_as(deserializer)
-    } else if kind == TypeId::of::<Backend>() {
-        Backend::decode_as(deserializer)
-    } else if kind == TypeId::of::<Frontend>() {
-        Frontend::decode_as(deserializer)
-    } else if kind == TypeId::of::<OperatorRelease>() {
-        OperatorRelease::decode_as(deserializer)
-    } else if kind == TypeId::of::<FleetRelease>() {
-        FleetRelease::decode_as(deserializer)
-    } else {
-        return Err(deserializer);
-    })
-}
 
 /// The fields of a pod that are kept.
 #[derive(Deserialize)]
