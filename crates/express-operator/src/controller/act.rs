@@ -15,8 +15,9 @@ use tracing::{info, warn};
 
 use express_planner::NodeIndex;
 
+use super::env::Env;
+use super::error::Error;
 use super::events;
-use super::{Env, Error};
 
 use crate::history;
 use crate::metrics::ActionLabel;

@@ -141,6 +141,17 @@ pub struct Caches {
 }
 
 impl Caches {
+    /// Waits until every cache has listed what it watches.
+    pub(super) async fn wait_until_ready(&self) {
+        self.clusters.wait_until_ready().await;
+        self.backends.wait_until_ready().await;
+        self.frontends.wait_until_ready().await;
+        self.pods.wait_until_ready().await;
+        self.controls.wait_until_ready().await;
+        self.operator_control.wait_until_ready().await;
+        self.revisions.wait_until_ready().await;
+    }
+
     /// What the caches hold of a namespace (None: of every namespace), with the operator-wide
     /// control ConfigMap among the controls.
     pub(super) fn objects(&self, namespace: Option<&str>) -> Objects {

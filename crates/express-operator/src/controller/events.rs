@@ -11,8 +11,9 @@ use kube::Resource;
 use kube::runtime::events::EventType;
 use tracing::warn;
 
+use super::context::Context;
+use super::env::Env;
 use super::recorders::Occurrence;
-use super::{Context, Env};
 
 /// One event, before it is published.
 pub(super) struct Notice {
@@ -224,7 +225,7 @@ pub(super) fn bounce_transition(node: &str, bounce: &BouncePlan) -> Vec<Notice> 
 }
 
 /// A pod operation that failed.
-pub(super) fn action_failed(action: &Action, error: &super::Error) -> Notice {
+pub(super) fn action_failed(action: &Action, error: &super::error::Error) -> Notice {
     Notice::warning(
         "ActionFailed",
         action_label(action.operation),

@@ -36,9 +36,11 @@ use express_api::keys::{FIELD_MANAGER, LABEL_CLUSTER, LABEL_OPERATOR_RING};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::caches::version_number;
+use super::context::Context;
+use super::error::Error;
 use super::events::{self, Notice};
-use super::{ClusterKey, Context, Error};
 use crate::runner::Next;
+use express_api::ClusterKey;
 
 /// What the reconcile does after the gate.
 pub(super) enum Gate {

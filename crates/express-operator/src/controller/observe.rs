@@ -8,7 +8,8 @@ use express_api::{ExpressCluster, NodeKind, NodeRef, Objects};
 use express_planner::ClusterSnapshot;
 use express_planner::observe::{Inventory, PodOwnership, snapshot_of};
 
-use super::{ClusterKey, Context};
+use super::context::Context;
+use express_api::ClusterKey;
 
 /// What one reconcile works from: the cluster's snapshot and the objects the actuator needs.
 pub(super) struct Observed {

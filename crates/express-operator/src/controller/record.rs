@@ -5,7 +5,9 @@ use express_api::BouncePhase;
 use express_planner::{BouncePlan, NodeIndex};
 use tracing::{info, warn};
 
-use super::{Env, Error, Written, events};
+use super::env::{Env, Written};
+use super::error::Error;
+use super::events;
 
 use crate::metrics::ResultLabel;
 

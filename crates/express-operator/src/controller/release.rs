@@ -37,9 +37,10 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::caches::Scoped;
+use super::context::Context;
+use super::error::Error;
 use super::events::{self, publish};
 use super::report::status_patch;
-use super::{Context, Error};
 
 /// Runs the releases this instance judges until the controller stops.
 pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wake: Arc<Notify>) {

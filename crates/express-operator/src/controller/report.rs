@@ -13,8 +13,9 @@ use kube::{Resource, ResourceExt};
 
 use express_planner::NodeIndex;
 
+use super::env::{Env, Written};
+use super::error::Error;
 use super::events;
-use super::{Env, Error, Written};
 
 use crate::status::{cluster_status, node_status, same_ignoring_time};
 use express_api::conditions::{self, reason};

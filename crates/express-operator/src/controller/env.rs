@@ -1,0 +1,45 @@
+//! What one reconcile works from ([`Env`]: the cluster observed, its plan, the clock) and the
+//! statuses it wrote so far ([`Written`]), shared by the steps that record, act and report.
+
+use std::collections::HashMap;
+
+use express_api::{ClusterKey, ExpressCluster, ExpressClusterStatus, NodeStatus};
+use express_planner::{ClusterSnapshot, NodeIndex, Plan};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::context::Context;
+use super::observe::Observed;
+
+/// Everything one reconcile works from.
+pub(super) struct Env<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) key: &'a ClusterKey,
+    pub(super) snapshot: &'a ClusterSnapshot,
+    pub(super) plan: &'a Plan,
+    pub(super) observed: &'a Observed,
+    pub(super) governing: Option<&'a ExpressCluster>,
+    pub(super) now: &'a Time,
+}
+
+impl<'a> Env<'a> {
+    /// The same reconcile, reporting the cluster as `snapshot` shows it (the observed one as
+    /// this reconcile's actions leave it); the plan stays the one made from the observation.
+    pub(super) fn reporting(&self, snapshot: &'a ClusterSnapshot) -> Env<'a> {
+        Env {
+            ctx: self.ctx,
+            key: self.key,
+            snapshot,
+            plan: self.plan,
+            observed: self.observed,
+            governing: self.governing,
+            now: self.now,
+        }
+    }
+}
+
+/// Statuses written during one reconcile, so that the report does not write them again.
+#[derive(Default)]
+pub(super) struct Written {
+    pub(super) nodes: HashMap<NodeIndex, NodeStatus>,
+    pub(super) cluster: Option<ExpressClusterStatus>,
+}

@@ -1,0 +1,103 @@
+//! One reconcile of one Express cluster, as its table of contents: gate (leader, namespace,
+//! ownership) → [`observe`](super::observe) → plan (the pure planner) →
+//! [`record`](super::record) → [`act`](super::act) → [`report`](super::report).
+
+use express_api::ClusterKey;
+use express_planner::{NodeIndex, plan};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tracing::debug;
+
+use super::act::act;
+use super::context::Context;
+use super::env::{Env, Written};
+use super::error::Error;
+use super::record::record;
+use super::report::report;
+use super::{handover, observe};
+use crate::runner::Next;
+
+pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
+    // Whatever stops a reconcile here also stops this instance reporting the tenant's nodes.
+    let forget = || ctx.metrics.forget_tenant(&key.namespace, &key.cluster);
+    if !*ctx.leader.borrow() {
+        debug!("not the leader; observing only");
+        forget();
+        return Ok(Next::AwaitChange);
+    }
+    if !ctx.settings.namespaces.is_empty() && !ctx.settings.namespaces.contains(&key.namespace) {
+        return Ok(Next::AwaitChange);
+    }
+    // Ownership first, every time: a requeue can fire after the tenant moved to another ring.
+    if let handover::Gate::Stop(next) = handover::gate(ctx, key).await? {
+        forget();
+        return Ok(next);
+    }
+    let Some(observed) = observe::observe(ctx, key) else {
+        forget();
+        return Ok(Next::AwaitChange);
+    };
+    let snapshot = &observed.snapshot;
+
+    // Plan.
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let plan = plan(snapshot, now.0.as_millisecond());
+    debug!(
+        actions = plan.actions.len(),
+        in_flight = plan.in_flight,
+        "planned"
+    );
+    let env = Env {
+        ctx,
+        key,
+        snapshot,
+        plan: &plan,
+        observed: &observed,
+        governing: observed.governing(),
+        now: &now,
+    };
+
+    // Record what must be durable before any pod is touched, then act. Statuses are written
+    // as the deletions leave the pods (terminating, not serving): the record is written
+    // expecting them, the report knowing which happened. A deletion's watch event then finds
+    // nothing left to write, and a node's change costs one status write fewer, the
+    // ExpressCluster's one fewer too (its Ready count no longer moves in a write of its own).
+    let mut written = Written::default();
+    // Copies of the snapshot only when a pod is retired: most reconciles delete nothing.
+    let retiring =
+        |nodes: Vec<NodeIndex>| (!nodes.is_empty()).then(|| snapshot.with_pods_terminating(nodes));
+    let expected = retiring(
+        plan.actions
+            .iter()
+            .filter(|a| a.operation.retires_pod())
+            .map(|a| a.node)
+            .collect(),
+    );
+    let record_env = env.reporting(expected.as_ref().unwrap_or(snapshot));
+    let (retired, act_result) = match record(&record_env, &mut written).await {
+        Ok(()) => {
+            let acted = act(&env).await;
+            (acted.retired, acted.result)
+        }
+        Err(err) => (Vec::new(), Err(err)),
+    };
+
+    // Report, even when an action failed: status must say what is going on.
+    let after = retiring(retired);
+    let report_result = report(
+        &env.reporting(after.as_ref().unwrap_or(snapshot)),
+        &mut written,
+    )
+    .await;
+    act_result?;
+    report_result?;
+    // A progress deadline passes, a settle window ends, a disagreement turns stalled: none of
+    // these comes with an event, so look again just after it.
+    Ok(match plan.wake_at_ms() {
+        Some(at) => Next::RequeueAfter(std::time::Duration::from_millis(
+            u64::try_from(at.saturating_sub(now.0.as_millisecond()))
+                .unwrap_or(0)
+                .max(1),
+        )),
+        None => Next::AwaitChange,
+    })
+}
