@@ -20,6 +20,7 @@ mod read;
 mod revisions;
 mod runtime;
 mod show;
+mod text;
 mod verbs;
 mod write;
 
@@ -124,7 +125,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let style = show::text::Style::detect(cli.no_color);
+    let style = text::Style::detect(cli.no_color);
     match cli.command {
         Command::Plan(args) => verbs::plan::run(args),
         Command::Bounce(args) => verbs::bounce::run(args),

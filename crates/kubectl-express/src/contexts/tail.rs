@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::contexts::across::{ContextError, INCOMPLETE, PerContext};
 use crate::exit::Exit;
-use crate::show::text::table;
+use crate::text::table;
 
 /// The fleet's exit code from the exit codes of the contexts read (0, 1 or 3 each) and the
 /// number of contexts not read: the worst code read; 4 (*incomplete*) when some context was

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
 
 use crate::show::status::{Outcome, assess};
-use crate::show::text::{NONE, Style, dash, short, table};
+use crate::text::{NONE, Style, dash, short, table};
 use express_api::{ClusterKey, NodeRef, Objects};
 
 /// One line of `list` (and of the dashboard's fleet page and `/api/tenants`).

@@ -9,7 +9,7 @@ use express_triage::{Report, Status, Verdict};
 
 use crate::contexts::across::PerContext;
 use crate::show::cluster;
-use crate::show::text::table;
+use crate::text::table;
 
 /// The exit code of a verdict: 0 healthy, 1 tenant or deployment, 3 infrastructure.
 pub fn verdict_code(verdict: Verdict) -> u8 {

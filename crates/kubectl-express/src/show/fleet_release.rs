@@ -8,17 +8,7 @@ use express_api::fleet_release::{FleetRelease, FleetReleaseStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::show::text::{NONE, table};
-
-fn ago(at: Option<Timestamp>, now: Timestamp) -> String {
-    at.map_or_else(
-        || NONE.to_owned(),
-        |at| {
-            let seconds = (now.as_second() - at.as_second()).max(0);
-            format!("{} ago", express_triage::age(seconds))
-        },
-    )
-}
+use crate::text::{NONE, ago, table};
 
 /// One plan in full.
 pub fn render(plan: &FleetRelease, status: &FleetReleaseStatus, now: Timestamp) -> String {

@@ -89,7 +89,7 @@ pub fn render(kept: &[Kept], status: Option<&NodeStatus>, now_ms: i64) -> String
             ]
         })
         .collect();
-    crate::show::text::table(
+    crate::text::table(
         &["NO", "REVISION", "VERSION", "CHANGESET", "AGE", ""],
         &rows,
     )

@@ -4,17 +4,7 @@ use express_api::release::{OperatorRelease, ReleasePhase};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::show::text::{NONE, table};
-
-fn ago(at: Option<Timestamp>, now: Timestamp) -> String {
-    at.map_or_else(
-        || NONE.to_owned(),
-        |at| {
-            let seconds = u64::try_from(now.as_second() - at.as_second()).unwrap_or(0);
-            format!("{} ago", express_api::bounce::format_duration(seconds))
-        },
-    )
-}
+use crate::text::{NONE, ago, table};
 
 /// The columns of the list of releases.
 pub const LIST_HEADER: [&str; 8] = [

@@ -44,7 +44,7 @@ pub fn render_table(rows: &[Row], live: bool) -> String {
             cells
         })
         .collect();
-    let mut out = crate::show::text::table(&header, &table_rows);
+    let mut out = crate::text::table(&header, &table_rows);
     let discrepancies: Vec<&Discrepancy> = rows.iter().flat_map(|r| &r.discrepancies).collect();
     if !discrepancies.is_empty() {
         out.push('\n');

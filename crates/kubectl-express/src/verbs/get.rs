@@ -11,7 +11,7 @@ use crate::exit::{Code, Exit};
 use crate::read::live;
 use crate::show::cluster::{self};
 use crate::show::status::Outcome;
-use crate::show::text::Style;
+use crate::text::Style;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -6,7 +6,7 @@
 //! none (named on stderr), 2 when it cannot run. Leases it may not read leave leadership
 //! unknown: a warning, and exit 0 as far as leaders go.
 //!
-//! `show::rings::survey` is the verb without the cluster: rows from the ExpressClusters and
+//! `read::rings::survey` is the verb without the cluster: rows from the ExpressClusters and
 //! Leases read, at an instant; `read::rings` reads them.
 
 mod across;

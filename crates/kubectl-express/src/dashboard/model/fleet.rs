@@ -493,7 +493,7 @@ fn fleet_verdict(dcs: &[DcInput<'_>]) -> FleetVerdict {
                 .rows
                 .iter()
                 .map(|r| r.list.operator_version.as_str())
-                .filter(|v| *v != crate::show::text::NONE)
+                .filter(|v| *v != crate::text::NONE)
                 .collect();
             set.into_iter().map(str::to_owned).collect()
         })

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::shown::phase_of;
 use crate::dashboard::layout::{self, Layout};
 use crate::show::graph;
-use crate::show::text::short;
+use crate::text::short;
 
 /// One box of the drawn graph.
 #[derive(Clone, Debug, PartialEq, Serialize)]

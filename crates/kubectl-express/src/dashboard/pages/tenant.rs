@@ -192,7 +192,7 @@ fn node_rows(view: &TenantView, read_only: bool, acting: Acting<'_>) -> Markup {
                 }
                 td { (match node.ready { Some(true) => "yes", Some(false) => "no", None => "-" }) }
                 td class="revision" {
-                    (crate::show::text::short(node.running_revision.as_deref())) " → " (crate::show::text::short(node.desired_revision.as_deref()))
+                    (crate::text::short(node.running_revision.as_deref())) " → " (crate::text::short(node.desired_revision.as_deref()))
                 }
                 td { (node.running_version.as_deref().unwrap_or("-")) }
                 td { (waiting(node)) }
@@ -244,7 +244,7 @@ fn history(view: &TenantView) -> Markup {
                             td { (entry.node) }
                             td { (entry.kind) }
                             td { (entry.state) }
-                            td class="revision" { (crate::show::text::short(entry.from_revision.as_deref())) " → " (crate::show::text::short(Some(&entry.to_revision))) }
+                            td class="revision" { (crate::text::short(entry.from_revision.as_deref())) " → " (crate::text::short(Some(&entry.to_revision))) }
                             td { (entry.started.as_deref().unwrap_or("-")) }
                             td { (entry.took.as_deref().unwrap_or("-")) }
                             td { (entry.reason.as_deref().unwrap_or("")) }

@@ -9,8 +9,9 @@ use serde_json::{Map, Value, json};
 use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
 use crate::contexts::tail;
 use crate::exit::Exit;
+use crate::read::rings::survey::Survey;
 use crate::read::rings::{Read, read};
-use crate::show::rings::{RING_HEADER, Survey, ring_rows, unserved_lines, with_release_column};
+use crate::show::rings::{RING_HEADER, ring_rows, unserved_lines, with_release_column};
 
 pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<ExitCode, Exit> {
     let focus = plan.namespace.clone();
@@ -104,7 +105,7 @@ fn render(results: &[PerContext<Survey>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::show::rings::RingRow;
+    use crate::read::rings::survey::RingRow;
     use std::time::Duration;
 
     fn ring(name: &str, leader: Option<&str>, version: &str, tenants: usize) -> RingRow {

@@ -1,6 +1,8 @@
 //! Reading one DC's operator rings: its ExpressClusters and ring Leases (one by one when they
 //! may not be listed), and its OperatorReleases, surveyed with the warnings the read left.
 
+pub mod survey;
+
 use std::collections::BTreeSet;
 
 use crate::read::pages::ListPaged;
@@ -14,7 +16,7 @@ use kube::{Client, ResourceExt as _};
 use crate::read::live;
 use crate::read::live::forbidden;
 
-use crate::show::rings::{Survey, survey, with_releases, without_lease_lines};
+use survey::{Survey, survey, with_releases, without_lease_lines};
 
 /// One context's rings, and the warnings reading them left.
 pub struct Read {

@@ -1,5 +1,6 @@
 //! How text output looks, whatever it shows: the terminal style (colour and symbols, or
-//! none), short revisions, the placeholder of an empty cell, and aligned tables.
+//! none), short revisions, the placeholder of an empty cell, how long ago, and aligned tables.
+//! Below every room that prints: `show`, `contexts`, the dashboard and the verbs.
 
 use std::fmt::Write as _;
 
@@ -80,6 +81,17 @@ pub fn short(revision: Option<&str>) -> String {
 
 /// Shown when no operator has written its name on the tenant yet.
 pub const NONE: &str = "<none>";
+
+/// How long before `now` an instant was (`90s ago`, `1h2m ago`), or [`NONE`].
+pub fn ago(at: Option<k8s_openapi::jiff::Timestamp>, now: k8s_openapi::jiff::Timestamp) -> String {
+    at.map_or_else(
+        || NONE.to_owned(),
+        |at| {
+            let seconds = u64::try_from(now.as_second() - at.as_second()).unwrap_or(0);
+            format!("{} ago", express_api::bounce::format_duration(seconds))
+        },
+    )
+}
 
 /// Columns padded to their widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
