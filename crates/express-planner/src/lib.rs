@@ -10,6 +10,7 @@
 pub mod action;
 pub mod bounce;
 pub mod fleet_release;
+pub mod gates;
 pub mod observe;
 pub mod ownership;
 pub mod plan;

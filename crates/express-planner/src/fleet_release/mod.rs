@@ -25,7 +25,6 @@
 //!   `Succeeded`. Between a pause and a resume the newer wins; paused, in-flight releases are
 //!   paused, no stage starts, no clock runs. Each request is acted on once.
 
-mod clock;
 mod requests;
 mod soak;
 mod stages;

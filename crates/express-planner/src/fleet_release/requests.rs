@@ -9,8 +9,9 @@ use express_api::release::ReleasePhase;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::FleetAction;
-use super::clock::seconds_between;
-use super::stepper::{Gate, Stepper};
+use super::stepper::Stepper;
+use crate::gates::Gate;
+use crate::gates::seconds_between;
 
 /// A request not acted on yet (its id differs from the one recorded).
 fn new_request<'r>(request: &'r Option<Request>, handled: &Option<String>) -> Option<&'r Request> {

@@ -13,8 +13,9 @@ use express_triage::Verdict;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::FleetAction;
-use super::clock::{after, earlier, seconds_between};
-use super::stepper::{Gate, Stepper};
+use super::stepper::Stepper;
+use crate::gates::Gate;
+use crate::gates::{after, earlier, seconds_between};
 
 /// One sample's verdict and why, naming the DCs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,8 +9,9 @@ use express_api::release::ReleasePhase;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::FleetAction;
-use super::clock::after;
-use super::stepper::{Gate, Stepper};
+use super::stepper::Stepper;
+use crate::gates::Gate;
+use crate::gates::after;
 
 impl Stepper<'_> {
     /// A DC whose own judge rolled its release back fails the plan.

@@ -9,16 +9,15 @@ use std::ops::ControlFlow;
 use express_api::fleet_release::{DcState, FleetPhase};
 use k8s_openapi::jiff::Timestamp;
 
-use super::clock::after;
-use super::stepper::{Gate, Stepper};
+use super::stepper::Stepper;
 use super::{FleetSnapshot, FleetStep};
+use crate::gates::after;
+use crate::gates::{Gate, wake_at};
 
 /// Decides one step.
 pub fn step(s: &FleetSnapshot<'_>) -> FleetStep {
     let mut st = Stepper::new(s);
-    let wake_at = match gates(&mut st) {
-        ControlFlow::Break(wake_at) | ControlFlow::Continue(wake_at) => wake_at,
-    };
+    let wake_at = wake_at(gates(&mut st));
     st.status.message = st.message.take().or(st.status.message.take());
     FleetStep {
         status: st.status,

@@ -8,9 +8,6 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::{DcSeen, FleetAction, FleetSnapshot, ReleaseSeen};
 
-/// A gate's answer: go on, or end the step with when to look again.
-pub(super) type Gate<T = ()> = std::ops::ControlFlow<Option<Timestamp>, T>;
-
 pub(super) struct Stepper<'a> {
     pub(super) s: &'a FleetSnapshot<'a>,
     pub(super) status: FleetReleaseStatus,

@@ -25,9 +25,12 @@
 
 mod census;
 mod judge;
+mod requests;
+mod samples;
 mod schedule;
 mod step;
 mod stepper;
+mod waves;
 
 pub use census::ReleaseTenant;
 pub use judge::judge;
@@ -109,12 +112,7 @@ pub struct Move {
 }
 
 /// An event to publish on the release.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Notice {
-    pub warning: bool,
-    pub reason: &'static str,
-    pub message: String,
-}
+pub use crate::gates::Notice;
 
 /// What one step decided.
 #[derive(Clone, Debug, PartialEq)]

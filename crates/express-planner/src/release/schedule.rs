@@ -1,8 +1,9 @@
-//! A release's clock: when the next sample is due, and the time a number of seconds after
-//! another (saturating, since a spec may ask for more seconds than a timestamp can hold).
+//! A release's schedule: when the next sample is due.
 
 use express_api::release::{OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::gates::after;
 
 /// Whether the next step takes a sample (the controller reads the rings' health only then).
 pub fn sample_due(
@@ -24,11 +25,4 @@ pub(crate) fn next_sample(
 ) -> Option<Timestamp> {
     let last = status.last_samples.last()?;
     Some(after(last.at.0, spec.interval_seconds))
-}
-
-pub(crate) fn after(at: Timestamp, seconds: u64) -> Timestamp {
-    at.saturating_add(SignedDuration::from_secs(
-        i64::try_from(seconds).unwrap_or(i64::MAX),
-    ))
-    .unwrap_or(Timestamp::MAX)
 }

@@ -8,7 +8,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::census::{Census, count};
-use super::{CONDITION_VALID, Direction, Move, Notice, ReleaseSnapshot, ReleaseStep, reason};
+use super::{CONDITION_VALID, Direction, Move, ReleaseSnapshot, ReleaseStep, reason};
+use crate::gates::Notice;
+
+/// The wave a step works on.
+#[derive(Clone, Copy)]
+pub(super) struct Wave {
+    pub(super) index: usize,
+    /// How many tenants must have moved by the end of it (cumulative).
+    pub(super) target: usize,
+    /// Promoted in full: every remaining wave at once, no judging, no baking.
+    pub(super) full: bool,
+}
 
 pub(super) struct Stepper<'a> {
     pub(super) s: &'a ReleaseSnapshot<'a>,
