@@ -16,8 +16,11 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::release::{OperatorReleaseSpec, Wave, spec_problems as release_problems};
+use crate::release::{
+    OperatorReleaseSpec, ReleasePhase, SampleVerdict, Wave, spec_problems as release_problems,
+};
 use crate::rings::ring_name_problem;
+use crate::verdict::Verdict;
 
 /// OperatorRelease label: the FleetRelease that created it.
 pub const LABEL_FLEET_RELEASE: &str = "express.dev/fleet-release";
@@ -354,7 +357,8 @@ impl DcState {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DcRelease {
-    pub phase: String,
+    #[schemars(with = "String")]
+    pub phase: ReleasePhase,
     #[serde(default)]
     pub wave: u32,
     #[serde(default)]
@@ -372,10 +376,12 @@ pub struct DcStatus {
     pub release: Option<DcRelease>,
     /// Its doctor's verdict, when the soak last read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub verdict: Option<Verdict>,
     /// Its doctor's verdict when its stage started: the last stage is compared with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub baseline: Option<Verdict>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -391,7 +397,8 @@ pub struct SoakSample {
     pub at: Time,
     pub stage: u32,
     /// `Ok`, `Failed` or `Inconclusive`.
-    pub verdict: String,
+    #[schemars(with = "String")]
+    pub verdict: SampleVerdict,
     pub reason: String,
 }
 

@@ -21,6 +21,7 @@ pub mod objects;
 pub mod release;
 pub mod rings;
 pub mod types;
+pub mod verdict;
 pub mod views;
 
 pub use bounce::{BouncePhase, BounceStatus};

@@ -267,7 +267,13 @@ fn a_good_plan_releases_stage_by_stage_soaks_each_and_succeeds() {
         }
     }
     assert!(world.releases.contains_key("dc-1a") && world.releases.contains_key("dc-1b"));
-    assert!(world.status.samples.iter().all(|s| s.verdict == "Ok"));
+    assert!(
+        world
+            .status
+            .samples
+            .iter()
+            .all(|s| s.verdict == SampleVerdict::Ok)
+    );
     assert_eq!(world.state("dc-0a"), DcState::Succeeded);
     run_until(&mut world, FleetPhase::Succeeded, 200, 30);
     assert!(
@@ -302,7 +308,7 @@ fn an_approval_gate_waits_for_approve_and_an_early_approve_passes_it() {
             .run(30)
             .notices
             .iter()
-            .all(|n| !n.contains("approved"))
+            .all(|n| !n.message.contains("approved"))
     );
 
     // Approved before the gate is reached: the gate is passed when it comes.
@@ -397,8 +403,8 @@ fn the_last_stage_is_judged_against_itself_before_its_release() {
     let first = world.run(10);
     assert_eq!(creates(&first), ["dc-0a"]);
     assert_eq!(
-        world.status.dc("dc-0a").unwrap().baseline.as_deref(),
-        Some("healthy")
+        world.status.dc("dc-0a").unwrap().baseline,
+        Some(Verdict::Healthy)
     );
     run_until(&mut world, FleetPhase::Soaking, 30, 10);
     world.verdicts.insert("dc-0a".into(), Verdict::Tenant);

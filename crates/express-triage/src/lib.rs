@@ -75,15 +75,56 @@ pub struct Fleet {
     pub fleet_releases: Vec<ReleaseSeen>,
 }
 
-/// An OperatorRelease as triage reads it.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// A release of either kind (one DC's OperatorRelease, or this DC's copy of a FleetRelease) as
+/// triage reads it.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ReleaseSeen {
     pub name: String,
     pub from_ring: String,
     pub to_ring: String,
-    /// Its phase (`Pending`...`RolledBack`), as status names it.
-    pub phase: String,
+    pub phase: ReleaseSeenPhase,
     pub message: Option<String>,
+}
+
+/// The phase of a release of either kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseSeenPhase {
+    Operator(express_api::release::ReleasePhase),
+    Fleet(express_api::fleet_release::FleetPhase),
+}
+
+impl ReleaseSeenPhase {
+    /// As status names it (`Pending`...`RolledBack`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseSeenPhase::Operator(phase) => phase.as_str(),
+            ReleaseSeenPhase::Fleet(phase) => phase.as_str(),
+        }
+    }
+
+    /// Rolled back, failed, aborted or holding inconclusive: a person should look.
+    pub fn in_trouble(self) -> bool {
+        use express_api::fleet_release::FleetPhase;
+        use express_api::release::ReleasePhase;
+        match self {
+            ReleaseSeenPhase::Operator(phase) => {
+                matches!(phase, ReleasePhase::RolledBack | ReleasePhase::Inconclusive)
+            }
+            ReleaseSeenPhase::Fleet(phase) => matches!(
+                phase,
+                FleetPhase::Failed
+                    | FleetPhase::Aborted
+                    | FleetPhase::RolledBack
+                    | FleetPhase::Inconclusive
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for ReleaseSeenPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One operator ring: its Lease, its Deployment and that Deployment's pods.
@@ -301,26 +342,9 @@ impl Status {
     }
 }
 
-/// Exactly one per report; a higher one outranks a lower one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Healthy,
-    Tenant,
-    Deployment,
-    Infrastructure,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Healthy => "healthy",
-            Verdict::Tenant => "tenant",
-            Verdict::Deployment => "deployment",
-            Verdict::Infrastructure => "infrastructure",
-        }
-    }
-}
+/// Exactly one per report; a higher one outranks a lower one. The API keeps it (a
+/// FleetRelease stores each DC's), so it is defined with the API's types.
+pub use express_api::verdict::Verdict;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {

@@ -297,35 +297,54 @@ pub fn leader_version(lease: &coordination::Lease) -> Option<String> {
         .flatten()
 }
 
-/// An OperatorRelease as triage reads it.
-pub fn release(release: &express_api::OperatorRelease) -> crate::ReleaseSeen {
-    let status = release.status.as_ref();
+/// A release of either kind as triage reads it.
+pub fn release(release: &impl Released) -> crate::ReleaseSeen {
+    let metadata = kube::Resource::meta(release);
+    let (from_ring, to_ring) = release.rings();
     crate::ReleaseSeen {
-        name: release.metadata.name.clone().unwrap_or_default(),
-        from_ring: release.spec.from_ring.clone(),
-        to_ring: release.spec.to_ring.clone(),
-        phase: status
-            .map(|s| s.phase())
-            .unwrap_or_default()
-            .as_str()
-            .to_owned(),
-        message: status.and_then(|s| s.message.clone()),
+        name: metadata.name.clone().unwrap_or_default(),
+        from_ring: from_ring.to_owned(),
+        to_ring: to_ring.to_owned(),
+        phase: release.phase_seen(),
+        message: release.message().map(str::to_owned),
     }
 }
 
-/// A release across DCs (its copy in this DC) as triage reads it.
-pub fn fleet_release(plan: &express_api::FleetRelease) -> crate::ReleaseSeen {
-    let status = plan.status.as_ref();
-    crate::ReleaseSeen {
-        name: plan.metadata.name.clone().unwrap_or_default(),
-        from_ring: plan.spec.from_ring.clone(),
-        to_ring: plan.spec.to_ring.clone(),
-        phase: status
-            .map(|s| s.phase())
-            .unwrap_or_default()
-            .as_str()
-            .to_owned(),
-        message: status.and_then(|s| s.message.clone()),
+/// What triage reads of a release, whichever kind it is.
+pub trait Released: kube::Resource {
+    /// `fromRing` and `toRing`.
+    fn rings(&self) -> (&str, &str);
+    fn phase_seen(&self) -> crate::ReleaseSeenPhase;
+    fn message(&self) -> Option<&str>;
+}
+
+impl Released for express_api::OperatorRelease {
+    fn rings(&self) -> (&str, &str) {
+        (&self.spec.from_ring, &self.spec.to_ring)
+    }
+
+    fn phase_seen(&self) -> crate::ReleaseSeenPhase {
+        crate::ReleaseSeenPhase::Operator(
+            self.status.as_ref().map(|s| s.phase()).unwrap_or_default(),
+        )
+    }
+
+    fn message(&self) -> Option<&str> {
+        self.status.as_ref()?.message.as_deref()
+    }
+}
+
+impl Released for express_api::FleetRelease {
+    fn rings(&self) -> (&str, &str) {
+        (&self.spec.from_ring, &self.spec.to_ring)
+    }
+
+    fn phase_seen(&self) -> crate::ReleaseSeenPhase {
+        crate::ReleaseSeenPhase::Fleet(self.status.as_ref().map(|s| s.phase()).unwrap_or_default())
+    }
+
+    fn message(&self) -> Option<&str> {
+        self.status.as_ref()?.message.as_deref()
     }
 }
 

@@ -4,7 +4,9 @@
 
 use crate::checks::{age, check, name};
 use crate::explain::seconds_between;
-use crate::{Check, Fleet, Status, Thresholds};
+use express_api::release::ReleasePhase;
+
+use crate::{Check, Fleet, ReleaseSeenPhase, Status, Thresholds};
 
 /// The check's name, as `-o json` carries it.
 pub const RELEASE: &str = "release";
@@ -39,7 +41,7 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
     let mut troubled: Vec<String> = fleet
         .releases
         .iter()
-        .filter(|r| r.phase == "RolledBack" || r.phase == "Inconclusive")
+        .filter(|r| r.phase.in_trouble())
         .map(describe)
         .collect();
     // A release across DCs that failed or holds: the DCs compared, not this DC's own layer.
@@ -47,12 +49,7 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
         fleet
             .fleet_releases
             .iter()
-            .filter(|r| {
-                matches!(
-                    r.phase.as_str(),
-                    "Failed" | "Aborted" | "RolledBack" | "Inconclusive"
-                )
-            })
+            .filter(|r| r.phase.in_trouble())
             .map(|r| {
                 format!(
                     "FleetRelease {} (ring {} to ring {}) is {}: {} (`kubectl express fleet-release {}`)",
@@ -69,10 +66,7 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
         .releases
         .iter()
         .filter(|r| {
-            !matches!(
-                r.phase.as_str(),
-                "Succeeded" | "RolledBack" | "Inconclusive"
-            )
+            r.phase != ReleaseSeenPhase::Operator(ReleasePhase::Succeeded) && !r.phase.in_trouble()
         })
         .map(describe)
         .collect();
@@ -137,14 +131,25 @@ mod tests {
         }
     }
 
-    fn release(phase: &str) -> ReleaseSeen {
+    fn seen(phase: ReleaseSeenPhase) -> ReleaseSeen {
         ReleaseSeen {
             name: "to-0-2-0".into(),
             from_ring: "default".into(),
             to_ring: "canary".into(),
-            phase: phase.into(),
+            phase,
             message: Some("why".into()),
         }
+    }
+
+    fn release(phase: &str) -> ReleaseSeen {
+        let named = ReleasePhase::ALL.into_iter().find(|p| p.as_str() == phase);
+        seen(ReleaseSeenPhase::Operator(named.unwrap_or_default()))
+    }
+
+    fn fleet_release(phase: &str) -> ReleaseSeen {
+        use express_api::fleet_release::FleetPhase;
+        let named = FleetPhase::ALL.into_iter().find(|p| p.as_str() == phase);
+        seen(ReleaseSeenPhase::Fleet(named.unwrap_or_default()))
     }
 
     fn fleet(tenants: Vec<Tenant>, releases: Vec<ReleaseSeen>) -> Fleet {
@@ -193,7 +198,7 @@ mod tests {
             (
                 "a release across DCs that failed: a warning, never the verdict",
                 Fleet {
-                    fleet_releases: vec![release("Failed")],
+                    fleet_releases: vec![fleet_release("Failed")],
                     ..fleet(vec![], vec![])
                 },
                 Status::Warn,
@@ -202,7 +207,7 @@ mod tests {
             (
                 "a release across DCs under way",
                 Fleet {
-                    fleet_releases: vec![release("Soaking")],
+                    fleet_releases: vec![fleet_release("Soaking")],
                     ..fleet(vec![], vec![])
                 },
                 Status::Ok,

@@ -39,6 +39,22 @@ use express_api::release::ReleasePhase;
 use express_triage::Verdict;
 use k8s_openapi::jiff::Timestamp;
 
+pub use crate::gates::Notice;
+
+/// The reasons of the notices a step leaves, one per thing a release across DCs does.
+pub mod reason {
+    pub const STAGE_STARTED: &str = "StageStarted";
+    pub const SAMPLE: &str = "SoakSample";
+    pub const SOAKED: &str = "Soaked";
+    pub const APPROVED: &str = "Approved";
+    pub const PAUSED: &str = "Paused";
+    pub const RESUMED: &str = "Resumed";
+    pub const ABORTED: &str = "Aborted";
+    pub const FAILED: &str = "Failed";
+    pub const SUCCEEDED: &str = "Succeeded";
+    pub const REQUEST_IGNORED: &str = "RequestIgnored";
+}
+
 /// The newest request of each kind found on the plan's copies.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Requests {
@@ -133,7 +149,7 @@ pub struct FleetStep {
     pub status: FleetReleaseStatus,
     pub actions: Vec<FleetAction>,
     /// What happened, in the words the driver prints (a stage started, a sample, a failure).
-    pub notices: Vec<String>,
+    pub notices: Vec<Notice>,
     /// When to step again though nothing changed (a sample due, a soak ending, a deadline).
     pub wake_at: Option<Timestamp>,
 }

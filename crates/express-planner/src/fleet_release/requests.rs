@@ -9,6 +9,7 @@ use express_api::release::ReleasePhase;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::FleetAction;
+use super::reason;
 use super::stepper::Stepper;
 use crate::gates::Gate;
 use crate::gates::seconds_between;
@@ -41,9 +42,13 @@ impl Stepper<'_> {
         let everything = self.s.requests.abort_rollback;
         let phase = self.status.phase();
         if phase.is_final() && !everything {
-            self.notices.push(format!(
-                "abort: the plan is already {phase}; nothing to stop (--rollback undoes it)"
-            ));
+            self.notice(
+                false,
+                reason::REQUEST_IGNORED,
+                format!(
+                    "abort: the plan is already {phase}; nothing to stop (--rollback undoes it)"
+                ),
+            );
             return ControlFlow::Continue(());
         }
         let contexts: Vec<&str> = self.s.spec.contexts().map(|(_, c)| c).collect();
@@ -79,7 +84,7 @@ impl Stepper<'_> {
                 "aborted: the DCs in flight go back, no stage starts",
             )
         };
-        self.notices.push(format!("{what} ({})", request.id));
+        self.notice(true, reason::ABORTED, format!("{what} ({})", request.id));
         self.phase(phase, what.into());
         ControlFlow::Break(None)
     }
@@ -120,7 +125,7 @@ impl Stepper<'_> {
         if pause_wins {
             if self.status.paused_since.is_none() {
                 self.status.paused_since = Some(Time(self.now()));
-                self.notices.push("paused".into());
+                self.notice(false, reason::PAUSED, "paused".into());
             }
             return;
         }
@@ -130,7 +135,7 @@ impl Stepper<'_> {
             if let Some(soak) = &mut self.status.soak {
                 soak.held_seconds += paused;
             }
-            self.notices.push("resumed".into());
+            self.notice(false, reason::RESUMED, "resumed".into());
         }
     }
 
@@ -181,12 +186,18 @@ impl Stepper<'_> {
         self.status.requests.approve = Some(request.id.clone());
         match next_gate {
             Some((_, stage)) => {
-                self.notices.push(format!("approved stage {}", stage.name));
+                self.notice(
+                    false,
+                    reason::APPROVED,
+                    format!("approved stage {}", stage.name),
+                );
                 self.status.approved.push(stage.name.clone());
             }
-            None => self
-                .notices
-                .push(format!("approve {}: no approval gate left", request.id)),
+            None => self.notice(
+                false,
+                reason::REQUEST_IGNORED,
+                format!("approve {}: no approval gate left", request.id),
+            ),
         }
     }
 }

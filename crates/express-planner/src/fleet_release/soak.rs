@@ -13,6 +13,7 @@ use express_triage::Verdict;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::FleetAction;
+use super::reason;
 use super::stepper::Stepper;
 use crate::gates::Gate;
 use crate::gates::{after, earlier, seconds_between};
@@ -188,15 +189,19 @@ impl Stepper<'_> {
                 SampleVerdict::Failed => soak.failed += 1,
                 SampleVerdict::Inconclusive => soak.inconclusive += 1,
             }
-            self.notices.push(format!(
-                "soak of stage {stage}: {} ({})",
-                sample.verdict.as_str(),
-                sample.reason
-            ));
+            self.notice(
+                sample.verdict != SampleVerdict::Ok,
+                reason::SAMPLE,
+                format!(
+                    "soak of stage {stage}: {} ({})",
+                    sample.verdict.as_str(),
+                    sample.reason
+                ),
+            );
             self.status.samples.push(SoakSample {
                 at: Time(self.now()),
                 stage: stage as u32,
-                verdict: sample.verdict.as_str().to_owned(),
+                verdict: sample.verdict,
                 reason: sample.reason.clone(),
             });
             let extra = self.status.samples.len().saturating_sub(SAMPLES_KEPT);
@@ -220,7 +225,7 @@ impl Stepper<'_> {
                     );
                 }
                 self.status.soak = Some(soak);
-                self.notices.push(format!("failed: {why}"));
+                self.notice(true, reason::FAILED, format!("failed: {why}"));
                 self.phase(FleetPhase::Failed, why);
                 return ControlFlow::Break(None);
             }
@@ -234,10 +239,14 @@ impl Stepper<'_> {
                 let message = Some(format!("soaked {}s", spec.soak_seconds));
                 self.set_state(context, DcState::Succeeded, message);
             }
-            self.notices.push(format!(
-                "stage {stage} ({}) passed its soak",
-                spec.stages[stage].name
-            ));
+            self.notice(
+                false,
+                reason::SOAKED,
+                format!(
+                    "stage {stage} ({}) passed its soak",
+                    spec.stages[stage].name
+                ),
+            );
             self.status.soak = None;
             return ControlFlow::Continue(());
         }
@@ -318,25 +327,10 @@ impl Stepper<'_> {
             .stage_contexts(stage)
             .iter()
             .map(|c| {
-                let was = self
-                    .status
-                    .dc(c)
-                    .and_then(|d| d.baseline.as_deref())
-                    .and_then(verdict_named);
+                let was = self.status.dc(c).and_then(|d| d.baseline);
                 (c.as_str(), was)
             })
             .collect();
         Some(judge(&stage_read, &unreleased, &baseline))
     }
-}
-
-fn verdict_named(name: &str) -> Option<Verdict> {
-    [
-        Verdict::Healthy,
-        Verdict::Tenant,
-        Verdict::Deployment,
-        Verdict::Infrastructure,
-    ]
-    .into_iter()
-    .find(|v| v.as_str() == name)
 }

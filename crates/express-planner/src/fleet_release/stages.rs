@@ -9,6 +9,7 @@ use express_api::release::ReleasePhase;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::FleetAction;
+use super::reason;
 use super::stepper::Stepper;
 use crate::gates::Gate;
 use crate::gates::after;
@@ -41,7 +42,7 @@ impl Stepper<'_> {
             "{}: its release rolled back; no later stage starts",
             rolled.join(", ")
         );
-        self.notices.push(format!("failed: {why}"));
+        self.notice(true, reason::FAILED, format!("failed: {why}"));
         self.phase(FleetPhase::Failed, why);
         ControlFlow::Break(None)
     }
@@ -121,16 +122,20 @@ impl Stepper<'_> {
                 }
                 if stage + 1 == spec.stages.len() {
                     for context in self.stage_contexts(stage) {
-                        let verdict = self.status.dc(context).and_then(|d| d.verdict.clone());
+                        let verdict = self.status.dc(context).and_then(|d| d.verdict);
                         self.dc_mut(context).baseline = verdict;
                     }
                 }
-                self.notices.push(format!(
-                    "stage {} ({}) starts: {}",
-                    stage,
-                    gate.name,
-                    gate.contexts.join(", ")
-                ));
+                self.notice(
+                    false,
+                    reason::STAGE_STARTED,
+                    format!(
+                        "stage {} ({}) starts: {}",
+                        stage,
+                        gate.name,
+                        gate.contexts.join(", ")
+                    ),
+                );
             }
             self.status.stage = stage as u32;
             self.status.stage_started_at = Some(Time(self.now()));
@@ -169,7 +174,9 @@ impl Stepper<'_> {
                 }
                 // Its release was seen done: the soak's samples hold while it cannot be read.
                 None if self.status.dc(context).is_some_and(|d| {
-                    d.release.as_ref().is_some_and(|r| r.phase == "Succeeded")
+                    d.release
+                        .as_ref()
+                        .is_some_and(|r| r.phase == ReleasePhase::Succeeded)
                 }) => {}
                 None => waiting.push(match self.unreadable(context) {
                     Some(why) => format!("{context} cannot be read ({why})"),
@@ -206,7 +213,7 @@ impl Stepper<'_> {
                     self.set_state(context, DcState::Unknown, Some("past the deadline".into()));
                 }
             }
-            self.notices.push(format!("failed: {why}"));
+            self.notice(true, reason::FAILED, format!("failed: {why}"));
             self.phase(FleetPhase::Failed, why);
             return ControlFlow::Break(None);
         }
@@ -220,8 +227,11 @@ impl Stepper<'_> {
 
     pub(super) fn succeed(&mut self) {
         if self.status.phase() != FleetPhase::Succeeded {
-            self.notices
-                .push("succeeded: every stage released and soaked".into());
+            self.notice(
+                false,
+                reason::SUCCEEDED,
+                "succeeded: every stage released and soaked".into(),
+            );
         }
         self.status.stage = self.s.spec.stages.len().saturating_sub(1) as u32;
         self.phase(

@@ -7,12 +7,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::{DcSeen, FleetAction, FleetSnapshot, ReleaseSeen};
+use crate::gates::Notice;
 
 pub(super) struct Stepper<'a> {
     pub(super) s: &'a FleetSnapshot<'a>,
     pub(super) status: FleetReleaseStatus,
     pub(super) actions: Vec<FleetAction>,
-    pub(super) notices: Vec<String>,
+    pub(super) notices: Vec<Notice>,
     /// The phase's reason, set by the gate that decides the phase.
     pub(super) message: Option<String>,
 }
@@ -26,6 +27,14 @@ impl<'a> Stepper<'a> {
             notices: Vec::new(),
             message: None,
         }
+    }
+
+    pub(super) fn notice(&mut self, warning: bool, reason: &'static str, message: String) {
+        self.notices.push(Notice {
+            warning,
+            reason,
+            message,
+        });
     }
 
     pub(super) fn now(&self) -> Timestamp {
@@ -107,7 +116,7 @@ impl<'a> Stepper<'a> {
             .retain(|d| contexts.contains(&d.context.as_str()));
         for context in contexts {
             let seen = self.release(context).map(|r| DcRelease {
-                phase: r.phase.as_str().to_owned(),
+                phase: r.phase,
                 wave: r.wave,
                 moved_tenants: r.moved,
             });
@@ -118,7 +127,7 @@ impl<'a> Stepper<'a> {
                 .and_then(|d| d.read.as_ref().ok())
                 .and_then(|r| r.verdict.as_ref())
                 .and_then(|v| v.as_ref().ok())
-                .map(|v| v.as_str().to_owned());
+                .copied();
             let dc = self.dc_mut(context);
             if let Some(release) = seen {
                 dc.release = Some(release);

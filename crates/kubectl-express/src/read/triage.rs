@@ -132,7 +132,7 @@ pub(crate) async fn fleet_around(
     // Releases across DCs: the copies of this DC, none before their CRD.
     let fleet_releases = match crate::read::fleet_release::copies(client, operator_namespace).await
     {
-        Ok(plans) => plans.iter().map(observe::fleet_release).collect(),
+        Ok(plans) => plans.iter().map(observe::release).collect(),
         Err(why) if why.contains("not installed") => Vec::new(),
         Err(why) => {
             unreadable.push(why);

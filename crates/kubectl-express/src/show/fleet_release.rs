@@ -48,10 +48,10 @@ pub fn render(plan: &FleetRelease, status: &FleetReleaseStatus, now: Timestamp) 
                 format!("{stage} {}", plan.spec.stages[stage].name),
                 context.to_owned(),
                 dc.map_or("Waiting", |d| d.state.as_str()).to_owned(),
-                release.map_or_else(|| NONE.to_owned(), |r| r.phase.clone()),
+                release.map_or_else(|| NONE.to_owned(), |r| r.phase.to_string()),
                 release.map_or_else(|| NONE.to_owned(), |r| (r.wave + 1).to_string()),
-                dc.and_then(|d| d.verdict.clone())
-                    .unwrap_or_else(|| NONE.to_owned()),
+                dc.and_then(|d| d.verdict)
+                    .map_or_else(|| NONE.to_owned(), |v| v.to_string()),
                 ago(since, now),
                 dc.and_then(|d| d.message.clone()).unwrap_or_default(),
             ]
@@ -71,7 +71,7 @@ pub fn render(plan: &FleetRelease, status: &FleetReleaseStatus, now: Timestamp) 
                 "  {} stage {}: {} ({})",
                 sample.at.0.strftime("%H:%M:%S"),
                 sample.stage,
-                sample.verdict,
+                sample.verdict.as_str(),
                 sample.reason
             );
         }

@@ -179,7 +179,7 @@ impl DoctorBanner {
                     name: r.name.clone(),
                     from_ring: r.from_ring.clone(),
                     to_ring: r.to_ring.clone(),
-                    phase: r.phase.clone(),
+                    phase: r.phase.to_string(),
                     message: r.message.clone().unwrap_or_default(),
                 })
                 .collect(),

@@ -172,7 +172,7 @@ pub async fn run(
     loop {
         let (decided, _) = once(dcs, spec, false).await;
         for notice in &decided.notices {
-            println!("{}  {notice}", clock());
+            println!("{}  {}", clock(), notice.message);
         }
         report_releases(&decided.status, &mut shown);
         if decided.status.message != last_message

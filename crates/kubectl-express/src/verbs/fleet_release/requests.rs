@@ -83,7 +83,7 @@ pub async fn ask(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> ExitCode {
     if ask.at_once() {
         let (decided, missed) = once(dcs, spec, false).await;
         for notice in &decided.notices {
-            println!("{notice}");
+            println!("{}", notice.message);
         }
         phase = Some(decided.status.phase());
         for context in missed {
