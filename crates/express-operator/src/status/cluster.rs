@@ -13,7 +13,7 @@ use express_planner::{Blocked, ClusterSnapshot, NodeState, Plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::conditions::condition;
-use super::observed_desired;
+use super::settle_mark::observed_desired;
 
 /// "; bouncing acme-fe1, acme-fe2" while bounces hold pods, else nothing.
 fn bouncing(snapshot: &ClusterSnapshot, plan: &Plan) -> String {

@@ -14,7 +14,7 @@ use express_planner::{Blocked, NodeIndex, NodeObservation, NodePlan, NodeState, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 use super::conditions::condition;
-use super::observed_desired;
+use super::settle_mark::observed_desired;
 
 /// What a node waits for, in words that change only when the requirements do.
 fn waiting_message(plan: &NodePlan) -> String {
