@@ -27,7 +27,7 @@ use express_api::bounce::{
 use express_api::keys::ANNOTATION_APP_STATE;
 
 use crate::action::Operation;
-use crate::snapshot::{BounceRecord, ClusterSnapshot, NodeIndex, NodeObservation};
+use crate::snapshot::{BounceRecord, ClusterSnapshot, NodeIndex, NodeObservation, PodObservation};
 use crate::state::NodeState;
 use crate::text::clock;
 
@@ -113,132 +113,180 @@ pub(crate) fn progress(
         let Some(record) = in_progress(node).filter(|r| r.phase.holds_pod()) else {
             continue;
         };
-        let mut next = carried(record, now_ms);
-        let timeout_ms = duration_ms(record.timeout_seconds);
-        let since = record.phase_since_ms.unwrap_or(now_ms);
-        let old_uid = record.pod_uid.as_deref();
-        let pod = node.pod.as_ref();
-        let old_pod = pod.filter(|p| old_uid.is_none_or(|uid| p.uid.as_deref() == Some(uid)));
-        let new_pod = pod.filter(|p| old_uid.is_some() && p.uid.as_deref() != old_uid);
-        match (record.phase, old_pod, new_pod) {
-            (BouncePhase::Terminating, Some(old), _) if old.terminating => {
-                if now_ms.saturating_sub(since) >= timeout_ms {
-                    next.finish(
-                        BouncePhase::Failed,
-                        format!(
-                            "pod {} stuck terminating for {}; not forced (it is replaced when it goes)",
-                            node.name,
-                            format_duration(record.timeout_seconds)
-                        ),
-                        now_ms,
-                    );
-                } else {
-                    // The annotation is on the pod before its deletion, or the patch failed.
-                    let protection = if old.shutdown_protection.as_deref()
-                        == Some(SHUTDOWN_PROTECTION_DISABLED)
-                    {
-                        ""
-                    } else {
-                        "; its shutdown protection could not be disabled"
-                    };
-                    next.message = format!(
-                        "waiting for pod {} to terminate gracefully (reported stuck from {}){protection}",
-                        node.name,
-                        clock(since.saturating_add(timeout_ms))
-                    );
-                    out.wake_at(since.saturating_add(timeout_ms));
-                }
-            }
-            (BouncePhase::Terminating, Some(_), _) => {
-                // Recorded, but the deletion was not sent (or failed): send it now.
-                match blocked {
-                    Some(why) => next.message = format!("deleting pod {} waits: {why}", node.name),
-                    None => {
-                        next.message = format!("deleting pod {} gracefully", node.name);
-                        out.operations
-                            .push((NodeIndex(index), Operation::DeleteForBounce));
-                    }
-                }
-            }
-            (_, None, Some(new)) => {
-                if record.phase == BouncePhase::Terminating {
-                    next.enter(BouncePhase::Starting, now_ms);
-                }
-                if new.is_serving() {
-                    next.finish(
-                        BouncePhase::Succeeded,
-                        format!(
-                            "pod {} is Ready again on revision {}",
-                            node.name,
-                            next.revision.as_deref().unwrap_or("?")
-                        ),
-                        now_ms,
-                    );
-                } else if new.has_ended() {
-                    next.finish(
-                        BouncePhase::Failed,
-                        format!("the new pod {} ended before it was Ready", node.name),
-                        now_ms,
-                    );
-                } else {
-                    // The wait for Ready starts when the new pod was created.
-                    let from = new.created_at_ms.unwrap_or(next.phase_since_ms);
-                    let deadline = from.saturating_add(timeout_ms);
-                    if now_ms >= deadline && !new.terminating {
-                        next.finish(
-                            BouncePhase::Failed,
-                            format!(
-                                "the new pod {} was not Ready within {}",
-                                node.name,
-                                format_duration(record.timeout_seconds)
-                            ),
-                            now_ms,
-                        );
-                    } else {
-                        next.message = format!(
-                            "waiting for the new pod {} to be Ready (until {})",
-                            node.name,
-                            clock(deadline)
-                        );
-                        out.wake_at(deadline);
-                    }
-                }
-            }
-            (_, None, None) if !node.up => {
-                next.finish(
-                    BouncePhase::Failed,
-                    "the node was set down (up: false) during the bounce; its pod is not recreated"
-                        .into(),
-                    now_ms,
-                );
-            }
-            (_, None, None) => {
-                if record.phase == BouncePhase::Terminating {
-                    next.enter(BouncePhase::Starting, now_ms);
-                }
-                match blocked {
-                    Some(why) => {
-                        next.message =
-                            format!("the old pod is gone; creating the new one waits: {why}")
-                    }
-                    None => {
-                        next.message = format!(
-                            "creating pod {} on revision {}",
-                            node.name,
-                            next.revision.as_deref().unwrap_or("?")
-                        );
-                        out.operations
-                            .push((NodeIndex(index), Operation::CreateForBounce));
-                    }
-                }
-            }
-            (BouncePhase::Starting, Some(_), _) => {
-                // The old pod seen again: the cache is behind; wait for it to go.
-                next.message = format!("waiting for the old pod {} to go", node.name);
-            }
-            _ => {}
-        }
+        let next = step(index, node, record, blocked, now_ms, out);
         out.set(index, next);
+    }
+}
+
+/// One bounce's next step, from which of its pods is seen: the old one (by the uid recorded)
+/// or its replacement.
+fn step(
+    index: usize,
+    node: &NodeObservation,
+    record: &BounceRecord,
+    blocked: Option<&str>,
+    now_ms: i64,
+    out: &mut Bounces,
+) -> BouncePlan {
+    let mut next = carried(record, now_ms);
+    let old_uid = record.pod_uid.as_deref();
+    let pod = node.pod.as_ref();
+    let old_pod = pod.filter(|p| old_uid.is_none_or(|uid| p.uid.as_deref() == Some(uid)));
+    let new_pod = pod.filter(|p| old_uid.is_some() && p.uid.as_deref() != old_uid);
+    match (record.phase, old_pod, new_pod) {
+        (BouncePhase::Terminating, Some(old), _) if old.terminating => {
+            wait_for_termination(&mut next, node, record, old, now_ms, out);
+        }
+        (BouncePhase::Terminating, Some(_), _) => {
+            // Recorded, but the deletion was not sent (or failed): send it now.
+            match blocked {
+                Some(why) => next.message = format!("deleting pod {} waits: {why}", node.name),
+                None => {
+                    next.message = format!("deleting pod {} gracefully", node.name);
+                    out.operations
+                        .push((NodeIndex(index), Operation::DeleteForBounce));
+                }
+            }
+        }
+        (_, None, Some(new)) => {
+            if record.phase == BouncePhase::Terminating {
+                next.enter(BouncePhase::Starting, now_ms);
+            }
+            wait_for_ready(&mut next, node, record, new, now_ms, out);
+        }
+        (_, None, None) if !node.up => {
+            next.finish(
+                BouncePhase::Failed,
+                "the node was set down (up: false) during the bounce; its pod is not recreated"
+                    .into(),
+                now_ms,
+            );
+        }
+        (_, None, None) => {
+            if record.phase == BouncePhase::Terminating {
+                next.enter(BouncePhase::Starting, now_ms);
+            }
+            create_replacement(&mut next, index, node, blocked, out);
+        }
+        (BouncePhase::Starting, Some(_), _) => {
+            // The old pod seen again: the cache is behind; wait for it to go.
+            next.message = format!("waiting for the old pod {} to go", node.name);
+        }
+        _ => {}
+    }
+    next
+}
+
+/// The old pod is terminating: it fails once stuck past the timeout, and is waited for until.
+fn wait_for_termination(
+    next: &mut BouncePlan,
+    node: &NodeObservation,
+    record: &BounceRecord,
+    old: &PodObservation,
+    now_ms: i64,
+    out: &mut Bounces,
+) {
+    let timeout_ms = duration_ms(record.timeout_seconds);
+    let since = record.phase_since_ms.unwrap_or(now_ms);
+    if now_ms.saturating_sub(since) >= timeout_ms {
+        next.finish(
+            BouncePhase::Failed,
+            format!(
+                "pod {} stuck terminating for {}; not forced (it is replaced when it goes)",
+                node.name,
+                format_duration(record.timeout_seconds)
+            ),
+            now_ms,
+        );
+    } else {
+        // The annotation is on the pod before its deletion, or the patch failed.
+        let protection = if old.shutdown_protection.as_deref() == Some(SHUTDOWN_PROTECTION_DISABLED)
+        {
+            ""
+        } else {
+            "; its shutdown protection could not be disabled"
+        };
+        next.message = format!(
+            "waiting for pod {} to terminate gracefully (reported stuck from {}){protection}",
+            node.name,
+            clock(since.saturating_add(timeout_ms))
+        );
+        out.wake_at(since.saturating_add(timeout_ms));
+    }
+}
+
+/// The replacement exists: the bounce succeeds once it is Ready, fails if it ends or is not
+/// Ready within the timeout from its creation, and waits meanwhile.
+fn wait_for_ready(
+    next: &mut BouncePlan,
+    node: &NodeObservation,
+    record: &BounceRecord,
+    new: &PodObservation,
+    now_ms: i64,
+    out: &mut Bounces,
+) {
+    if new.is_serving() {
+        next.finish(
+            BouncePhase::Succeeded,
+            format!(
+                "pod {} is Ready again on revision {}",
+                node.name,
+                next.revision.as_deref().unwrap_or("?")
+            ),
+            now_ms,
+        );
+    } else if new.has_ended() {
+        next.finish(
+            BouncePhase::Failed,
+            format!("the new pod {} ended before it was Ready", node.name),
+            now_ms,
+        );
+    } else {
+        // The wait for Ready starts when the new pod was created.
+        let from = new.created_at_ms.unwrap_or(next.phase_since_ms);
+        let deadline = from.saturating_add(duration_ms(record.timeout_seconds));
+        if now_ms >= deadline && !new.terminating {
+            next.finish(
+                BouncePhase::Failed,
+                format!(
+                    "the new pod {} was not Ready within {}",
+                    node.name,
+                    format_duration(record.timeout_seconds)
+                ),
+                now_ms,
+            );
+        } else {
+            next.message = format!(
+                "waiting for the new pod {} to be Ready (until {})",
+                node.name,
+                clock(deadline)
+            );
+            out.wake_at(deadline);
+        }
+    }
+}
+
+/// The old pod is gone: create its replacement on the same revision, unless blocked.
+fn create_replacement(
+    next: &mut BouncePlan,
+    index: usize,
+    node: &NodeObservation,
+    blocked: Option<&str>,
+    out: &mut Bounces,
+) {
+    match blocked {
+        Some(why) => {
+            next.message = format!("the old pod is gone; creating the new one waits: {why}")
+        }
+        None => {
+            next.message = format!(
+                "creating pod {} on revision {}",
+                node.name,
+                next.revision.as_deref().unwrap_or("?")
+            );
+            out.operations
+                .push((NodeIndex(index), Operation::CreateForBounce));
+        }
     }
 }
 

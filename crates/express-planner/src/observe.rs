@@ -14,7 +14,8 @@ use express_api::lenient::Undecodable;
 use express_api::names::label_value_problem;
 use express_api::views::PodView;
 use express_api::{
-    BounceStatus, ExpressCluster, NodeKind, NodeRef, Objects, ObservedDesired, effective_spec,
+    BounceStatus, ExpressCluster, NodeChange, NodeKind, NodeRef, Objects, ObservedDesired,
+    effective_spec,
 };
 use kube::Resource;
 
@@ -162,120 +163,27 @@ impl<'a> Grouped<'a> {
         }
     }
 
+    /// The snapshot of one group: its settings and spec errors, then every node observed
+    /// (readable ones first, then those this build cannot decode), then the cluster's controls.
     fn build(
         &self,
         namespace: &str,
         cluster_name: &str,
         group: &ClusterGroup<'a>,
     ) -> ClusterSnapshot {
-        let (inventory, pods, names_per_namespace) =
-            (self.inventory, &self.pods, &self.names_per_namespace);
-        let (clusters, nodes) = (&group.claimants, &group.nodes);
-
-        let governing = clusters.first().copied();
-        let mut spec_errors = Vec::new();
-        if let Some(why) = label_value_problem(cluster_name) {
-            spec_errors.push(format!(
-                "clusterName {cluster_name:?} cannot be its pods' {LABEL_CLUSTER} label: it {why}"
-            ));
-        }
-        if clusters.len() > 1 {
-            let names: Vec<&str> = clusters
-                .iter()
-                .filter_map(|c| c.metadata.name.as_deref())
-                .collect();
-            spec_errors.push(format!(
-                "ExpressClusters {} all claim Express cluster {cluster_name}; keep one",
-                names.join(", ")
-            ));
-        }
+        let inventory = self.inventory;
+        let governing = group.claimants.first().copied();
+        let spec_errors = spec_errors(cluster_name, group);
         let unreadable: Vec<String> = group.unreadable.iter().map(ToString::to_string).collect();
-        spec_errors.extend(
-            group
-                .unreadable
-                .iter()
-                .filter(|bad| NodeKind::from_kind_name(&bad.kind).is_none())
-                .map(|bad| format!("cannot read {bad}")),
-        );
-        let settings = governing.map_or_else(ClusterSettings::default, |c| ClusterSettings {
-            dependencies_disabled: c.spec.dependencies.disabled,
-            backend_upgrade_position: c.spec.dependencies.backend_upgrade_position,
-            max_concurrent: c.spec.rollout.max_concurrent,
-            progress_deadline_seconds: c.spec.rollout.progress_deadline_seconds,
-            auto_rollback: c.spec.rollout.auto_rollback,
-            settle_seconds: c.spec.rollout.settle_seconds,
-            settle_timeout_seconds: c.spec.rollout.settle_timeout_seconds,
-            revision_history_limit: c.spec.rollout.revision_history_limit,
-        });
-        let mut observations: Vec<NodeObservation> = nodes
-                .iter()
-                .map(|node| {
-                    let name = node.name();
-                    let duplicate = names_per_namespace
-                        .get(&(namespace, name))
-                        .is_some_and(|kinds| kinds.len() > 1);
-                    let desired = if duplicate {
-                        Err(format!(
-                            "a Backend and a Frontend are both named {name}; pods are named after their node, so node names must be unique in the namespace"
-                        ))
-                    } else {
-                        desired_state(node, governing)
-                    };
-                    let pod = pods
-                        .get(&(namespace, name))
-                        .map(|pod| {
-                            let uid = node.meta.uid.as_ref().map(ToString::to_string);
-                            observe_pod(pod, node.kind(), name, uid.as_deref(), inventory.ownership)
-                        });
-                    let status = node.status();
-                    let change = status.and_then(|s| s.change.as_ref()).map(|c| Change {
-                        kind: c.kind,
-                        state: c.state,
-                        from: c.from_revision.clone(),
-                        to: c.to_revision.clone(),
-                        sequence: c.sequence,
-                        rollout: c.rollout.clone(),
-                        recovery: c.recovery,
-                    });
-                    // Recorded, and the pod on the new revision not created yet.
-                    let replacing = change.as_ref().is_some_and(|c| {
-                        c.in_progress()
-                            && pod.as_ref().is_none_or(|p| p.revision.as_deref() != Some(c.to.as_str()))
-                    });
-                    NodeObservation {
-                        name: name.to_owned(),
-                        kind: node.kind(),
-                        up: node.spec().up,
-                        desired,
-                        dependencies: node.spec().deployment_dependencies.clone(),
-                        pod,
-                        replacing,
-                        change,
-                        invalid_revisions: status
-                            .map(|s| s.invalid_revisions.as_slice())
-                            .unwrap_or_default()
-                            .iter()
-                            .map(|r| InvalidRevision {
-                                revision: r.revision.clone(),
-                                reason: r.reason.clone(),
-                            })
-                            .collect(),
-                        history: history_of(inventory, namespace, node.kind(), name),
-                        rollout_id: rollout_id_of(node.meta.annotations.as_deref()),
-                        recorded_desired: status
-                            .and_then(|s| s.observed_desired.as_ref())
-                            .and_then(recorded_desired),
-                        bounce_request: bounce_request_of(node.meta.annotations.as_deref()).map(Box::new),
-                        bounce: status
-                            .and_then(|s| s.bounce.as_deref())
-                            .and_then(recorded_bounce)
-                            .map(Box::new),
-                    }
-                })
-                .collect();
+        let settings = governing.map_or_else(ClusterSettings::default, cluster_settings);
+        let mut observations: Vec<NodeObservation> = group
+            .nodes
+            .iter()
+            .map(|node| self.observe_node(namespace, node, governing))
+            .collect();
         observations.extend(group.unreadable.iter().filter_map(|bad| {
             let kind = NodeKind::from_kind_name(&bad.kind)?;
-            let pod = pods.get(&(namespace, bad.name.as_str())).map(|pod| {
+            let pod = self.pods.get(&(namespace, bad.name.as_str())).map(|pod| {
                 observe_pod(
                     pod,
                     kind,
@@ -309,6 +217,137 @@ impl<'a> Grouped<'a> {
                     .and_then(recorded_desired),
             }),
         }
+    }
+
+    /// What the planner knows of one readable node: its desired state, its pod, the change
+    /// and bounce it recorded, and the revisions it keeps.
+    fn observe_node(
+        &self,
+        namespace: &str,
+        node: &NodeRef<'a>,
+        governing: Option<&ExpressCluster>,
+    ) -> NodeObservation {
+        let inventory = self.inventory;
+        let name = node.name();
+        let pod = self.pods.get(&(namespace, name)).map(|pod| {
+            let uid = node.meta.uid.as_ref().map(ToString::to_string);
+            observe_pod(pod, node.kind(), name, uid.as_deref(), inventory.ownership)
+        });
+        let status = node.status();
+        let change = status.and_then(|s| s.change.as_ref()).map(recorded_change);
+        // Recorded, and the pod on the new revision not created yet.
+        let replacing = change.as_ref().is_some_and(|c| {
+            c.in_progress()
+                && pod
+                    .as_ref()
+                    .is_none_or(|p| p.revision.as_deref() != Some(c.to.as_str()))
+        });
+        NodeObservation {
+            name: name.to_owned(),
+            kind: node.kind(),
+            up: node.spec().up,
+            desired: self.desired_of(namespace, node, governing),
+            dependencies: node.spec().deployment_dependencies.clone(),
+            pod,
+            replacing,
+            change,
+            invalid_revisions: status
+                .map(|s| s.invalid_revisions.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|r| InvalidRevision {
+                    revision: r.revision.clone(),
+                    reason: r.reason.clone(),
+                })
+                .collect(),
+            history: history_of(inventory, namespace, node.kind(), name),
+            rollout_id: rollout_id_of(node.meta.annotations.as_deref()),
+            recorded_desired: status
+                .and_then(|s| s.observed_desired.as_ref())
+                .and_then(recorded_desired),
+            bounce_request: bounce_request_of(node.meta.annotations.as_deref()).map(Box::new),
+            bounce: status
+                .and_then(|s| s.bounce.as_deref())
+                .and_then(recorded_bounce)
+                .map(Box::new),
+        }
+    }
+
+    /// A node's desired state, unless another kind of node in its namespace has its name.
+    fn desired_of(
+        &self,
+        namespace: &str,
+        node: &NodeRef<'a>,
+        governing: Option<&ExpressCluster>,
+    ) -> Result<DesiredState, String> {
+        let name = node.name();
+        let duplicate = self
+            .names_per_namespace
+            .get(&(namespace, name))
+            .is_some_and(|kinds| kinds.len() > 1);
+        if duplicate {
+            Err(format!(
+                "a Backend and a Frontend are both named {name}; pods are named after their node, so node names must be unique in the namespace"
+            ))
+        } else {
+            desired_state(node, governing)
+        }
+    }
+}
+
+/// What is wrong with a group's spec as a whole: a cluster name that cannot be a label, more
+/// than one ExpressCluster claiming it, and objects of no node kind this build cannot read.
+fn spec_errors(cluster_name: &str, group: &ClusterGroup<'_>) -> Vec<String> {
+    let clusters = &group.claimants;
+    let mut spec_errors = Vec::new();
+    if let Some(why) = label_value_problem(cluster_name) {
+        spec_errors.push(format!(
+            "clusterName {cluster_name:?} cannot be its pods' {LABEL_CLUSTER} label: it {why}"
+        ));
+    }
+    if clusters.len() > 1 {
+        let names: Vec<&str> = clusters
+            .iter()
+            .filter_map(|c| c.metadata.name.as_deref())
+            .collect();
+        spec_errors.push(format!(
+            "ExpressClusters {} all claim Express cluster {cluster_name}; keep one",
+            names.join(", ")
+        ));
+    }
+    spec_errors.extend(
+        group
+            .unreadable
+            .iter()
+            .filter(|bad| NodeKind::from_kind_name(&bad.kind).is_none())
+            .map(|bad| format!("cannot read {bad}")),
+    );
+    spec_errors
+}
+
+fn cluster_settings(cluster: &ExpressCluster) -> ClusterSettings {
+    ClusterSettings {
+        dependencies_disabled: cluster.spec.dependencies.disabled,
+        backend_upgrade_position: cluster.spec.dependencies.backend_upgrade_position,
+        max_concurrent: cluster.spec.rollout.max_concurrent,
+        progress_deadline_seconds: cluster.spec.rollout.progress_deadline_seconds,
+        auto_rollback: cluster.spec.rollout.auto_rollback,
+        settle_seconds: cluster.spec.rollout.settle_seconds,
+        settle_timeout_seconds: cluster.spec.rollout.settle_timeout_seconds,
+        revision_history_limit: cluster.spec.rollout.revision_history_limit,
+    }
+}
+
+/// The change a node's status records, as the planner reads it.
+fn recorded_change(change: &NodeChange) -> Change {
+    Change {
+        kind: change.kind,
+        state: change.state,
+        from: change.from_revision.clone(),
+        to: change.to_revision.clone(),
+        sequence: change.sequence,
+        rollout: change.rollout.clone(),
+        recovery: change.recovery,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::explain::{Assessed, seconds_between};
-use crate::{Check, Fleet, LeaseSeen, Status, Symptom, Tenant, Thresholds};
+use crate::{Check, Fleet, Lease, LeaseSeen, Ring, Status, Symptom, Tenant, Thresholds};
 
 /// Check names, as `-o json` carries them.
 pub const OPERATOR: &str = "operator";
@@ -51,6 +51,7 @@ fn worst(statuses: impl IntoIterator<Item = Status>) -> Status {
     statuses.into_iter().max().unwrap_or(Status::Ok)
 }
 
+/// Each ring's leadership, Deployment and operator pods, told by the worst finding.
 pub(crate) fn operator_check(
     fleet: &Fleet,
     assessed: &[Assessed<'_>],
@@ -66,122 +67,9 @@ pub(crate) fn operator_check(
     }
     let mut findings: Vec<(Status, String)> = Vec::new();
     for ring in &fleet.rings {
-        let r = &ring.name;
-        match &ring.lease {
-            LeaseSeen::Seen(lease) => {
-                let at = format!("Lease {}/{}", lease.namespace, lease.name);
-                let duration = lease.duration_seconds.unwrap_or(15);
-                match (
-                    lease.holder.as_deref().filter(|h| !h.is_empty()),
-                    lease.renewed,
-                ) {
-                    (None, renewed) => findings.push((
-                        Status::Fail,
-                        format!(
-                            "ring {r}: {at} has no holder{}: no operator is leading",
-                            renewed.map_or_else(String::new, |t| format!(
-                                " (released or last renewed {} ago)",
-                                age(seconds_between(fleet.now, t))
-                            ))
-                        ),
-                    )),
-                    (Some(holder), None) => findings.push((
-                        Status::Fail,
-                        format!("ring {r}: {at} held by {holder} was never renewed"),
-                    )),
-                    (Some(holder), Some(renewed)) => {
-                        let since = seconds_between(fleet.now, renewed);
-                        if since > duration {
-                            findings.push((
-                                Status::Fail,
-                                format!(
-                                    "ring {r}: {at} expired: held by {holder}, last renewed {} ago (duration {duration}s); no operator is leading",
-                                    age(since)
-                                ),
-                            ));
-                        } else {
-                            findings.push((
-                                Status::Ok,
-                                format!(
-                                    "ring {r}: leading: {holder} ({at} renewed {} ago, duration {duration}s)",
-                                    age(since)
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            LeaseSeen::Missing { namespace, name } => {
-                // An operator run without leader election holds no Lease: its tenants being
-                // observed tells it from a ring nobody drives.
-                let members: Vec<&Assessed<'_>> =
-                    assessed.iter().filter(|a| &a.tenant.ring == r).collect();
-                // Owned by this ring (not relabelled into it and left there), and kept up.
-                let driven = |a: &&Assessed<'_>| {
-                    a.behind.is_none() && a.tenant.owner_ring.as_deref() == Some(r.as_str())
-                };
-                if !members.is_empty() && members.iter().all(driven) {
-                    findings.push((
-                        Status::Warn,
-                        format!(
-                            "ring {r}: no Lease {namespace}/{name}, yet its {} tenant(s) are observed within {}: an operator drives it without leader election (run it with --leader-elect, as the chart does, so that two replicas never act at once)",
-                            members.len(),
-                            age(limits.stale_after_seconds)
-                        ),
-                    ));
-                } else {
-                    findings.push((
-                        Status::Fail,
-                        format!(
-                            "ring {r}: no Lease {namespace}/{name}: no operator has led this ring"
-                        ),
-                    ));
-                }
-            }
-            LeaseSeen::Unreadable { namespace, name } => findings.push((
-                Status::Warn,
-                format!("ring {r}: cannot read Lease {namespace}/{name}: leadership unknown"),
-            )),
-        }
-        if let Some(d) = &ring.deployment {
-            let at = format!("Deployment {}/{}", d.namespace, d.name);
-            if d.available < 1 {
-                findings.push((
-                    Status::Fail,
-                    format!(
-                        "ring {r}: {at}: {}/{} replicas available",
-                        d.available, d.replicas
-                    ),
-                ));
-            } else {
-                findings.push((
-                    Status::Ok,
-                    format!(
-                        "ring {r}: {at}: {}/{} replicas available",
-                        d.available, d.replicas
-                    ),
-                ));
-            }
-        }
-        for pod in &ring.pods {
-            match pod.waiting.as_deref() {
-                Some("CrashLoopBackOff") => findings.push((
-                    Status::Fail,
-                    format!(
-                        "ring {r}: operator pod {} is crash-looping ({} restarts)",
-                        pod.name, pod.restarts
-                    ),
-                )),
-                _ if pod.restarts > 0 => findings.push((
-                    Status::Warn,
-                    format!(
-                        "ring {r}: operator pod {} restarted {} times",
-                        pod.name, pod.restarts
-                    ),
-                )),
-                _ => {}
-            }
-        }
+        findings.push(leadership(fleet, ring, assessed, limits));
+        findings.extend(deployment_finding(ring));
+        findings.extend(pod_findings(ring));
     }
     let status = worst(findings.iter().map(|(s, _)| *s));
     let summary = findings
@@ -195,6 +83,137 @@ pub(crate) fn operator_check(
         summary,
         findings.into_iter().map(|(_, line)| line).collect(),
     )
+}
+
+/// Whether an operator leads the ring, from its Lease.
+fn leadership(
+    fleet: &Fleet,
+    ring: &Ring,
+    assessed: &[Assessed<'_>],
+    limits: &Thresholds,
+) -> (Status, String) {
+    let r = &ring.name;
+    match &ring.lease {
+        LeaseSeen::Seen(lease) => lease_finding(fleet, r, lease),
+        LeaseSeen::Missing { namespace, name } => {
+            // An operator run without leader election holds no Lease: its tenants being
+            // observed tells it from a ring nobody drives.
+            let members: Vec<&Assessed<'_>> =
+                assessed.iter().filter(|a| &a.tenant.ring == r).collect();
+            // Owned by this ring (not relabelled into it and left there), and kept up.
+            let driven = |a: &&Assessed<'_>| {
+                a.behind.is_none() && a.tenant.owner_ring.as_deref() == Some(r.as_str())
+            };
+            if !members.is_empty() && members.iter().all(driven) {
+                (
+                    Status::Warn,
+                    format!(
+                        "ring {r}: no Lease {namespace}/{name}, yet its {} tenant(s) are observed within {}: an operator drives it without leader election (run it with --leader-elect, as the chart does, so that two replicas never act at once)",
+                        members.len(),
+                        age(limits.stale_after_seconds)
+                    ),
+                )
+            } else {
+                (
+                    Status::Fail,
+                    format!("ring {r}: no Lease {namespace}/{name}: no operator has led this ring"),
+                )
+            }
+        }
+        LeaseSeen::Unreadable { namespace, name } => (
+            Status::Warn,
+            format!("ring {r}: cannot read Lease {namespace}/{name}: leadership unknown"),
+        ),
+    }
+}
+
+/// A Lease seen: held and renewed within its duration, or why no operator leads.
+fn lease_finding(fleet: &Fleet, r: &str, lease: &Lease) -> (Status, String) {
+    let at = format!("Lease {}/{}", lease.namespace, lease.name);
+    let duration = lease.duration_seconds.unwrap_or(15);
+    match (
+        lease.holder.as_deref().filter(|h| !h.is_empty()),
+        lease.renewed,
+    ) {
+        (None, renewed) => (
+            Status::Fail,
+            format!(
+                "ring {r}: {at} has no holder{}: no operator is leading",
+                renewed.map_or_else(String::new, |t| format!(
+                    " (released or last renewed {} ago)",
+                    age(seconds_between(fleet.now, t))
+                ))
+            ),
+        ),
+        (Some(holder), None) => (
+            Status::Fail,
+            format!("ring {r}: {at} held by {holder} was never renewed"),
+        ),
+        (Some(holder), Some(renewed)) => {
+            let since = seconds_between(fleet.now, renewed);
+            if since > duration {
+                (
+                    Status::Fail,
+                    format!(
+                        "ring {r}: {at} expired: held by {holder}, last renewed {} ago (duration {duration}s); no operator is leading",
+                        age(since)
+                    ),
+                )
+            } else {
+                (
+                    Status::Ok,
+                    format!(
+                        "ring {r}: leading: {holder} ({at} renewed {} ago, duration {duration}s)",
+                        age(since)
+                    ),
+                )
+            }
+        }
+    }
+}
+
+/// Whether the ring's operator Deployment has a replica available, when it was found.
+fn deployment_finding(ring: &Ring) -> Option<(Status, String)> {
+    let r = &ring.name;
+    let d = ring.deployment.as_ref()?;
+    let at = format!("Deployment {}/{}", d.namespace, d.name);
+    let status = if d.available < 1 {
+        Status::Fail
+    } else {
+        Status::Ok
+    };
+    Some((
+        status,
+        format!(
+            "ring {r}: {at}: {}/{} replicas available",
+            d.available, d.replicas
+        ),
+    ))
+}
+
+/// Operator pods crash-looping or restarted.
+fn pod_findings(ring: &Ring) -> Vec<(Status, String)> {
+    let r = &ring.name;
+    ring.pods
+        .iter()
+        .filter_map(|pod| match pod.waiting.as_deref() {
+            Some("CrashLoopBackOff") => Some((
+                Status::Fail,
+                format!(
+                    "ring {r}: operator pod {} is crash-looping ({} restarts)",
+                    pod.name, pod.restarts
+                ),
+            )),
+            _ if pod.restarts > 0 => Some((
+                Status::Warn,
+                format!(
+                    "ring {r}: operator pod {} restarted {} times",
+                    pod.name, pod.restarts
+                ),
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 pub(crate) fn keeping_up_check(assessed: &[Assessed<'_>], limits: &Thresholds) -> Check {

@@ -347,6 +347,8 @@ pub fn record_update(
     write_entries(object, &all, api_version);
 }
 
+/// An apply: the configuration is read and named, then it creates the object, or it is checked
+/// for conflicts with other managers and merged into the object, which records who applied what.
 #[allow(clippy::too_many_arguments)]
 pub fn server_side_apply(
     cluster: &mut Cluster,
@@ -358,7 +360,51 @@ pub fn server_side_apply(
     body: &[u8],
     options: &WriteOptions,
 ) -> Result<Value, ApiError> {
-    let manager = options
+    let manager = field_manager(options)?;
+    let config = apply_configuration(body, name)?;
+    let applied = fields_of(&config);
+    let Some(current) = current else {
+        if subresource.is_some() {
+            return Err(ApiError::not_found(&rt.group, &rt.plural, name));
+        }
+        let object = first_apply(&config, manager, applied, &rt.api_version());
+        let create = WriteOptions {
+            field_manager: None,
+            ..options.clone()
+        };
+        return cluster.create(rt, namespace, object, &create);
+    };
+    let mut managers = entries(&current);
+    let conflicts = conflicts(&current, &config, &managers, &manager, &applied);
+    if !conflicts.is_empty() && !options.force {
+        return Err(conflict_error(rt, name, &conflicts));
+    }
+    let mut next = merge_applied(
+        &current,
+        &config,
+        &mut managers,
+        &manager,
+        subresource,
+        &applied,
+    );
+    managers.push(Entry {
+        manager,
+        operation: "Apply".into(),
+        subresource: subresource.map(str::to_owned),
+        fields: applied,
+        raw: json!({}),
+    });
+    write_entries(&mut next, &managers, &rt.api_version());
+    let write = WriteOptions {
+        field_manager: None,
+        ..options.clone()
+    };
+    cluster.apply_write(rt, namespace, name, subresource, &current, next, &write)
+}
+
+/// The applier's name, which an apply must give.
+fn field_manager(options: &WriteOptions) -> Result<String, ApiError> {
+    options
         .field_manager
         .clone()
         .filter(|m| !m.is_empty())
@@ -366,7 +412,11 @@ pub fn server_side_apply(
             ApiError::bad_request(
                 "PATCH, with apply-patch+yaml, requires the fieldManager parameter",
             )
-        })?;
+        })
+}
+
+/// The apply body as an object named as on the URL.
+fn apply_configuration(body: &[u8], name: &str) -> Result<Value, ApiError> {
     let text =
         std::str::from_utf8(body).map_err(|_| ApiError::bad_request("apply body is not UTF-8"))?;
     let config: Value = serde_yaml::from_str(text)
@@ -392,35 +442,43 @@ pub fn server_side_apply(
         }
         Some(_) => {}
     }
-    let applied = fields_of(&config);
-    let Some(current) = current else {
-        if subresource.is_some() {
-            return Err(ApiError::not_found(&rt.group, &rt.plural, name));
-        }
-        let mut object = config.clone();
-        write_entries(
-            &mut object,
-            &[Entry {
-                manager,
-                operation: "Apply".into(),
-                subresource: None,
-                fields: applied,
-                raw: json!({}),
-            }],
-            &rt.api_version(),
-        );
-        let create = WriteOptions {
-            field_manager: None,
-            ..options.clone()
-        };
-        return cluster.create(rt, namespace, object, &create);
-    };
+    Ok(config)
+}
 
-    let mut managers = entries(&current);
+/// The object an apply creates: the configuration, owned wholly by its applier.
+fn first_apply(
+    config: &Value,
+    manager: String,
+    applied: BTreeSet<Path>,
+    api_version: &str,
+) -> Value {
+    let mut object = config.clone();
+    write_entries(
+        &mut object,
+        &[Entry {
+            manager,
+            operation: "Apply".into(),
+            subresource: None,
+            fields: applied,
+            raw: json!({}),
+        }],
+        api_version,
+    );
+    object
+}
+
+/// The fields the configuration sets to another value than another manager left them at.
+fn conflicts(
+    current: &Value,
+    config: &Value,
+    managers: &[Entry],
+    manager: &str,
+    applied: &BTreeSet<Path>,
+) -> Vec<String> {
     let mut conflicts = Vec::new();
     for entry in managers.iter().filter(|e| e.manager != manager) {
-        for path in entry.fields.intersection(&applied) {
-            if lookup(&current, path) != lookup(&config, path) {
+        for path in entry.fields.intersection(applied) {
+            if lookup(current, path) != lookup(config, path) {
                 conflicts.push(format!(
                     "conflict with \"{}\": {}",
                     entry.manager,
@@ -429,24 +487,38 @@ pub fn server_side_apply(
             }
         }
     }
-    if !conflicts.is_empty() && !options.force {
-        let mut err = ApiError::conflict(
-            &rt.group,
-            &rt.plural,
-            name,
-            &format!(
-                "Apply failed with {} conflict(s): {}",
-                conflicts.len(),
-                conflicts.join("; ")
-            ),
-        );
-        err.message = format!(
+    conflicts
+}
+
+fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[String]) -> ApiError {
+    let mut err = ApiError::conflict(
+        &rt.group,
+        &rt.plural,
+        name,
+        &format!(
             "Apply failed with {} conflict(s): {}",
             conflicts.len(),
             conflicts.join("; ")
-        );
-        return Err(err);
-    }
+        ),
+    );
+    err.message = format!(
+        "Apply failed with {} conflict(s): {}",
+        conflicts.len(),
+        conflicts.join("; ")
+    );
+    err
+}
+
+/// The object with the configuration merged in and the fields the applier dropped since its
+/// last apply removed; `managers` loses the contested fields and the applier's previous entry.
+fn merge_applied(
+    current: &Value,
+    config: &Value,
+    managers: &mut Vec<Entry>,
+    manager: &str,
+    subresource: Option<&str>,
+    applied: &BTreeSet<Path>,
+) -> Value {
     // An applier's entries are per subresource, as the API server keeps them: applying the
     // status leaves what the same manager applied to the object itself.
     let same_entry = |e: &Entry| {
@@ -466,9 +538,9 @@ pub fn server_side_apply(
         .filter(|e| e.manager != manager)
         .flat_map(|e| e.fields.iter().cloned())
         .collect();
-    let mut next = (*current).clone();
-    merge(&mut next, &config, "");
-    for dropped in previously.difference(&applied) {
+    let mut next = current.clone();
+    merge(&mut next, config, "");
+    for dropped in previously.difference(applied) {
         if !others
             .iter()
             .any(|o| o.starts_with(dropped) || dropped.starts_with(o))
@@ -478,19 +550,7 @@ pub fn server_side_apply(
         }
     }
     managers.retain(|e| !same_entry(e));
-    managers.push(Entry {
-        manager,
-        operation: "Apply".into(),
-        subresource: subresource.map(str::to_owned),
-        fields: applied,
-        raw: json!({}),
-    });
-    write_entries(&mut next, &managers, &rt.api_version());
-    let write = WriteOptions {
-        field_manager: None,
-        ..options.clone()
-    };
-    cluster.apply_write(rt, namespace, name, subresource, &current, next, &write)
+    next
 }
 
 fn describe(path: &[Segment]) -> String {

@@ -10,10 +10,10 @@ use express_api::{
 use express_planner::rollout::{Halt, HaltCause, node_work};
 use express_planner::settle::SettleState;
 use express_planner::{Blocked, ClusterSnapshot, NodeState, Plan};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::conditions::condition;
-use super::observed_desired;
+use super::settle_mark::observed_desired;
 
 /// "; bouncing acme-fe1, acme-fe2" while bounces hold pods, else nothing.
 fn bouncing(snapshot: &ClusterSnapshot, plan: &Plan) -> String {
@@ -37,136 +37,8 @@ pub fn cluster_status(
     generation: Option<i64>,
     now: &Time,
 ) -> ExpressClusterStatus {
-    let previous_conditions = previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]);
-    let up: Vec<usize> = (0..snapshot.nodes.len())
-        .filter(|&i| snapshot.nodes[i].up)
-        .collect();
-    let counts = NodeCounts {
-        total: snapshot.nodes.len() as u32,
-        ready: plan
-            .nodes
-            .iter()
-            .zip(&snapshot.nodes)
-            .filter(|(_, n)| n.pod.as_ref().is_some_and(|p| p.is_serving()))
-            .count() as u32,
-        up_to_date: plan
-            .nodes
-            .iter()
-            .filter(|p| p.state == NodeState::UpToDate)
-            .count() as u32,
-        down: (snapshot.nodes.len() - up.len()) as u32,
-    };
-    // What moves the nodes: only a delivery is a rollout; a recovery or a bounce leaves the
-    // rollout block describing the last delivery (`express_api::delivery`).
-    let work: Vec<Option<Work>> = snapshot
-        .nodes
-        .iter()
-        .zip(&plan.nodes)
-        .map(|(node, node_plan)| node_work(node, &node_plan.state))
-        .collect();
-    let names_doing = |wanted: Work| -> Vec<&str> {
-        work.iter()
-            .zip(&snapshot.nodes)
-            .filter(|(w, _)| **w == Some(wanted))
-            .map(|(_, n)| n.name.as_str())
-            .collect()
-    };
-    let delivering = work.contains(&Some(Work::Delivery))
-        || plan.actions.iter().any(|a| {
-            a.record
-                .as_ref()
-                .is_some_and(|r| r.work() == Work::Delivery)
-        });
-    let recovering = names_doing(Work::Recovery);
-    let bouncing_nodes = names_doing(Work::Bounce);
-    let invalid = match &plan.blocked {
-        Some(Blocked::InvalidSpec(why)) => Some(why.clone()),
-        _ => None,
-    };
-    let node_failed = plan
-        .nodes
-        .iter()
-        .any(|p| matches!(p.state, NodeState::InvalidSpec(_) | NodeState::PodNotOwned));
-    let rolling_back = plan
-        .actions
-        .iter()
-        .any(|a| a.source.kept_revision().is_some())
-        || snapshot
-            .nodes
-            .iter()
-            .any(express_planner::rollout::rollback_in_flight);
-    let (phase, message) = match (&plan.blocked, delivering) {
-        (Some(Blocked::Paused(pause)), _) => (ClusterPhase::Paused, pause.to_string()),
-        (Some(Blocked::InvalidSpec(why)), _) => {
-            (ClusterPhase::Failed, format!("invalid spec: {why}"))
-        }
-        (None, _) if plan.rollout.halt.is_some() => {
-            let halt = plan
-                .rollout
-                .halt
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default();
-            let tail = if rolling_back {
-                "; rolling back the nodes it changed, newest first"
-            } else {
-                "; held until the spec changes or a retry is requested"
-            };
-            let phase = match plan.rollout.halt.as_ref().map(|h| &h.cause) {
-                Some(HaltCause::Failed { .. }) => ClusterPhase::Failed,
-                _ => ClusterPhase::Degraded,
-            };
-            (phase, format!("{halt}{tail}"))
-        }
-        (None, true) => (
-            ClusterPhase::Progressing,
-            match plan
-                .settle
-                .message()
-                .filter(|_| plan.in_flight == 0 && plan.actions.is_empty())
-            {
-                // Nothing moves until the desired state settles: say so, not only counts.
-                Some(why) => format!(
-                    "{} of {} up nodes on their desired revision; {why}",
-                    counts.up_to_date,
-                    up.len()
-                ),
-                None => format!(
-                    "{} of {} up nodes on their desired revision{}",
-                    counts.up_to_date,
-                    up.len(),
-                    bouncing(snapshot, plan)
-                ),
-            },
-        ),
-        (None, false) if !recovering.is_empty() => (
-            ClusterPhase::Degraded,
-            format!(
-                "recovering {}: lost its pod, which is re-created on the revision it ran (no rollout); {} of {} up nodes Ready{}",
-                recovering.join(", "),
-                counts.ready,
-                up.len(),
-                bouncing(snapshot, plan)
-            ),
-        ),
-        (None, false) if !bouncing_nodes.is_empty() => (
-            ClusterPhase::Progressing,
-            format!(
-                "bouncing {}; {} of {} up nodes Ready",
-                bouncing_nodes.join(", "),
-                counts.ready,
-                up.len()
-            ),
-        ),
-        (None, false) if node_failed || counts.ready < up.len() as u32 => (
-            ClusterPhase::Degraded,
-            format!("{} of {} up nodes Ready", counts.ready, up.len()),
-        ),
-        (None, false) => (
-            ClusterPhase::Healthy,
-            format!("all {} up nodes Ready on their desired revision", up.len()),
-        ),
-    };
+    let facts = Facts::of(snapshot, plan);
+    let (phase, message) = phase_and_message(snapshot, plan, &facts);
     let halt = plan
         .rollout
         .halt
@@ -177,15 +49,210 @@ pub fn cluster_status(
         plan,
         RolloutInputs {
             phase,
-            delivering,
-            work: &work,
+            delivering: facts.delivering,
+            work: &facts.work,
         },
         halt,
-        rolling_back,
+        facts.rolling_back,
         previous,
         now,
     );
-    let abort = plan.rollout.abort.as_ref().map(|abort| AbortRecord {
+    let abort = abort_record(plan, previous, now);
+    let requests = handled_requests(plan, previous);
+    let stamp = Stamp {
+        previous: previous.map(|p| p.conditions.as_slice()).unwrap_or(&[]),
+        generation,
+        now,
+    };
+    let conditions = cluster_conditions(snapshot, plan, &facts, halt, &message, &stamp);
+    ExpressClusterStatus {
+        observed_generation: generation,
+        phase: Some(phase),
+        nodes: Some(facts.counts),
+        rollout: Some(rollout),
+        abort,
+        requests,
+        message: Some(message),
+        // Whose it is: the owning operator sets this, not the pure status.
+        operator: previous.and_then(|p| p.operator.clone()),
+        conditions,
+        observed_desired: plan.settle.cluster_mark.as_ref().map(observed_desired),
+    }
+}
+
+/// What the snapshot and plan say of the cluster as a whole, which its phase, message,
+/// rollout and conditions are drawn from.
+struct Facts<'a> {
+    counts: NodeCounts,
+    /// How many nodes are up.
+    up: usize,
+    work: Vec<Option<Work>>,
+    delivering: bool,
+    recovering: Vec<&'a str>,
+    bouncing: Vec<&'a str>,
+    invalid: Option<String>,
+    node_failed: bool,
+    rolling_back: bool,
+}
+
+impl<'a> Facts<'a> {
+    fn of(snapshot: &'a ClusterSnapshot, plan: &Plan) -> Self {
+        let up = snapshot.nodes.iter().filter(|n| n.up).count();
+        let counts = NodeCounts {
+            total: snapshot.nodes.len() as u32,
+            ready: plan
+                .nodes
+                .iter()
+                .zip(&snapshot.nodes)
+                .filter(|(_, n)| n.pod.as_ref().is_some_and(|p| p.is_serving()))
+                .count() as u32,
+            up_to_date: plan
+                .nodes
+                .iter()
+                .filter(|p| p.state == NodeState::UpToDate)
+                .count() as u32,
+            down: (snapshot.nodes.len() - up) as u32,
+        };
+        // What moves the nodes: only a delivery is a rollout; a recovery or a bounce leaves the
+        // rollout block describing the last delivery (`express_api::delivery`).
+        let work: Vec<Option<Work>> = snapshot
+            .nodes
+            .iter()
+            .zip(&plan.nodes)
+            .map(|(node, node_plan)| node_work(node, &node_plan.state))
+            .collect();
+        let names_doing = |wanted: Work| -> Vec<&'a str> {
+            work.iter()
+                .zip(&snapshot.nodes)
+                .filter(|(w, _)| **w == Some(wanted))
+                .map(|(_, n)| n.name.as_str())
+                .collect()
+        };
+        let delivering = work.contains(&Some(Work::Delivery))
+            || plan.actions.iter().any(|a| {
+                a.record
+                    .as_ref()
+                    .is_some_and(|r| r.work() == Work::Delivery)
+            });
+        let recovering = names_doing(Work::Recovery);
+        let bouncing = names_doing(Work::Bounce);
+        Facts {
+            counts,
+            up,
+            delivering,
+            recovering,
+            bouncing,
+            invalid: match &plan.blocked {
+                Some(Blocked::InvalidSpec(why)) => Some(why.clone()),
+                _ => None,
+            },
+            node_failed: plan
+                .nodes
+                .iter()
+                .any(|p| matches!(p.state, NodeState::InvalidSpec(_) | NodeState::PodNotOwned)),
+            rolling_back: plan
+                .actions
+                .iter()
+                .any(|a| a.source.kept_revision().is_some())
+                || snapshot
+                    .nodes
+                    .iter()
+                    .any(express_planner::rollout::rollback_in_flight),
+            work,
+        }
+    }
+}
+
+/// The cluster's phase, and a message that says why.
+fn phase_and_message(
+    snapshot: &ClusterSnapshot,
+    plan: &Plan,
+    facts: &Facts<'_>,
+) -> (ClusterPhase, String) {
+    let (counts, up) = (&facts.counts, facts.up);
+    match (&plan.blocked, facts.delivering) {
+        (Some(Blocked::Paused(pause)), _) => (ClusterPhase::Paused, pause.to_string()),
+        (Some(Blocked::InvalidSpec(why)), _) => {
+            (ClusterPhase::Failed, format!("invalid spec: {why}"))
+        }
+        (None, _) if plan.rollout.halt.is_some() => halted_phase(plan, facts.rolling_back),
+        (None, true) => (
+            ClusterPhase::Progressing,
+            match plan
+                .settle
+                .message()
+                .filter(|_| plan.in_flight == 0 && plan.actions.is_empty())
+            {
+                // Nothing moves until the desired state settles: say so, not only counts.
+                Some(why) => format!(
+                    "{} of {} up nodes on their desired revision; {why}",
+                    counts.up_to_date, up
+                ),
+                None => format!(
+                    "{} of {} up nodes on their desired revision{}",
+                    counts.up_to_date,
+                    up,
+                    bouncing(snapshot, plan)
+                ),
+            },
+        ),
+        (None, false) if !facts.recovering.is_empty() => (
+            ClusterPhase::Degraded,
+            format!(
+                "recovering {}: lost its pod, which is re-created on the revision it ran (no rollout); {} of {} up nodes Ready{}",
+                facts.recovering.join(", "),
+                counts.ready,
+                up,
+                bouncing(snapshot, plan)
+            ),
+        ),
+        (None, false) if !facts.bouncing.is_empty() => (
+            ClusterPhase::Progressing,
+            format!(
+                "bouncing {}; {} of {} up nodes Ready",
+                facts.bouncing.join(", "),
+                counts.ready,
+                up
+            ),
+        ),
+        (None, false) if facts.node_failed || counts.ready < up as u32 => (
+            ClusterPhase::Degraded,
+            format!("{} of {} up nodes Ready", counts.ready, up),
+        ),
+        (None, false) => (
+            ClusterPhase::Healthy,
+            format!("all {up} up nodes Ready on their desired revision"),
+        ),
+    }
+}
+
+/// A halted rollout: Failed for a failure, Degraded for an abort, with what happens next.
+fn halted_phase(plan: &Plan, rolling_back: bool) -> (ClusterPhase, String) {
+    let halt = plan
+        .rollout
+        .halt
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let tail = if rolling_back {
+        "; rolling back the nodes it changed, newest first"
+    } else {
+        "; held until the spec changes or a retry is requested"
+    };
+    let phase = match plan.rollout.halt.as_ref().map(|h| &h.cause) {
+        Some(HaltCause::Failed { .. }) => ClusterPhase::Failed,
+        _ => ClusterPhase::Degraded,
+    };
+    (phase, format!("{halt}{tail}"))
+}
+
+/// The abort acted on, stamped with when it was first recorded.
+fn abort_record(
+    plan: &Plan,
+    previous: Option<&ExpressClusterStatus>,
+    now: &Time,
+) -> Option<AbortRecord> {
+    plan.rollout.abort.as_ref().map(|abort| AbortRecord {
         request_id: abort.request_id.clone(),
         rollback: abort.rollback,
         revisions: abort.revisions.clone(),
@@ -194,130 +261,133 @@ pub fn cluster_status(
             .filter(|a| a.request_id == abort.request_id)
             .and_then(|a| a.at.clone())
             .or_else(|| Some(now.clone())),
-    });
-    let requests = handled_requests(plan, previous);
+    })
+}
+
+/// What every condition of one status write shares: the conditions before it (whose
+/// transition times are kept), the generation observed and the time.
+struct Stamp<'a> {
+    previous: &'a [Condition],
+    generation: Option<i64>,
+    now: &'a Time,
+}
+
+impl Stamp<'_> {
+    fn condition(&self, type_: &str, status: bool, reason: &str, message: String) -> Condition {
+        condition(
+            self.previous,
+            type_,
+            status,
+            reason,
+            message,
+            self.generation,
+            self.now,
+        )
+    }
+}
+
+/// The cluster's conditions: Halted, Ready, Progressing, Paused, InvalidSpec, ObjectsReadable
+/// and DesiredStateSettled, in that order.
+fn cluster_conditions(
+    snapshot: &ClusterSnapshot,
+    plan: &Plan,
+    facts: &Facts<'_>,
+    halt: Option<&Halt>,
+    message: &str,
+    stamp: &Stamp<'_>,
+) -> Vec<Condition> {
     let halted_reason = match halt.map(|h| &h.cause) {
         Some(HaltCause::Failed { .. }) => reason::ROLLOUT_FAILED,
         Some(HaltCause::Aborted { .. }) => reason::ABORTED,
         None => reason::NOT_HALTED,
     };
     let paused = matches!(plan.blocked, Some(Blocked::Paused(_)));
-    let all_ready = counts.ready == up.len() as u32;
-    let settled = plan.settle.is_settled();
-    let settle_reason = settle_reason(&plan.settle.state);
-    ExpressClusterStatus {
-        observed_generation: generation,
-        phase: Some(phase),
-        nodes: Some(counts),
-        rollout: Some(rollout),
-        abort,
-        requests,
-        message: Some(message.clone()),
-        // Whose it is: the owning operator sets this, not the pure status.
-        operator: previous.and_then(|p| p.operator.clone()),
-        conditions: vec![
-            condition(
-                previous_conditions,
-                conditions::HALTED,
-                halt.is_some(),
-                halted_reason,
-                halt.map_or_else(|| "rollout not halted".into(), ToString::to_string),
-                generation,
-                now,
-            ),
-            condition(
-                previous_conditions,
-                conditions::READY,
-                all_ready,
-                if all_ready {
-                    reason::ALL_NODES_READY
-                } else if !recovering.is_empty() {
-                    reason::NODE_RECOVERING
-                } else if !bouncing_nodes.is_empty() {
-                    reason::NODE_BOUNCING
-                } else {
-                    reason::NODES_NOT_READY
-                },
-                message.clone(),
-                generation,
-                now,
-            ),
-            condition(
-                previous_conditions,
-                conditions::PROGRESSING,
-                delivering || !bouncing_nodes.is_empty(),
-                if delivering {
-                    reason::ROLLOUT_IN_PROGRESS
-                } else if !bouncing_nodes.is_empty() {
-                    reason::NODE_BOUNCING
-                } else {
-                    reason::ROLLOUT_COMPLETE
-                },
-                message.clone(),
-                generation,
-                now,
-            ),
-            condition(
-                previous_conditions,
-                conditions::PAUSED,
-                paused,
-                if paused {
-                    reason::PAUSED
-                } else {
-                    reason::NOT_PAUSED
-                },
-                if paused {
-                    message.clone()
-                } else {
-                    "not paused".into()
-                },
-                generation,
-                now,
-            ),
-            condition(
-                previous_conditions,
-                conditions::INVALID_SPEC,
-                invalid.is_some(),
-                if invalid.is_some() {
-                    reason::INVALID_SPEC
-                } else {
-                    reason::VALID
-                },
-                invalid.unwrap_or_else(|| "spec is valid".into()),
-                generation,
-                now,
-            ),
-            condition(
-                previous_conditions,
-                conditions::OBJECTS_READABLE,
-                snapshot.unreadable.is_empty(),
-                if snapshot.unreadable.is_empty() {
-                    reason::READABLE
-                } else {
-                    reason::UNDECODABLE
-                },
-                if snapshot.unreadable.is_empty() {
-                    "every object can be read".into()
-                } else {
-                    format!("cannot read {}", snapshot.unreadable.join("; "))
-                },
-                generation,
-                now,
-            ),
-            condition(
-                previous_conditions,
-                conditions::DESIRED_STATE_SETTLED,
-                settled,
-                settle_reason,
-                plan.settle
-                    .message()
-                    .unwrap_or_else(|| "desired state settled".into()),
-                generation,
-                now,
-            ),
-        ],
-        observed_desired: plan.settle.cluster_mark.as_ref().map(observed_desired),
-    }
+    let all_ready = facts.counts.ready == facts.up as u32;
+    let bouncing = !facts.bouncing.is_empty();
+    let readable = snapshot.unreadable.is_empty();
+    vec![
+        stamp.condition(
+            conditions::HALTED,
+            halt.is_some(),
+            halted_reason,
+            halt.map_or_else(|| "rollout not halted".into(), ToString::to_string),
+        ),
+        stamp.condition(
+            conditions::READY,
+            all_ready,
+            if all_ready {
+                reason::ALL_NODES_READY
+            } else if !facts.recovering.is_empty() {
+                reason::NODE_RECOVERING
+            } else if bouncing {
+                reason::NODE_BOUNCING
+            } else {
+                reason::NODES_NOT_READY
+            },
+            message.to_owned(),
+        ),
+        stamp.condition(
+            conditions::PROGRESSING,
+            facts.delivering || bouncing,
+            if facts.delivering {
+                reason::ROLLOUT_IN_PROGRESS
+            } else if bouncing {
+                reason::NODE_BOUNCING
+            } else {
+                reason::ROLLOUT_COMPLETE
+            },
+            message.to_owned(),
+        ),
+        stamp.condition(
+            conditions::PAUSED,
+            paused,
+            if paused {
+                reason::PAUSED
+            } else {
+                reason::NOT_PAUSED
+            },
+            if paused {
+                message.to_owned()
+            } else {
+                "not paused".into()
+            },
+        ),
+        stamp.condition(
+            conditions::INVALID_SPEC,
+            facts.invalid.is_some(),
+            if facts.invalid.is_some() {
+                reason::INVALID_SPEC
+            } else {
+                reason::VALID
+            },
+            facts
+                .invalid
+                .clone()
+                .unwrap_or_else(|| "spec is valid".into()),
+        ),
+        stamp.condition(
+            conditions::OBJECTS_READABLE,
+            readable,
+            if readable {
+                reason::READABLE
+            } else {
+                reason::UNDECODABLE
+            },
+            if readable {
+                "every object can be read".into()
+            } else {
+                format!("cannot read {}", snapshot.unreadable.join("; "))
+            },
+        ),
+        stamp.condition(
+            conditions::DESIRED_STATE_SETTLED,
+            plan.settle.is_settled(),
+            settle_reason(&plan.settle.state),
+            plan.settle
+                .message()
+                .unwrap_or_else(|| "desired state settled".into()),
+        ),
+    ]
 }
 
 /// The reason of the `DesiredStateSettled` condition.

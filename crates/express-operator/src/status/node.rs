@@ -14,7 +14,7 @@ use express_planner::{Blocked, NodeIndex, NodeObservation, NodePlan, NodeState, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 
 use super::conditions::condition;
-use super::observed_desired;
+use super::settle_mark::observed_desired;
 
 /// What a node waits for, in words that change only when the requirements do.
 fn waiting_message(plan: &NodePlan) -> String {
@@ -251,58 +251,85 @@ fn phase_and_message(
     cluster: &Plan,
     previous: Option<&NodeStatus>,
 ) -> (NodePhase, String) {
-    let desired = node.desired.as_ref().ok();
-    let paused = matches!(cluster.blocked, Some(Blocked::Paused(_)));
-    let halt = cluster.rollout.halt.as_ref();
-    let invalid_here = desired.and_then(|d| {
+    if plan.state == NodeState::Bouncing {
+        return bounce_phase(plan);
+    }
+    let (phase, message) = turned_back(node, index, plan, cluster)
+        .unwrap_or_else(|| state_phase(node, plan, cluster, previous));
+    // A bounce waiting to start is told after what the node is doing.
+    match plan
+        .bounce
+        .as_ref()
+        .filter(|b| b.phase == BouncePhase::Pending)
+    {
+        Some(bounce) => (
+            phase,
+            format!("{message}; bounce {} {}", bounce.request_id, bounce.message),
+        ),
+        None => (phase, message),
+    }
+}
+
+fn bounce_phase(plan: &NodePlan) -> (NodePhase, String) {
+    let bounce = plan.bounce.as_ref();
+    (
+        NodePhase::Bouncing,
+        format!(
+            "bounce {}: {}",
+            bounce.map_or("?", |b| b.request_id.as_str()),
+            bounce.map_or("", |b| b.message.as_str())
+        ),
+    )
+}
+
+/// What outranks the node's state: a rollback of it under way, its desired revision known to
+/// fail on it, or a revision it cannot return to.
+fn turned_back(
+    node: &NodeObservation,
+    index: NodeIndex,
+    plan: &NodePlan,
+    cluster: &Plan,
+) -> Option<(NodePhase, String)> {
+    let action = cluster.action_on(index);
+    if let Some(revision) = action.and_then(|a| a.source.kept_revision()) {
+        return Some((
+            NodePhase::Upgrading,
+            format!("rolling back to revision {revision}"),
+        ));
+    }
+    let invalid_here = node.desired.as_ref().ok().and_then(|d| {
         cluster
             .rollout
             .invalid_revisions(index, node)
             .find(|(revision, _)| *revision == d.revision)
-            .map(|(revision, reason)| (revision.to_owned(), reason.to_owned()))
     });
-    let action = cluster.action_on(index);
-    let recovering = node_work(node, &plan.state) == Some(Work::Recovery);
-    let (phase, message) = match &plan.state {
-        NodeState::Bouncing => {
-            let bounce = plan.bounce.as_ref();
-            return (
-                NodePhase::Bouncing,
-                format!(
-                    "bounce {}: {}",
-                    bounce.map_or("?", |b| b.request_id.as_str()),
-                    bounce.map_or("", |b| b.message.as_str())
-                ),
-            );
-        }
-        _ if action.is_some_and(|a| a.source.kept_revision().is_some()) => (
-            NodePhase::Upgrading,
+    if let Some((revision, reason)) = invalid_here.filter(|_| node.up) {
+        return Some((
+            NodePhase::Failed,
             format!(
-                "rolling back to revision {}",
-                action.and_then(|a| a.source.kept_revision()).unwrap_or("?")
+                "revision {revision} failed on this node ({reason}); it is refused until the spec changes or a retry is requested"
             ),
-        ),
-        _ if invalid_here.is_some() && node.up => {
-            let (revision, reason) = invalid_here.clone().unwrap_or_default();
-            (
-                NodePhase::Failed,
-                format!(
-                    "revision {revision} failed on this node ({reason}); it is refused until the spec changes or a retry is requested"
-                ),
-            )
-        }
-        _ if matches!(plan.deferred, Some(Deferred::NoHistory { .. })) => {
-            let revision = match &plan.deferred {
-                Some(Deferred::NoHistory { revision }) => revision.as_str(),
-                _ => "",
-            };
-            (
-                NodePhase::Failed,
-                format!(
-                    "cannot return to revision {revision}: no ControllerRevision keeps its spec"
-                ),
-            )
-        }
+        ));
+    }
+    if let Some(Deferred::NoHistory { revision }) = &plan.deferred {
+        return Some((
+            NodePhase::Failed,
+            format!("cannot return to revision {revision}: no ControllerRevision keeps its spec"),
+        ));
+    }
+    None
+}
+
+/// The phase the node's state gives it.
+fn state_phase(
+    node: &NodeObservation,
+    plan: &NodePlan,
+    cluster: &Plan,
+    previous: Option<&NodeStatus>,
+) -> (NodePhase, String) {
+    let recovering = node_work(node, &plan.state) == Some(Work::Recovery);
+    match &plan.state {
+        NodeState::Bouncing => bounce_phase(plan),
         NodeState::InvalidSpec(why) => (NodePhase::Failed, format!("invalid spec: {why}")),
         NodeState::PodNotOwned => (
             NodePhase::Failed,
@@ -346,70 +373,70 @@ fn phase_and_message(
             (NodePhase::Upgrading, "replacing its pod".into())
         }
         NodeState::NeedsProvision | NodeState::NeedsRecreate | NodeState::NeedsUpgrade => {
-            let upgrading = plan.state == NodeState::NeedsUpgrade;
-            if paused {
-                (
-                    NodePhase::Paused,
-                    "paused: nothing is changed until resumed".into(),
-                )
-            } else if !plan.waiting_for.is_empty() {
-                (
-                    NodePhase::Waiting,
-                    format!("waiting for {}", waiting_message(plan)),
-                )
-            } else if let Some(Deferred::NoFreeSlot {
-                in_flight,
-                max_concurrent,
-            }) = &plan.deferred
-            {
-                (
-                    NodePhase::Waiting,
-                    format!(
-                        "waiting for a free slot: {in_flight} of maxConcurrent {max_concurrent} nodes changing"
-                    ),
-                )
-            } else if let (Some(Deferred::Settling), Some(why)) =
-                (&plan.deferred, cluster.settle.node_message())
-            {
-                (NodePhase::Waiting, why)
-            } else if matches!(plan.deferred, Some(Deferred::Blocked)) {
-                (
-                    NodePhase::Waiting,
-                    "the cluster spec is invalid; nothing is changed".into(),
-                )
-            } else if let Some(halt) = halt.filter(|_| plan.deferred == Some(Deferred::Halted)) {
-                (NodePhase::Waiting, format!("held: {halt}"))
-            } else if plan.deferred == Some(Deferred::RollbackTurn) {
-                (
-                    NodePhase::Waiting,
-                    "rolling back: waiting for the nodes changed after it to be rolled back".into(),
-                )
-            } else if upgrading {
-                (NodePhase::Upgrading, "replacing its pod".into())
-            } else if recovering {
-                (
-                    NodePhase::NotReady,
-                    format!(
-                        "lost its pod: re-creating it on revision {}, the one it ran (a recovery, not a rollout)",
-                        desired.map_or("?", |d| d.revision.as_str())
-                    ),
-                )
-            } else {
-                (NodePhase::Provisioning, "creating its pod".into())
-            }
+            change_phase(node, plan, cluster, recovering)
         }
-    };
-    // A bounce waiting to start is told after what the node is doing.
-    match plan
-        .bounce
-        .as_ref()
-        .filter(|b| b.phase == BouncePhase::Pending)
+    }
+}
+
+/// A node that needs a change: why it waits, or the change it is getting.
+fn change_phase(
+    node: &NodeObservation,
+    plan: &NodePlan,
+    cluster: &Plan,
+    recovering: bool,
+) -> (NodePhase, String) {
+    let paused = matches!(cluster.blocked, Some(Blocked::Paused(_)));
+    let halt = cluster.rollout.halt.as_ref();
+    let upgrading = plan.state == NodeState::NeedsUpgrade;
+    if paused {
+        (
+            NodePhase::Paused,
+            "paused: nothing is changed until resumed".into(),
+        )
+    } else if !plan.waiting_for.is_empty() {
+        (
+            NodePhase::Waiting,
+            format!("waiting for {}", waiting_message(plan)),
+        )
+    } else if let Some(Deferred::NoFreeSlot {
+        in_flight,
+        max_concurrent,
+    }) = &plan.deferred
     {
-        Some(bounce) => (
-            phase,
-            format!("{message}; bounce {} {}", bounce.request_id, bounce.message),
-        ),
-        None => (phase, message),
+        (
+            NodePhase::Waiting,
+            format!(
+                "waiting for a free slot: {in_flight} of maxConcurrent {max_concurrent} nodes changing"
+            ),
+        )
+    } else if let (Some(Deferred::Settling), Some(why)) =
+        (&plan.deferred, cluster.settle.node_message())
+    {
+        (NodePhase::Waiting, why)
+    } else if matches!(plan.deferred, Some(Deferred::Blocked)) {
+        (
+            NodePhase::Waiting,
+            "the cluster spec is invalid; nothing is changed".into(),
+        )
+    } else if let Some(halt) = halt.filter(|_| plan.deferred == Some(Deferred::Halted)) {
+        (NodePhase::Waiting, format!("held: {halt}"))
+    } else if plan.deferred == Some(Deferred::RollbackTurn) {
+        (
+            NodePhase::Waiting,
+            "rolling back: waiting for the nodes changed after it to be rolled back".into(),
+        )
+    } else if upgrading {
+        (NodePhase::Upgrading, "replacing its pod".into())
+    } else if recovering {
+        (
+            NodePhase::NotReady,
+            format!(
+                "lost its pod: re-creating it on revision {}, the one it ran (a recovery, not a rollout)",
+                node.desired.as_ref().map_or("?", |d| d.revision.as_str())
+            ),
+        )
+    } else {
+        (NodePhase::Provisioning, "creating its pod".into())
     }
 }
 

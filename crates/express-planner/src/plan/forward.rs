@@ -19,29 +19,104 @@ use crate::state::{NodeState, classify};
 /// `now_ms` (milliseconds since the Unix epoch; only progress deadlines depend on it).
 pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
     let nodes = &snapshot.nodes;
-    let mut node_plans: Vec<NodePlan> = nodes
-        .iter()
-        .map(|node| NodePlan {
-            state: classify(node),
-            prerequisites: Vec::new(),
-            waiting_for: Vec::new(),
-            action: None,
-            deferred: None,
-            bounce: None,
-        })
-        .collect();
+    let mut node_plans: Vec<NodePlan> = nodes.iter().map(unplanned).collect();
     let settle = settle::assess(snapshot, now_ms);
     let resolved = prerequisites::resolve(snapshot);
     let blocked = match &resolved {
         Ok(_) => cluster_block(snapshot),
         Err(cycle) => Some(Blocked::InvalidSpec(cycle.to_string())),
     };
-
-    // Bounces under way hold their pod and their slot; new ones get the first free slots
-    // (an SRE asked for them), before any new change of the rollout.
-    let mut bounces = Bounces::new();
     let bounce_block = blocked.as_ref().map(ToString::to_string);
-    bounce::progress(snapshot, bounce_block.as_deref(), now_ms, &mut bounces);
+    let bounced = plan_bounces(snapshot, &mut node_plans, bounce_block.as_deref(), now_ms);
+    let in_flight = bounced.in_flight;
+    let graph = match resolved {
+        Ok(graph) => graph,
+        Err(_) => {
+            return Plan {
+                blocked,
+                actions: bounced.actions,
+                nodes: node_plans,
+                in_flight,
+                upgrade_order: Vec::new(),
+                rollout: Assessment::default(),
+                settle,
+                bounce_wake_at_ms: bounced.wake_at_ms,
+            };
+        }
+    };
+    let assessment = rollout::assess(snapshot, now_ms);
+    let mut choices = Choices {
+        snapshot,
+        halted: assessment.halt.is_some(),
+        chosen: vec![false; nodes.len()],
+        plan: Plan {
+            blocked,
+            actions: Vec::new(),
+            nodes: Vec::new(),
+            in_flight,
+            upgrade_order: graph
+                .upgrade_order
+                .iter()
+                .map(|&i| nodes[i].name.clone())
+                .collect(),
+            rollout: Assessment::default(),
+            settle: Settle::default(),
+            bounce_wake_at_ms: bounced.wake_at_ms,
+        },
+    };
+    choose_replacements(&mut choices, &mut node_plans);
+    let mut free_slots = bounced.free_slots;
+    choose_new_changes(
+        &mut choices,
+        &graph,
+        &mut node_plans,
+        &settle,
+        in_flight,
+        &mut free_slots,
+    );
+    let mut plan = choices.plan;
+    if let (Some(halt), None) = (&assessment.halt, &plan.blocked) {
+        plan_halted(snapshot, &assessment, halt, &mut plan, &mut node_plans);
+    }
+    number_records(snapshot, &mut plan.actions, &assessment.rollout_id);
+    plan.actions.extend(bounced.actions);
+    plan.rollout = assessment;
+    plan.settle = settle;
+    plan.nodes = node_plans;
+    plan
+}
+
+/// A node's plan before anything is decided for it: its state and nothing else.
+fn unplanned(node: &NodeObservation) -> NodePlan {
+    NodePlan {
+        state: classify(node),
+        prerequisites: Vec::new(),
+        waiting_for: Vec::new(),
+        action: None,
+        deferred: None,
+        bounce: None,
+    }
+}
+
+/// What the bounces leave to the rollout: their pod operations (taken after the rollout's),
+/// the nodes in flight, the slots still free and when a bounce's wait times out.
+struct Bounced {
+    actions: Vec<Action>,
+    in_flight: usize,
+    free_slots: usize,
+    wake_at_ms: Option<i64>,
+}
+
+/// Bounces under way hold their pod and their slot; new ones get the first free slots (an
+/// SRE asked for them), before any new change of the rollout.
+fn plan_bounces(
+    snapshot: &ClusterSnapshot,
+    node_plans: &mut [NodePlan],
+    bounce_block: Option<&str>,
+    now_ms: i64,
+) -> Bounced {
+    let mut bounces = Bounces::new();
+    bounce::progress(snapshot, bounce_block, now_ms, &mut bounces);
     for (index, node_plan) in node_plans.iter_mut().enumerate() {
         if bounces.holds_pod(index) {
             node_plan.state = NodeState::Bouncing;
@@ -49,7 +124,8 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
     }
     let in_flight = node_plans.iter().filter(|p| p.state.in_flight()).count();
     let mut free_slots = (snapshot.settings.max_concurrent as usize).saturating_sub(in_flight);
-    let any_bounce = nodes
+    let any_bounce = snapshot
+        .nodes
         .iter()
         .any(|n| n.bounce_request.is_some() || n.bounce.is_some());
     if any_bounce {
@@ -57,7 +133,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         bounce::admit(
             snapshot,
             &mut states,
-            bounce_block.as_deref(),
+            bounce_block,
             in_flight,
             &mut free_slots,
             now_ms,
@@ -68,86 +144,88 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
         }
     }
     let Bounces {
-        plans: bounce_plans,
-        operations: bounce_operations,
-        wake_at_ms: bounce_wake_at_ms,
+        plans,
+        operations,
+        wake_at_ms,
     } = bounces;
-    for (node_plan, bounce) in node_plans.iter_mut().zip(bounce_plans) {
+    for (node_plan, bounce) in node_plans.iter_mut().zip(plans) {
         // Shorter than the nodes when the last ones have no bounce.
         node_plan.bounce = bounce.map(Box::new);
     }
-    let bounce_actions: Vec<Action> = bounce_operations
+    let actions: Vec<Action> = operations
         .into_iter()
-        .map(|(index, operation)| bounce_action(snapshot, &node_plans, index, operation))
+        .map(|(index, operation)| bounce_action(snapshot, node_plans, index, operation))
         .collect();
-    for action in &bounce_actions {
+    for action in &actions {
         node_plans[action.node.0].action = Some(action.operation);
     }
-
-    let graph = match resolved {
-        Ok(graph) => graph,
-        Err(_) => {
-            return Plan {
-                blocked,
-                actions: bounce_actions,
-                nodes: node_plans,
-                in_flight,
-                upgrade_order: Vec::new(),
-                rollout: Assessment::default(),
-                settle,
-                bounce_wake_at_ms,
-            };
-        }
-    };
-    let assessment = rollout::assess(snapshot, now_ms);
-    let halted = assessment.halt.is_some();
-    let names = |order: &[usize]| order.iter().map(|&i| nodes[i].name.clone()).collect();
-    let mut plan = Plan {
-        blocked,
-        actions: Vec::new(),
-        nodes: Vec::new(),
+    Bounced {
+        actions,
         in_flight,
-        upgrade_order: names(&graph.upgrade_order),
-        rollout: Assessment::default(),
-        settle: Settle::default(),
-        bounce_wake_at_ms,
-    };
+        free_slots,
+        wake_at_ms,
+    }
+}
 
-    let mut chosen = vec![false; nodes.len()];
-    let allow = |plan: &mut Plan, node_plan: &mut NodePlan, node: usize, operation| {
-        if plan.blocked.is_some() {
+/// The rollout's plan as it is being built, and which nodes it changes now.
+struct Choices<'s> {
+    snapshot: &'s ClusterSnapshot,
+    halted: bool,
+    plan: Plan,
+    chosen: Vec<bool>,
+}
+
+impl Choices<'_> {
+    /// Takes `operation` on `node` unless the cluster is blocked or the rollout halted, which
+    /// the node's plan then says instead.
+    fn allow(&mut self, node_plan: &mut NodePlan, node: usize, operation: Operation) -> bool {
+        if self.plan.blocked.is_some() {
             node_plan.deferred = Some(Deferred::Blocked);
             return false;
         }
-        if halted {
+        if self.halted {
             node_plan.deferred = Some(Deferred::Halted);
             return false;
         }
         node_plan.action = Some(operation);
-        plan.actions.push(Action::new(
+        self.plan.actions.push(Action::new(
             NodeIndex(node),
-            &nodes[node],
+            &self.snapshot.nodes[node],
             operation,
             PodSource::Desired,
         ));
         true
-    };
+    }
+}
 
-    // Unfinished replacements go first and need no free slot: they are already counted.
+/// Unfinished replacements go first and need no free slot: they are already counted.
+fn choose_replacements(choices: &mut Choices<'_>, node_plans: &mut [NodePlan]) {
     for (node, node_plan) in node_plans.iter_mut().enumerate() {
         if node_plan.state == NodeState::Replacing {
-            let operation = if nodes[node].pod.is_some() {
+            let operation = if choices.snapshot.nodes[node].pod.is_some() {
                 Operation::ResumeReplacement
             } else {
                 Operation::FinishReplacement
             };
-            chosen[node] = allow(&mut plan, node_plan, node, operation);
+            choices.chosen[node] = choices.allow(node_plan, node, operation);
         }
     }
+}
 
+/// New changes, in the order they get free slots, each once its prerequisites are met, the
+/// desired state has settled and a slot is free.
+fn choose_new_changes(
+    choices: &mut Choices<'_>,
+    graph: &Graph<'_>,
+    node_plans: &mut [NodePlan],
+    settle: &Settle,
+    in_flight: usize,
+    free_slots: &mut usize,
+) {
+    let snapshot = choices.snapshot;
     let mut cache = ReachCache::default();
     let pending: Vec<Option<Phase>> = node_plans.iter().map(|p| p.state.phase()).collect();
-    for node in start_candidates(snapshot, &graph, &node_plans) {
+    for node in start_candidates(snapshot, graph, node_plans) {
         let node_plan = &mut node_plans[node];
         let (operation, phase) = match node_plan.state {
             NodeState::NeedsProvision => (Operation::CreatePod, Some(Phase::Provisioning)),
@@ -157,70 +235,76 @@ pub fn plan(snapshot: &ClusterSnapshot, now_ms: i64) -> Plan {
             _ => continue,
         };
         if let Some(phase) = phase {
-            let requirements = graph.requirements(phase, node);
-            node_plan.prerequisites = requirements
-                .iter()
-                .map(|r| target_name(snapshot, r.target))
-                .collect();
             let checker = Checker {
                 snapshot,
-                graph: &graph,
-                changing_now: &chosen,
+                graph,
+                changing_now: &choices.chosen,
                 pending: &pending,
             };
-            node_plan.waiting_for = requirements
-                .iter()
-                .filter_map(|r| checker.check(node, phase, r, &mut cache))
-                .collect();
-            if !node_plan.waiting_for.is_empty() {
+            if waits_for_prerequisites(&checker, node_plan, node, phase, &mut cache) {
                 continue;
             }
         }
+        let moving = choices.plan.blocked.is_none() && !choices.halted;
         // A new change waits for the desired state to settle; restoring a lost pod on the
         // revision it ran does not (rule 8).
-        if plan.blocked.is_none()
-            && !halted
-            && !settle.is_settled()
-            && !settle::restores_lost_pod(&nodes[node])
-        {
+        if moving && !settle.is_settled() && !settle::restores_lost_pod(&snapshot.nodes[node]) {
             node_plan.deferred = Some(Deferred::Settling);
             continue;
         }
-        if plan.blocked.is_none() && !halted && free_slots == 0 {
+        if moving && *free_slots == 0 {
             node_plan.deferred = Some(Deferred::NoFreeSlot {
                 in_flight,
                 max_concurrent: snapshot.settings.max_concurrent,
             });
             continue;
         }
-        if allow(&mut plan, node_plan, node, operation) {
-            chosen[node] = true;
-            free_slots -= 1;
+        if choices.allow(node_plan, node, operation) {
+            choices.chosen[node] = true;
+            *free_slots -= 1;
         }
     }
-    let mut sequence = nodes
+}
+
+/// Notes a node's prerequisites for `phase` in its plan, and which of them are not met yet;
+/// true while any is not.
+fn waits_for_prerequisites(
+    checker: &Checker<'_, '_>,
+    node_plan: &mut NodePlan,
+    node: usize,
+    phase: Phase,
+    cache: &mut ReachCache,
+) -> bool {
+    let requirements = checker.graph.requirements(phase, node);
+    node_plan.prerequisites = requirements
+        .iter()
+        .map(|r| target_name(checker.snapshot, r.target))
+        .collect();
+    node_plan.waiting_for = requirements
+        .iter()
+        .filter_map(|r| checker.check(node, phase, r, cache))
+        .collect();
+    !node_plan.waiting_for.is_empty()
+}
+
+/// Records the change each normal operation starts, numbered after the newest change seen.
+fn number_records(snapshot: &ClusterSnapshot, actions: &mut [Action], rollout_id: &str) {
+    let mut sequence = snapshot
+        .nodes
         .iter()
         .filter_map(|n| n.change.as_ref().map(|c| c.sequence))
         .max()
         .unwrap_or(0);
-    if let (Some(halt), None) = (&assessment.halt, &plan.blocked) {
-        plan_halted(snapshot, &assessment, halt, &mut plan, &mut node_plans);
-    }
-    for action in &mut plan.actions {
+    for action in actions {
         let node = snapshot.node(action.node);
         if action.record.is_none() && action.source == PodSource::Desired {
-            action.record = record_for(node, action.operation, &assessment.rollout_id);
+            action.record = record_for(node, action.operation, rollout_id);
         }
         if let Some(record) = &mut action.record {
             sequence += 1;
             record.sequence = sequence;
         }
     }
-    plan.actions.extend(bounce_actions);
-    plan.rollout = assessment;
-    plan.settle = settle;
-    plan.nodes = node_plans;
-    plan
 }
 
 /// The pod operation of a bounce step. The new pod runs the revision the old one ran: built

@@ -79,13 +79,54 @@ pub struct Layout {
 /// in the upgrade order: it orders a rank, and breaks ties. Never panics: edges naming a node
 /// out of range are not drawn, and nodes on a cycle are put after everything else.
 pub fn layout(count: usize, edges: &[(usize, usize)], hint: &[usize]) -> Layout {
-    let valid = |&(from, to): &(usize, usize)| from < count && to < count && from != to;
-    let ranks = ranks(count, edges.iter().copied().filter(valid));
+    let ranks = ranks(count, edges.iter().copied().filter(|e| drawable(count, e)));
     let rank_count = ranks.iter().max().map_or(0, |r| r + 1);
-    let hint_of = |node: usize| hint.get(node).copied().unwrap_or(usize::MAX);
+    let (columns, row) = place_in_ranks(count, edges, &ranks, rank_count, hint);
 
-    // Each rank's nodes: by upgrade order first, then (one barycentre sweep) by where their
-    // prerequisites sit, so that edges between neighbouring ranks cross less.
+    // Edges that skip ranks each get a lane above the boxes.
+    let long: Vec<usize> = (0..edges.len())
+        .filter(|&i| drawable(count, &edges[i]) && ranks[edges[i].1] > ranks[edges[i].0] + 1)
+        .collect();
+    let top = MARGIN + LANE * long.len() as f64 + if long.is_empty() { 0.0 } else { LANE };
+    let boxes: Vec<Rect> = (0..count)
+        .map(|node| Rect {
+            x: MARGIN + ranks[node] as f64 * (BOX_WIDTH + GAP_X),
+            y: top + row[node] as f64 * (BOX_HEIGHT + GAP_Y),
+            width: BOX_WIDTH,
+            height: BOX_HEIGHT,
+        })
+        .collect();
+    let router = Router::new(count, edges, &ranks, &boxes, &long, rank_count);
+    let routes = (0..edges.len()).map(|i| router.route(i)).collect();
+
+    let rows = columns.iter().map(Vec::len).max().unwrap_or(0);
+    // n boxes need n widths and n - 1 gaps.
+    let extent = |n: usize, size: f64, gap: f64| (n as f64 * (size + gap) - gap).max(0.0);
+    Layout {
+        width: MARGIN * 2.0 + extent(rank_count, BOX_WIDTH, GAP_X),
+        height: top + extent(rows, BOX_HEIGHT, GAP_Y) + MARGIN,
+        ranks,
+        boxes,
+        routes,
+    }
+}
+
+/// Whether an edge can be drawn: both ends in range, and not a node pointing at itself.
+fn drawable(count: usize, &(from, to): &(usize, usize)) -> bool {
+    from < count && to < count && from != to
+}
+
+/// Each rank's nodes in order (the columns), and each node's place in its rank (its row): by
+/// upgrade order first, then (one barycentre sweep) by where their prerequisites sit, so that
+/// edges between neighbouring ranks cross less.
+fn place_in_ranks(
+    count: usize,
+    edges: &[(usize, usize)],
+    ranks: &[usize],
+    rank_count: usize,
+    hint: &[usize],
+) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let hint_of = |node: usize| hint.get(node).copied().unwrap_or(usize::MAX);
     let mut columns: Vec<Vec<usize>> = vec![Vec::new(); rank_count];
     for node in 0..count {
         columns[ranks[node]].push(node);
@@ -105,7 +146,7 @@ pub fn layout(count: usize, edges: &[(usize, usize)], hint: &[usize]) -> Layout 
             .map(|&node| {
                 let before: Vec<f64> = edges
                     .iter()
-                    .filter(|e| valid(e) && e.1 == node)
+                    .filter(|e| drawable(count, e) && e.1 == node)
                     .map(|&(from, _)| row[from] as f64)
                     .collect();
                 let centre = if before.is_empty() {
@@ -122,104 +163,111 @@ pub fn layout(count: usize, edges: &[(usize, usize)], hint: &[usize]) -> Layout 
             row[node] = place;
         }
     }
+    (columns, row)
+}
 
-    // Edges that skip ranks each get a lane above the boxes.
-    let long: Vec<usize> = (0..edges.len())
-        .filter(|&i| valid(&edges[i]) && ranks[edges[i].1] > ranks[edges[i].0] + 1)
-        .collect();
-    let top = MARGIN + LANE * long.len() as f64 + if long.is_empty() { 0.0 } else { LANE };
-    let boxes: Vec<Rect> = (0..count)
-        .map(|node| Rect {
-            x: MARGIN + ranks[node] as f64 * (BOX_WIDTH + GAP_X),
-            y: top + row[node] as f64 * (BOX_HEIGHT + GAP_Y),
-            width: BOX_WIDTH,
-            height: BOX_HEIGHT,
-        })
-        .collect();
+/// Routes edges between placed boxes.
+struct Router<'a> {
+    count: usize,
+    edges: &'a [(usize, usize)],
+    ranks: &'a [usize],
+    boxes: &'a [Rect],
+    /// The edges that skip ranks, each in the lane of its place here.
+    long: &'a [usize],
+    /// The edges coming down in each rank's gap (the one before its column).
+    in_gap: Vec<Vec<usize>>,
+}
 
-    // Edges entering the same gap are spread across it so their vertical runs stay apart.
-    let mut in_gap: Vec<Vec<usize>> = vec![Vec::new(); rank_count + 1];
-    for (i, edge) in edges.iter().enumerate() {
-        if valid(edge) && ranks[edge.1] > 0 {
-            in_gap[ranks[edge.1]].push(i);
+impl<'a> Router<'a> {
+    fn new(
+        count: usize,
+        edges: &'a [(usize, usize)],
+        ranks: &'a [usize],
+        boxes: &'a [Rect],
+        long: &'a [usize],
+        rank_count: usize,
+    ) -> Self {
+        let mut in_gap: Vec<Vec<usize>> = vec![Vec::new(); rank_count + 1];
+        for (i, edge) in edges.iter().enumerate() {
+            if drawable(count, edge) && ranks[edge.1] > 0 {
+                in_gap[ranks[edge.1]].push(i);
+            }
+        }
+        Router {
+            count,
+            edges,
+            ranks,
+            boxes,
+            long,
+            in_gap,
         }
     }
-    let gap_x = |edge: usize| {
-        let rank = ranks[edges[edge].1];
-        let sharing = &in_gap[rank];
+
+    /// Where an edge comes down in the gap before its target: edges entering the same gap are
+    /// spread across it so their vertical runs stay apart.
+    fn gap_x(&self, edge: usize) -> f64 {
+        let rank = self.ranks[self.edges[edge].1];
+        let sharing = &self.in_gap[rank];
         let place = sharing.iter().position(|&e| e == edge).unwrap_or(0);
         let gap_start = MARGIN + rank as f64 * (BOX_WIDTH + GAP_X) - GAP_X;
         gap_start + GAP_X * (place as f64 + 1.0) / (sharing.len() as f64 + 1.0)
-    };
+    }
 
-    let routes = edges
-        .iter()
-        .enumerate()
-        .map(|(i, edge)| {
-            if !valid(edge) {
-                return Vec::new();
-            }
-            let (from, to) = (boxes[edge.0], boxes[edge.1]);
-            let start = Point {
-                x: from.x + from.width,
-                y: from.center_y(),
-            };
-            let end = Point {
-                x: to.x,
-                y: to.center_y(),
-            };
-            let down_x = gap_x(i);
-            match long.iter().position(|&e| e == i) {
-                None if ranks[edge.1] > ranks[edge.0] => vec![
+    /// Edge `i`'s route; empty when it is not drawn.
+    fn route(&self, i: usize) -> Vec<Point> {
+        let edge = &self.edges[i];
+        if !drawable(self.count, edge) {
+            return Vec::new();
+        }
+        let (from, to) = (self.boxes[edge.0], self.boxes[edge.1]);
+        let start = Point {
+            x: from.x + from.width,
+            y: from.center_y(),
+        };
+        let end = Point {
+            x: to.x,
+            y: to.center_y(),
+        };
+        let down_x = self.gap_x(i);
+        match self.long.iter().position(|&e| e == i) {
+            None if self.ranks[edge.1] > self.ranks[edge.0] => vec![
+                start,
+                Point {
+                    x: down_x,
+                    y: start.y,
+                },
+                Point {
+                    x: down_x,
+                    y: end.y,
+                },
+                end,
+            ],
+            // Skipping ranks: up out of the source's gap into its lane, across, and down in
+            // the target's gap.
+            Some(lane) => {
+                let lane_y = MARGIN + LANE * lane as f64;
+                let up_x = from.x + from.width + GAP_X / 2.0;
+                vec![
                     start,
                     Point {
-                        x: down_x,
+                        x: up_x,
                         y: start.y,
+                    },
+                    Point { x: up_x, y: lane_y },
+                    Point {
+                        x: down_x,
+                        y: lane_y,
                     },
                     Point {
                         x: down_x,
                         y: end.y,
                     },
                     end,
-                ],
-                // Skipping ranks: up out of the source's gap into its lane, across, and down in
-                // the target's gap.
-                Some(lane) => {
-                    let lane_y = MARGIN + LANE * lane as f64;
-                    let up_x = from.x + from.width + GAP_X / 2.0;
-                    vec![
-                        start,
-                        Point {
-                            x: up_x,
-                            y: start.y,
-                        },
-                        Point { x: up_x, y: lane_y },
-                        Point {
-                            x: down_x,
-                            y: lane_y,
-                        },
-                        Point {
-                            x: down_x,
-                            y: end.y,
-                        },
-                        end,
-                    ]
-                }
-                // Backwards (only on a cycle): not drawn across boxes; left out.
-                None => Vec::new(),
+                ]
             }
-        })
-        .collect();
-
-    let rows = columns.iter().map(Vec::len).max().unwrap_or(0);
-    // n boxes need n widths and n - 1 gaps.
-    let extent = |n: usize, size: f64, gap: f64| (n as f64 * (size + gap) - gap).max(0.0);
-    Layout {
-        width: MARGIN * 2.0 + extent(rank_count, BOX_WIDTH, GAP_X),
-        height: top + extent(rows, BOX_HEIGHT, GAP_Y) + MARGIN,
-        ranks,
-        boxes,
-        routes,
+            // Backwards (only on a cycle): not drawn across boxes; left out.
+            None => Vec::new(),
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use express_api::rings;
 use express_api::views::PodView;
 use express_api::{ChangeState, ExpressCluster, NodePhase, NodeStatus};
+use express_planner::ClusterSnapshot;
 use express_planner::observe::{pause_of, snapshot_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt as _;
@@ -248,8 +249,51 @@ pub fn render_list(rows: &[ListRow]) -> String {
 pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Style) -> String {
     let express_cluster = objects.express_cluster(namespace, cluster);
     let nodes = objects.nodes_of(namespace, cluster);
+    let inventory = crate::read::live::inventory(objects, "");
+    let snapshot = snapshot_of(&inventory, namespace, cluster);
+    let mut out = tree_header(
+        express_cluster,
+        &nodes,
+        snapshot.as_ref(),
+        namespace,
+        cluster,
+        style,
+    );
+    let planned = snapshot.as_ref().map(|s| express_planner::plan(s, 0));
+    let ordered = in_order(&nodes, &upgrade_order(express_cluster, planned.as_ref()));
+    let mut rows: Vec<Vec<String>> = vec![cluster_row(express_cluster, cluster, style)];
+    for (i, node) in ordered.iter().enumerate() {
+        let last = i + 1 == ordered.len();
+        let (branch, under) = if last {
+            ("└──", "   ")
+        } else {
+            ("├──", "│  ")
+        };
+        rows.push(node_row(node, branch, style));
+        if let Some(pod) = objects.pod(namespace, node.name()) {
+            rows.push(pod_row(pod, under));
+        }
+    }
+    out.push_str(&table(
+        &[
+            "NAME", "KIND", "STATUS", "REVISION", "VERSION", "READY", "RESTARTS", "INFO",
+        ],
+        &rows,
+    ));
+    out
+}
+
+/// The fields above the tree: name, namespace, phase, rollout, pause and message.
+fn tree_header(
+    express_cluster: Option<&ExpressCluster>,
+    nodes: &[NodeRef<'_>],
+    snapshot: Option<&ClusterSnapshot>,
+    namespace: &str,
+    cluster: &str,
+    style: Style,
+) -> String {
     let status = express_cluster.and_then(|c| c.status.as_ref());
-    let line = assess(express_cluster, &nodes);
+    let line = assess(express_cluster, nodes);
     let mut out = String::new();
     let field = |out: &mut String, name: &str, value: &str| {
         let _ = writeln!(out, "{:<13}{value}", format!("{name}:"));
@@ -287,27 +331,37 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
             field(&mut out, "Failed node", failed);
         }
     }
-    let inventory = crate::read::live::inventory(objects, "");
-    let snapshot = snapshot_of(&inventory, namespace, cluster);
-    if let Some(pause) = snapshot.as_ref().and_then(|s| s.pause.as_ref()) {
+    if let Some(pause) = snapshot.and_then(|s| s.pause.as_ref()) {
         field(&mut out, "Paused", &pause.detail());
     }
     field(&mut out, "Message", &line.message);
     out.push('\n');
+    out
+}
 
-    let planned = snapshot.as_ref().map(|s| express_planner::plan(s, 0));
-    let order = upgrade_order(express_cluster, planned.as_ref());
+/// The nodes in `order`, then those it does not name.
+fn in_order<'n, 'a>(nodes: &'n [NodeRef<'a>], order: &[String]) -> Vec<&'n NodeRef<'a>> {
     let mut ordered: Vec<&NodeRef<'_>> = order
         .iter()
         .filter_map(|name| nodes.iter().find(|n| n.name() == name))
         .collect();
-    for node in &nodes {
+    for node in nodes {
         if !ordered.iter().any(|o| o.name() == node.name()) {
             ordered.push(node);
         }
     }
+    ordered
+}
 
-    let mut rows: Vec<Vec<String>> = Vec::new();
+/// The tree's root: the ExpressCluster, or that there is none.
+fn cluster_row(
+    express_cluster: Option<&ExpressCluster>,
+    cluster: &str,
+    style: Style,
+) -> Vec<String> {
+    let phase = express_cluster
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.phase);
     let title = match express_cluster {
         Some(c) => format!(
             "{}{} (ExpressCluster)",
@@ -316,7 +370,7 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
         ),
         None => format!("{cluster} (no ExpressCluster)"),
     };
-    rows.push(vec![
+    vec![
         title,
         String::new(),
         String::new(),
@@ -325,74 +379,66 @@ pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Sty
         String::new(),
         String::new(),
         String::new(),
-    ]);
-    for (i, node) in ordered.iter().enumerate() {
-        let last = i + 1 == ordered.len();
-        let (branch, under) = if last {
-            ("└──", "   ")
-        } else {
-            ("├──", "│  ")
-        };
-        let status = node.status();
-        let phase = status.and_then(|s| s.phase);
-        let revision = format!(
-            "{}→{}",
-            short(status.and_then(|s| s.running_revision.as_deref())),
-            short(status.and_then(|s| s.desired_revision.as_deref()))
-        );
-        let mut info: Vec<String> = Vec::new();
-        if let Some(change) = status
-            .and_then(|s| s.change.as_ref())
-            .filter(|c| c.state == ChangeState::InProgress)
-        {
-            info.push(format!(
-                "{:?} {}→{}",
-                change.kind,
-                short(change.from_revision.as_deref()),
-                short(Some(&change.to_revision))
-            ));
-        }
-        let waits: Vec<&str> = status
-            .map(|s| s.waiting_for.iter().map(|w| w.node.as_str()).collect())
-            .unwrap_or_default();
-        if !waits.is_empty() {
-            info.push(format!("waits for {}", waits.join(", ")));
-        }
-        if let Some(bounce) = status.and_then(bounce_under_way) {
-            info.push(format!("bounce {bounce}"));
-        }
-        if let Some(message) = status.and_then(why_not_moving) {
-            info.push(message.to_owned());
-        }
-        rows.push(vec![
-            format!("{branch}{}{}", style.phase(phase), node.name()),
-            node.kind().to_string(),
-            phase.map_or_else(|| "-".into(), |p| p.as_str().to_owned()),
-            revision,
-            status
-                .and_then(|s| s.running_version.clone())
-                .unwrap_or_else(|| "-".into()),
-            match status.and_then(|s| s.ready) {
-                Some(true) => "yes".into(),
-                Some(false) => "no".into(),
-                None => "-".into(),
-            },
-            status
-                .and_then(|s| s.restarts)
-                .map_or_else(|| "-".into(), |r| r.to_string()),
-            info.join("; "),
-        ]);
-        if let Some(pod) = objects.pod(namespace, node.name()) {
-            rows.push(pod_row(pod, under));
-        }
+    ]
+}
+
+/// One node's row, after the tree's `branch`.
+fn node_row(node: &NodeRef<'_>, branch: &str, style: Style) -> Vec<String> {
+    let status = node.status();
+    let phase = status.and_then(|s| s.phase);
+    let revision = format!(
+        "{}→{}",
+        short(status.and_then(|s| s.running_revision.as_deref())),
+        short(status.and_then(|s| s.desired_revision.as_deref()))
+    );
+    vec![
+        format!("{branch}{}{}", style.phase(phase), node.name()),
+        node.kind().to_string(),
+        phase.map_or_else(|| "-".into(), |p| p.as_str().to_owned()),
+        revision,
+        status
+            .and_then(|s| s.running_version.clone())
+            .unwrap_or_else(|| "-".into()),
+        match status.and_then(|s| s.ready) {
+            Some(true) => "yes".into(),
+            Some(false) => "no".into(),
+            None => "-".into(),
+        },
+        status
+            .and_then(|s| s.restarts)
+            .map_or_else(|| "-".into(), |r| r.to_string()),
+        node_info(status).join("; "),
+    ]
+}
+
+/// What a node is doing or waiting for: its change under way, the nodes it waits for, its
+/// bounce, and why it does not move.
+fn node_info(status: Option<&NodeStatus>) -> Vec<String> {
+    let mut info: Vec<String> = Vec::new();
+    if let Some(change) = status
+        .and_then(|s| s.change.as_ref())
+        .filter(|c| c.state == ChangeState::InProgress)
+    {
+        info.push(format!(
+            "{:?} {}→{}",
+            change.kind,
+            short(change.from_revision.as_deref()),
+            short(Some(&change.to_revision))
+        ));
     }
-    out.push_str(&table(
-        &[
-            "NAME", "KIND", "STATUS", "REVISION", "VERSION", "READY", "RESTARTS", "INFO",
-        ],
-        &rows,
-    ));
-    out
+    let waits: Vec<&str> = status
+        .map(|s| s.waiting_for.iter().map(|w| w.node.as_str()).collect())
+        .unwrap_or_default();
+    if !waits.is_empty() {
+        info.push(format!("waits for {}", waits.join(", ")));
+    }
+    if let Some(bounce) = status.and_then(bounce_under_way) {
+        info.push(format!("bounce {bounce}"));
+    }
+    if let Some(message) = status.and_then(why_not_moving) {
+        info.push(message.to_owned());
+    }
+    info
 }
 
 fn pod_row(pod: &PodView, under: &str) -> Vec<String> {

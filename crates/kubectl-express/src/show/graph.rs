@@ -111,6 +111,44 @@ fn mermaid_id(phase: Phase, name: &str) -> String {
 pub fn render(snapshot: &ClusterSnapshot, format: Format) -> String {
     let planned = plan(snapshot, 0);
     let mut out = String::new();
+    write_header(&mut out, snapshot, format);
+    for phase in [Phase::Provisioning, Phase::Upgrade] {
+        let name = phase_name(phase);
+        match format {
+            Format::Mermaid => {
+                let _ = writeln!(out, "  subgraph {name} [{name} order]");
+            }
+            Format::Dot => {
+                let _ = writeln!(
+                    out,
+                    "  subgraph \"cluster_{name}\" {{\n    label=\"{name} order\";"
+                );
+            }
+        }
+        for index in 0..snapshot.nodes.len() {
+            write_node(&mut out, snapshot, phase, index, format);
+        }
+        match edges(snapshot, &planned, phase) {
+            Err(cycle) => write_cycle(&mut out, phase, &cycle, format),
+            Ok(edges) => {
+                for edge in &edges {
+                    write_edge(&mut out, snapshot, phase, edge, format);
+                }
+            }
+        }
+        match format {
+            Format::Mermaid => out.push_str("  end\n"),
+            Format::Dot => out.push_str("  }\n"),
+        }
+    }
+    if format == Format::Dot {
+        out.push_str("}\n");
+    }
+    out
+}
+
+/// The title, and for Mermaid the classes its nodes use.
+fn write_header(out: &mut String, snapshot: &ClusterSnapshot, format: Format) {
     let title = format!("{}/{}", snapshot.namespace, snapshot.cluster_name);
     match format {
         Format::Mermaid => {
@@ -125,127 +163,126 @@ pub fn render(snapshot: &ClusterSnapshot, format: Format) -> String {
             );
         }
     }
-    for phase in [Phase::Provisioning, Phase::Upgrade] {
-        let name = phase_name(phase);
-        match format {
-            Format::Mermaid => {
-                let _ = writeln!(out, "  subgraph {name} [{name} order]");
-            }
-            Format::Dot => {
+}
+
+/// One node of one phase's graph, marked when down or when its dependencies are disabled.
+fn write_node(
+    out: &mut String,
+    snapshot: &ClusterSnapshot,
+    phase: Phase,
+    index: usize,
+    format: Format,
+) {
+    let node = &snapshot.nodes[index];
+    let name = phase_name(phase);
+    let label = node_label(snapshot, index);
+    let disabled = snapshot.settings.dependencies_disabled
+        || node.dependencies.as_ref().is_some_and(|d| d.disabled);
+    match format {
+        Format::Mermaid => {
+            let class = if !node.up {
+                ":::down"
+            } else if disabled {
+                ":::disabled"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "    {}[\"{label}\"]{class}",
+                mermaid_id(phase, &node.name)
+            );
+        }
+        Format::Dot => {
+            let style = if !node.up {
+                ", style=dashed, fontcolor=gray"
+            } else if disabled {
+                ", style=filled, fillcolor=lightgray"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                out,
+                "    \"{name}:{}\" [label=\"{label}\"{style}];",
+                node.name
+            );
+        }
+    }
+}
+
+/// In place of a phase's edges: the cycle its prerequisites form.
+fn write_cycle(out: &mut String, phase: Phase, cycle: &str, format: Format) {
+    let name = phase_name(phase);
+    match format {
+        Format::Mermaid => {
+            let _ = writeln!(out, "    cycle_{name}[\"{}\"]", cycle.replace('"', "'"));
+        }
+        Format::Dot => {
+            let _ = writeln!(
+                out,
+                "    \"cycle_{name}\" [label=\"{}\", color=red];",
+                cycle.replace('"', "'")
+            );
+        }
+    }
+}
+
+/// One edge, drawn by its origin and labelled with what it goes around and why it holds its
+/// node back now; a prerequisite the snapshot does not have gets a node of its own.
+fn write_edge(
+    out: &mut String,
+    snapshot: &ClusterSnapshot,
+    phase: Phase,
+    edge: &Edge,
+    format: Format,
+) {
+    let name = phase_name(phase);
+    let to = &snapshot.nodes[edge.to].name;
+    let label = edge_label(snapshot, edge);
+    match format {
+        Format::Mermaid => {
+            let arrow = match edge.origin {
+                Origin::Default => "-->",
+                Origin::Explicit => "==>",
+                Origin::Substituted { .. } => "-.->",
+            };
+            let from_known = snapshot.nodes.iter().any(|n| n.name == edge.from);
+            if !from_known {
                 let _ = writeln!(
                     out,
-                    "  subgraph \"cluster_{name}\" {{\n    label=\"{name} order\";"
+                    "    {}[\"{}\"]:::down",
+                    mermaid_id(phase, &edge.from),
+                    edge.from
                 );
             }
+            let label = label.map(|l| format!("|\"{l}\"|")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "    {} {arrow}{label} {}",
+                mermaid_id(phase, &edge.from),
+                mermaid_id(phase, to)
+            );
         }
-        for (index, node) in snapshot.nodes.iter().enumerate() {
-            let label = node_label(snapshot, index);
-            let disabled = snapshot.settings.dependencies_disabled
-                || node.dependencies.as_ref().is_some_and(|d| d.disabled);
-            match format {
-                Format::Mermaid => {
-                    let class = if !node.up {
-                        ":::down"
-                    } else if disabled {
-                        ":::disabled"
-                    } else {
-                        ""
-                    };
-                    let _ = writeln!(
-                        out,
-                        "    {}[\"{label}\"]{class}",
-                        mermaid_id(phase, &node.name)
-                    );
-                }
-                Format::Dot => {
-                    let style = if !node.up {
-                        ", style=dashed, fontcolor=gray"
-                    } else if disabled {
-                        ", style=filled, fillcolor=lightgray"
-                    } else {
-                        ""
-                    };
-                    let _ = writeln!(
-                        out,
-                        "    \"{name}:{}\" [label=\"{label}\"{style}];",
-                        node.name
-                    );
-                }
+        Format::Dot => {
+            let mut attributes = vec![match edge.origin {
+                Origin::Default => "style=solid".to_owned(),
+                Origin::Explicit => "style=bold".to_owned(),
+                Origin::Substituted { .. } => "style=dashed".to_owned(),
+            }];
+            if let Some(label) = label {
+                attributes.push(format!("label=\"{label}\""));
             }
-        }
-        match edges(snapshot, &planned, phase) {
-            Err(cycle) => match format {
-                Format::Mermaid => {
-                    let _ = writeln!(out, "    cycle_{name}[\"{}\"]", cycle.replace('"', "'"));
-                }
-                Format::Dot => {
-                    let _ = writeln!(
-                        out,
-                        "    \"cycle_{name}\" [label=\"{}\", color=red];",
-                        cycle.replace('"', "'")
-                    );
-                }
-            },
-            Ok(edges) => {
-                for edge in &edges {
-                    let to = &snapshot.nodes[edge.to].name;
-                    let label = edge_label(snapshot, edge);
-                    match format {
-                        Format::Mermaid => {
-                            let arrow = match edge.origin {
-                                Origin::Default => "-->",
-                                Origin::Explicit => "==>",
-                                Origin::Substituted { .. } => "-.->",
-                            };
-                            let from_known = snapshot.nodes.iter().any(|n| n.name == edge.from);
-                            if !from_known {
-                                let _ = writeln!(
-                                    out,
-                                    "    {}[\"{}\"]:::down",
-                                    mermaid_id(phase, &edge.from),
-                                    edge.from
-                                );
-                            }
-                            let label = label.map(|l| format!("|\"{l}\"|")).unwrap_or_default();
-                            let _ = writeln!(
-                                out,
-                                "    {} {arrow}{label} {}",
-                                mermaid_id(phase, &edge.from),
-                                mermaid_id(phase, to)
-                            );
-                        }
-                        Format::Dot => {
-                            let mut attributes = vec![match edge.origin {
-                                Origin::Default => "style=solid".to_owned(),
-                                Origin::Explicit => "style=bold".to_owned(),
-                                Origin::Substituted { .. } => "style=dashed".to_owned(),
-                            }];
-                            if let Some(label) = label {
-                                attributes.push(format!("label=\"{label}\""));
-                            }
-                            if edge.unmet.is_some() {
-                                attributes.push("color=red".into());
-                            }
-                            let _ = writeln!(
-                                out,
-                                "    \"{name}:{}\" -> \"{name}:{to}\" [{}];",
-                                edge.from,
-                                attributes.join(", ")
-                            );
-                        }
-                    }
-                }
+            if edge.unmet.is_some() {
+                attributes.push("color=red".into());
             }
-        }
-        match format {
-            Format::Mermaid => out.push_str("  end\n"),
-            Format::Dot => out.push_str("  }\n"),
+            let _ = writeln!(
+                out,
+                "    \"{name}:{}\" -> \"{name}:{to}\" [{}];",
+                edge.from,
+                attributes.join(", ")
+            );
         }
     }
-    if format == Format::Dot {
-        out.push_str("}\n");
-    }
-    out
 }
 
 #[cfg(test)]

@@ -11,12 +11,14 @@ mod watch;
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::api::Cluster;
+use crate::api::{Cluster, DeleteOptions};
 use crate::error::ApiError;
 use crate::faults::is_write;
 use crate::shared::Shared;
@@ -69,117 +71,30 @@ fn authenticated(shared: &Shared, headers: &axum::http::HeaderMap) -> bool {
         .is_some_and(|presented| presented == token)
 }
 
+/// One request, in the order the API server takes it: authenticate, read the body, serve the
+/// fixed paths, resolve the resource, count and admit, then run the verb and answer.
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     // As the API server does: authentication first, before anything else is looked at.
     if !authenticated(&shared, &parts.headers) {
         return error_response(&ApiError::unauthorized());
     }
-    let body = match axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await {
+    let body = match read_body(body).await {
         Ok(bytes) => bytes,
-        Err(err) => {
-            let over_limit = std::error::Error::source(&err)
-                .is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
-            return error_response(&if over_limit {
-                ApiError::too_large(MAX_REQUEST_BODY_BYTES)
-            } else {
-                ApiError::bad_request(format!("the request body could not be read: {err}"))
-            });
-        }
+        Err(err) => return error_response(&err),
     };
     let query = Query::parse(parts.uri.query());
     let path = parts.uri.path().trim_end_matches('/').to_owned();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    match segments.as_slice() {
-        ["version"] => return json_response(StatusCode::OK, &version()),
-        ["healthz" | "readyz" | "livez"] => return (StatusCode::OK, "ok").into_response(),
-        ["openapi", "v2"] => {
-            let accept = parts
-                .headers
-                .get(header::ACCEPT)
-                .and_then(|a| a.to_str().ok())
-                .unwrap_or_default();
-            if accept.contains(discovery::OPENAPI_V2_PROTOBUF) {
-                return (
-                    StatusCode::OK,
-                    // As the API server labels it: the media type asked for is not one that
-                    // Go's mime parser (kubectl's) accepts back.
-                    [(header::CONTENT_TYPE, "application/octet-stream")],
-                    discovery::openapi_v2_protobuf(),
-                )
-                    .into_response();
-            }
-            return json_response(StatusCode::OK, &openapi_v2());
-        }
-        ["openapi", "v3"] => return json_response(StatusCode::OK, &openapi_v3_root(&shared)),
-        ["openapi", "v3", "api", "v1"] => {
-            return openapi_v3_group_version(&shared, "", "v1", &path);
-        }
-        ["openapi", "v3", "apis", group, version] => {
-            return openapi_v3_group_version(&shared, group, version, &path);
-        }
-        ["kubesim", rest @ ..] => return control(&shared, &parts.method, rest, &body),
-        ["api"] => {
-            return json_response(
-                StatusCode::OK,
-                &json!({"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1")}]}),
-            );
-        }
-        ["apis"] => return json_response(StatusCode::OK, &group_list(&shared)),
-        ["apis", group] => {
-            return match group_list(&shared)["groups"]
-                .as_array()
-                .and_then(|g| g.iter().find(|g| g["name"] == *group))
-            {
-                Some(found) => {
-                    let mut g = found.clone();
-                    g["kind"] = json!("APIGroup");
-                    g["apiVersion"] = json!("v1");
-                    json_response(StatusCode::OK, &g)
-                }
-                None => error_response(&ApiError::path_not_found(&path)),
-            };
-        }
-        ["api", "v1"] => return resource_list(&shared, "", "v1", &path),
-        ["apis", group, version] => return resource_list(&shared, group, version, &path),
-        _ => {}
+    if let Some(response) = fixed_path(&shared, &parts, &segments, &path, &body) {
+        return response;
     }
-    let (group, version, rest): (&str, &str, &[&str]) = match segments.as_slice() {
-        ["api", "v1", rest @ ..] => ("", "v1", rest),
-        ["apis", group, version, rest @ ..] => (group, version, rest),
-        _ => return error_response(&ApiError::path_not_found(&path)),
-    };
-    let target = match resolve(&shared, group, version, rest) {
+    let target = match resource_target(&shared, &segments, &path) {
         Ok(target) => target,
         Err(err) => return error_response(&err),
     };
     let verb = verb_of(&parts.method, &target, &query);
-    let agent = parts
-        .headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok());
-    shared.faults.count_in(
-        agent,
-        verb,
-        &target.counter_name(),
-        target.namespace.as_deref(),
-    );
-    if is_write(verb) && !shared.faults.admit_write(agent) {
-        return error_response(&ApiError::writes_stopped());
-    }
-    let latency = shared.faults.latency();
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    if let Some(rule) = shared.faults.roll(verb, &target.counter_name()) {
-        let err = if rule.status == 429 {
-            ApiError::too_many_requests(rule.retry_after_seconds.unwrap_or(1))
-        } else {
-            let mut err = ApiError::injected(rule.status);
-            err.retry_after = rule.retry_after_seconds;
-            err
-        };
+    if let Err(err) = admit(&shared, &parts.headers, verb, &target).await {
         return error_response(&err);
     }
     if verb == "get"
@@ -203,16 +118,168 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             };
         }
         "get" => get(&shared, &target, as_table),
-        "create" => request_object(&parts.headers, &body).and_then(|object| {
-            let options = write_options(&query)?;
+        _ => write_verb(&shared, verb, &parts, &target, &query, &body, &mut warnings),
+    };
+    if matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    ) {
+        shared.changed.notify_waiters();
+    }
+    answer(verb, &query, result, warnings)
+}
+
+/// The request body, refused with 413 past the API server's limit.
+async fn read_body(body: axum::body::Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES)
+        .await
+        .map_err(|err| {
+            let over_limit = std::error::Error::source(&err)
+                .is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
+            if over_limit {
+                ApiError::too_large(MAX_REQUEST_BODY_BYTES)
+            } else {
+                ApiError::bad_request(format!("the request body could not be read: {err}"))
+            }
+        })
+}
+
+/// The paths that name no resource: version, health, OpenAPI, discovery and kubesim's own
+/// control endpoints; `None` for a path that goes on to resolve a resource.
+fn fixed_path(
+    shared: &Shared,
+    parts: &Parts,
+    segments: &[&str],
+    path: &str,
+    body: &Bytes,
+) -> Option<Response> {
+    let response = match segments {
+        ["version"] => json_response(StatusCode::OK, &version()),
+        ["healthz" | "readyz" | "livez"] => (StatusCode::OK, "ok").into_response(),
+        ["openapi", "v2"] => openapi_v2_response(&parts.headers),
+        ["openapi", "v3"] => json_response(StatusCode::OK, &openapi_v3_root(shared)),
+        ["openapi", "v3", "api", "v1"] => openapi_v3_group_version(shared, "", "v1", path),
+        ["openapi", "v3", "apis", group, version] => {
+            openapi_v3_group_version(shared, group, version, path)
+        }
+        ["kubesim", rest @ ..] => control(shared, &parts.method, rest, body),
+        ["api"] => json_response(StatusCode::OK, &api_versions(&parts.headers)),
+        ["apis"] => json_response(StatusCode::OK, &group_list(shared)),
+        ["apis", group] => api_group(shared, group, path),
+        ["api", "v1"] => resource_list(shared, "", "v1", path),
+        ["apis", group, version] => resource_list(shared, group, version, path),
+        _ => return None,
+    };
+    Some(response)
+}
+
+fn openapi_v2_response(headers: &HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .unwrap_or_default();
+    if accept.contains(discovery::OPENAPI_V2_PROTOBUF) {
+        return (
+            StatusCode::OK,
+            // As the API server labels it: the media type asked for is not one that
+            // Go's mime parser (kubectl's) accepts back.
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            discovery::openapi_v2_protobuf(),
+        )
+            .into_response();
+    }
+    json_response(StatusCode::OK, &openapi_v2())
+}
+
+fn api_versions(headers: &HeaderMap) -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1")}]})
+}
+
+fn api_group(shared: &Shared, group: &str, path: &str) -> Response {
+    match group_list(shared)["groups"]
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["name"] == *group))
+    {
+        Some(found) => {
+            let mut g = found.clone();
+            g["kind"] = json!("APIGroup");
+            g["apiVersion"] = json!("v1");
+            json_response(StatusCode::OK, &g)
+        }
+        None => error_response(&ApiError::path_not_found(path)),
+    }
+}
+
+/// The resource a `/api/v1/...` or `/apis/<group>/<version>/...` path names.
+fn resource_target(shared: &Shared, segments: &[&str], path: &str) -> Result<Target, ApiError> {
+    let (group, version, rest): (&str, &str, &[&str]) = match segments {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (group, version, rest),
+        _ => return Err(ApiError::path_not_found(path)),
+    };
+    resolve(shared, group, version, rest)
+}
+
+/// Counts the request, then applies the faults in force: stopped writes, latency and the
+/// injected errors (the count comes first so refused requests are counted too).
+async fn admit(
+    shared: &Shared,
+    headers: &HeaderMap,
+    verb: &str,
+    target: &Target,
+) -> Result<(), ApiError> {
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    shared.faults.count_in(
+        agent,
+        verb,
+        &target.counter_name(),
+        target.namespace.as_deref(),
+    );
+    if is_write(verb) && !shared.faults.admit_write(agent) {
+        return Err(ApiError::writes_stopped());
+    }
+    let latency = shared.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(rule) = shared.faults.roll(verb, &target.counter_name()) {
+        let err = if rule.status == 429 {
+            ApiError::too_many_requests(rule.retry_after_seconds.unwrap_or(1))
+        } else {
+            let mut err = ApiError::injected(rule.status);
+            err.retry_after = rule.retry_after_seconds;
+            err
+        };
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Runs a write verb (create, update, patch, delete, deletecollection); any other verb is
+/// refused as not allowed.
+fn write_verb(
+    shared: &Shared,
+    verb: &str,
+    parts: &Parts,
+    target: &Target,
+    query: &Query,
+    body: &Bytes,
+    warnings: &mut Vec<String>,
+) -> Result<Value, ApiError> {
+    match verb {
+        "create" => request_object(&parts.headers, body).and_then(|object| {
+            let options = write_options(query)?;
             let namespace = target.namespace.clone().unwrap_or_default();
-            write(&shared, &mut warnings, |cluster| {
+            write(shared, warnings, |cluster| {
                 cluster.create(&target.rt, &namespace, object, &options)
             })
         }),
-        "update" => request_object(&parts.headers, &body).and_then(|object| {
-            let options = write_options(&query)?;
-            write(&shared, &mut warnings, |cluster| {
+        "update" => request_object(&parts.headers, body).and_then(|object| {
+            let options = write_options(query)?;
+            write(shared, warnings, |cluster| {
                 cluster.update(
                     &target.rt,
                     target.namespace.as_deref().unwrap_or(""),
@@ -224,48 +291,56 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             })
         }),
         "patch" => patch_type(&parts.headers).and_then(|patch_type| {
-            let options = write_options(&query)?;
-            write(&shared, &mut warnings, |cluster| {
+            let options = write_options(query)?;
+            write(shared, warnings, |cluster| {
                 cluster.patch(
                     &target.rt,
                     target.namespace.as_deref().unwrap_or(""),
                     target.name.as_deref().unwrap_or(""),
                     target.subresource.as_deref(),
                     patch_type,
-                    &body,
+                    body,
                     &options,
                 )
             })
         }),
-        "delete" => delete_options(&parts.headers, &body, &query).and_then(|options| {
-            let result = shared.lock().delete(
-                &target.rt,
-                target.namespace.as_deref().unwrap_or(""),
-                target.name.as_deref().unwrap_or(""),
-                &options,
-            );
-            shared.faults.record_delete(crate::faults::DeleteRequest {
-                resource: target.counter_name(),
-                namespace: target.namespace.clone().unwrap_or_default(),
-                name: target.name.clone().unwrap_or_default(),
-                grace_period_seconds: options.grace_period_seconds,
-                precondition_uid: options.precondition_uid.clone(),
-                status: result.as_ref().map_or_else(|e| e.code, |_| 200),
-            });
-            result
-        }),
-        "deletecollection" => delete_collection(&shared, &target, &query, &parts.headers, &body),
+        "delete" => delete_options(&parts.headers, body, query)
+            .and_then(|options| delete(shared, target, &options)),
+        "deletecollection" => delete_collection(shared, target, query, &parts.headers, body),
         _ => Err(ApiError::method_not_allowed(format!(
             "{} is not supported here",
             parts.method
         ))),
-    };
-    if matches!(
-        verb,
-        "create" | "update" | "patch" | "delete" | "deletecollection"
-    ) {
-        shared.changed.notify_waiters();
     }
+}
+
+/// Deletes the one object and records the request for the faults' log, whatever its outcome.
+fn delete(shared: &Shared, target: &Target, options: &DeleteOptions) -> Result<Value, ApiError> {
+    let result = shared.lock().delete(
+        &target.rt,
+        target.namespace.as_deref().unwrap_or(""),
+        target.name.as_deref().unwrap_or(""),
+        options,
+    );
+    shared.faults.record_delete(crate::faults::DeleteRequest {
+        resource: target.counter_name(),
+        namespace: target.namespace.clone().unwrap_or_default(),
+        name: target.name.clone().unwrap_or_default(),
+        grace_period_seconds: options.grace_period_seconds,
+        precondition_uid: options.precondition_uid.clone(),
+        status: result.as_ref().map_or_else(|e| e.code, |_| 200),
+    });
+    result
+}
+
+/// The response to a verb that ran: 201 for a create that was not a dry run, with the
+/// warnings the write left as `Warning` headers.
+fn answer(
+    verb: &str,
+    query: &Query,
+    result: Result<Value, ApiError>,
+    warnings: Vec<String>,
+) -> Response {
     match result {
         Ok(value) => {
             let status = if verb == "create" && query.get("dryRun").is_none_or(|d| d != "All") {

@@ -11,8 +11,9 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use crate::api::View;
+use crate::api::{Cluster, ListOptions, View};
 use crate::error::ApiError;
+use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shared::Shared;
 use crate::store::{Event, EventType, Stored};
@@ -64,167 +65,283 @@ pub(super) enum Outgoing {
     Synthetic(Value),
 }
 
+/// What the watch asked for in its query.
+struct WatchRequest {
+    options: ListOptions,
+    send_initial: bool,
+    bookmarks: bool,
+    timeout: Option<Duration>,
+}
+
+impl WatchRequest {
+    fn parse(query: &Query) -> Result<Self, ApiError> {
+        let options = list_options(query)?;
+        let send_initial = query.flag("sendInitialEvents");
+        if send_initial && query.get("resourceVersionMatch") != Some("NotOlderThan") {
+            return Err(ApiError::invalid(
+                "",
+                "ListOptions",
+                "",
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires resourceVersionMatch=NotOlderThan",
+            ));
+        }
+        Ok(WatchRequest {
+            options,
+            send_initial,
+            bookmarks: query.flag("allowWatchBookmarks"),
+            timeout: query
+                .get("timeoutSeconds")
+                .and_then(|t| t.parse::<u64>().ok())
+                .map(Duration::from_secs),
+        })
+    }
+}
+
+/// Where a stream starts: the lines owed before any live event, the live events (none once
+/// the start is an ERROR), and the revision after which live events count.
+struct Start {
+    initial: Vec<Outgoing>,
+    receiver: Option<broadcast::Receiver<Arc<Event>>>,
+    revision: u64,
+}
+
+/// What the streaming task needs to follow live events once the response has been returned.
+struct Live {
+    target: Target,
+    key: String,
+    options: ListOptions,
+    bookmarks: bool,
+    timeout: Option<Duration>,
+    epoch: tokio::sync::watch::Receiver<u64>,
+    interval: Duration,
+}
+
 pub(super) fn watch(
     shared: Arc<Shared>,
     target: Target,
     query: &Query,
     as_table: bool,
 ) -> Response {
-    let options = match list_options(query) {
-        Ok(options) => options,
+    let request = match WatchRequest::parse(query) {
+        Ok(request) => request,
         Err(err) => return error_response(&err),
     };
-    let send_initial = query.flag("sendInitialEvents");
-    if send_initial && query.get("resourceVersionMatch") != Some("NotOlderThan") {
-        return error_response(&ApiError::invalid(
-            "",
-            "ListOptions",
-            "",
-            "resourceVersionMatch: Forbidden: sendInitialEvents requires resourceVersionMatch=NotOlderThan",
-        ));
-    }
-    let bookmarks = query.flag("allowWatchBookmarks");
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(Duration::from_secs);
     let key = target.rt.storage_key();
     let requested = query.get("resourceVersion").unwrap_or("");
-
-    // Under the lock only cheap clones of stored objects are taken; encoding happens later.
-    let (initial, receiver, start_revision) = {
-        let cluster = shared.lock();
-        let receiver = cluster.store.subscribe();
-        let current = cluster.store.revision();
-        if send_initial || requested.is_empty() || requested == "0" {
-            let mut initial: Vec<Outgoing> = cluster
-                .store
-                .list(
-                    &key,
-                    target.namespace.as_deref().filter(|_| target.rt.namespaced),
-                )
-                .filter(|(_, o)| View::of(&target.rt).selected(&options.labels, &options.fields, o))
-                .map(|(_, o)| Outgoing::Change("ADDED", o.clone()))
-                .collect();
-            if send_initial {
-                initial.push(Outgoing::Synthetic(json!({"type": "BOOKMARK", "object": {
-                    "kind": target.rt.kind, "apiVersion": target.rt.api_version(),
-                    "metadata": {"resourceVersion": current.to_string(),
-                                 "annotations": {"k8s.io/initial-events-end": "true"}}}})));
-            }
-            (initial, Some(receiver), current)
-        } else {
-            let Ok(since) = requested.parse::<u64>() else {
-                return error_response(&ApiError::bad_request(format!(
-                    "invalid resourceVersion {requested:?}"
-                )));
-            };
-            match cluster.store.changes_since(since) {
-                Ok(changes) => {
-                    let replay = changes
-                        .iter()
-                        .filter_map(|e| {
-                            let kind =
-                                delivered(&target, &key, &options.labels, &options.fields, e)?;
-                            Some(Outgoing::Change(kind, e.object.clone()))
-                        })
-                        .collect();
-                    (replay, Some(receiver), current)
-                }
-                Err(too_old) => {
-                    let err = ApiError::gone(format!(
-                        "too old resource version: {since} ({})",
-                        too_old.oldest
-                    ));
-                    (
-                        vec![Outgoing::Synthetic(
-                            json!({"type": "ERROR", "object": err.status()}),
-                        )],
-                        None,
-                        current,
-                    )
-                }
-            }
-        }
+    let start = match starting_point(&shared, &target, &key, &request, requested) {
+        Ok(start) => start,
+        Err(err) => return error_response(&err),
     };
+    let (sender, outgoing) = mpsc::channel::<Bytes>(256);
+    let live = Live {
+        epoch: shared.faults.watch_epoch(),
+        interval: shared.bookmark_interval,
+        key,
+        options: request.options,
+        bookmarks: request.bookmarks,
+        timeout: request.timeout,
+        target,
+    };
+    let encoder = Encoder::new(&live.target.rt, as_table);
+    tokio::spawn(stream(sender, encoder, start, live));
+    streaming_response(outgoing)
+}
 
-    let (sender, mut outgoing) = mpsc::channel::<Bytes>(256);
-    let mut epoch = shared.faults.watch_epoch();
-    let interval = shared.bookmark_interval;
-    let rt = target.rt.clone();
-    let view = View::of(&rt);
-    tokio::spawn(async move {
-        let encode = |line: &Outgoing| -> Bytes {
-            let mut text = match line {
-                Outgoing::Change(kind, object) if as_table => {
-                    let value = view.value(&object.value());
-                    let table = table::table(
-                        &rt,
-                        &[&value],
-                        value["metadata"]["resourceVersion"].as_str().unwrap_or(""),
-                    );
-                    json!({"type": kind, "object": table}).to_string()
-                }
-                Outgoing::Change(kind, object) => {
-                    format!("{{\"type\":\"{kind}\",\"object\":{}}}", view.text(object))
-                }
-                Outgoing::Synthetic(value) => value.to_string(),
-            };
-            text.push('\n');
-            Bytes::from(text)
+/// The lines a new watch is owed before live events: the current state for a watch from
+/// nothing (or with initial events), else the changes since the revision it names, or a 410
+/// ERROR when that revision is compacted away.
+fn starting_point(
+    shared: &Shared,
+    target: &Target,
+    key: &str,
+    request: &WatchRequest,
+    requested: &str,
+) -> Result<Start, ApiError> {
+    // Under the lock only cheap clones of stored objects are taken; encoding happens later.
+    let cluster = shared.lock();
+    let receiver = cluster.store.subscribe();
+    let current = cluster.store.revision();
+    if request.send_initial || requested.is_empty() || requested == "0" {
+        return Ok(Start {
+            initial: current_state(&cluster, target, key, request, current),
+            receiver: Some(receiver),
+            revision: current,
+        });
+    }
+    let Ok(since) = requested.parse::<u64>() else {
+        return Err(ApiError::bad_request(format!(
+            "invalid resourceVersion {requested:?}"
+        )));
+    };
+    Ok(match cluster.store.changes_since(since) {
+        Ok(changes) => Start {
+            initial: changes
+                .iter()
+                .filter_map(|e| {
+                    let kind = delivered(
+                        target,
+                        key,
+                        &request.options.labels,
+                        &request.options.fields,
+                        e,
+                    )?;
+                    Some(Outgoing::Change(kind, e.object.clone()))
+                })
+                .collect(),
+            receiver: Some(receiver),
+            revision: current,
+        },
+        Err(too_old) => {
+            let err = ApiError::gone(format!(
+                "too old resource version: {since} ({})",
+                too_old.oldest
+            ));
+            Start {
+                initial: vec![Outgoing::Synthetic(
+                    json!({"type": "ERROR", "object": err.status()}),
+                )],
+                receiver: None,
+                revision: current,
+            }
+        }
+    })
+}
+
+/// Every selected object as ADDED, closed by the initial-events-end bookmark when asked for.
+fn current_state(
+    cluster: &Cluster,
+    target: &Target,
+    key: &str,
+    request: &WatchRequest,
+    current: u64,
+) -> Vec<Outgoing> {
+    let options = &request.options;
+    let mut initial: Vec<Outgoing> = cluster
+        .store
+        .list(
+            key,
+            target.namespace.as_deref().filter(|_| target.rt.namespaced),
+        )
+        .filter(|(_, o)| View::of(&target.rt).selected(&options.labels, &options.fields, o))
+        .map(|(_, o)| Outgoing::Change("ADDED", o.clone()))
+        .collect();
+    if request.send_initial {
+        initial.push(Outgoing::Synthetic(json!({"type": "BOOKMARK", "object": {
+            "kind": target.rt.kind, "apiVersion": target.rt.api_version(),
+            "metadata": {"resourceVersion": current.to_string(),
+                         "annotations": {"k8s.io/initial-events-end": "true"}}}})));
+    }
+    initial
+}
+
+/// Turns watch lines into the bytes of the stream, as objects or as one-row tables.
+struct Encoder {
+    rt: ResourceType,
+    view: View,
+    as_table: bool,
+}
+
+impl Encoder {
+    fn new(rt: &ResourceType, as_table: bool) -> Self {
+        let rt = rt.clone();
+        let view = View::of(&rt);
+        Encoder { rt, view, as_table }
+    }
+
+    fn encode(&self, line: &Outgoing) -> Bytes {
+        let mut text = match line {
+            Outgoing::Change(kind, object) if self.as_table => {
+                let value = self.view.value(&object.value());
+                let table = table::table(
+                    &self.rt,
+                    &[&value],
+                    value["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+                );
+                json!({"type": kind, "object": table}).to_string()
+            }
+            Outgoing::Change(kind, object) => {
+                format!(
+                    "{{\"type\":\"{kind}\",\"object\":{}}}",
+                    self.view.text(object)
+                )
+            }
+            Outgoing::Synthetic(value) => value.to_string(),
         };
-        for line in &initial {
-            if sender.send(encode(line)).await.is_err() {
-                return;
-            }
+        text.push('\n');
+        Bytes::from(text)
+    }
+}
+
+/// The streaming task: the starting lines, then live events until the watch ends.
+async fn stream(sender: mpsc::Sender<Bytes>, encoder: Encoder, start: Start, live: Live) {
+    for line in &start.initial {
+        if sender.send(encoder.encode(line)).await.is_err() {
+            return;
         }
-        drop(initial);
-        let Some(mut receiver) = receiver else { return };
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
-        let mut ticker = tokio::time::interval(interval);
-        ticker.tick().await;
-        let mut last_revision = start_revision;
-        loop {
-            let sleep_until_deadline = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                received = receiver.recv() => match received {
-                    Ok(event) => {
-                        if event.revision <= start_revision {
-                            continue;
-                        }
-                        let Some(kind) = delivered(&target, &key, &options.labels, &options.fields, &event) else {
-                            continue;
-                        };
-                        last_revision = event.revision;
-                        if sender.send(encode(&Outgoing::Change(kind, event.object.clone()))).await.is_err() {
-                            return;
-                        }
+    }
+    drop(start.initial);
+    let Some(receiver) = start.receiver else {
+        return;
+    };
+    follow(&sender, &encoder, receiver, start.revision, live).await;
+}
+
+/// Live events after `start_revision`, with bookmarks when asked for, until the watcher
+/// leaves, falls behind, times out, or the watches are cut.
+async fn follow(
+    sender: &mpsc::Sender<Bytes>,
+    encoder: &Encoder,
+    mut receiver: broadcast::Receiver<Arc<Event>>,
+    start_revision: u64,
+    mut live: Live,
+) {
+    let deadline = live.timeout.map(|t| tokio::time::Instant::now() + t);
+    let mut ticker = tokio::time::interval(live.interval);
+    ticker.tick().await;
+    let mut last_revision = start_revision;
+    loop {
+        let sleep_until_deadline = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            received = receiver.recv() => match received {
+                Ok(event) => {
+                    if event.revision <= start_revision {
+                        continue;
                     }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let err = ApiError::gone("watch fell too far behind; too old resource version");
-                        let _ = sender.send(encode(&Outgoing::Synthetic(json!({"type": "ERROR", "object": err.status()})))).await;
+                    let Some(kind) = delivered(&live.target, &live.key, &live.options.labels, &live.options.fields, &event) else {
+                        continue;
+                    };
+                    last_revision = event.revision;
+                    if sender.send(encoder.encode(&Outgoing::Change(kind, event.object.clone()))).await.is_err() {
                         return;
                     }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                },
-                _ = ticker.tick(), if bookmarks => {
-                    let bookmark = json!({"type": "BOOKMARK", "object": {"kind": target.rt.kind, "apiVersion": target.rt.api_version(),
-                        "metadata": {"resourceVersion": last_revision.to_string()}}});
-                    if sender.send(encode(&Outgoing::Synthetic(bookmark))).await.is_err() {
-                        return;
-                    }
                 }
-                _ = epoch.changed() => return,
-                _ = sleep_until_deadline => return,
-                _ = sender.closed() => return,
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let err = ApiError::gone("watch fell too far behind; too old resource version");
+                    let _ = sender.send(encoder.encode(&Outgoing::Synthetic(json!({"type": "ERROR", "object": err.status()})))).await;
+                    return;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = ticker.tick(), if live.bookmarks => {
+                let bookmark = json!({"type": "BOOKMARK", "object": {"kind": live.target.rt.kind, "apiVersion": live.target.rt.api_version(),
+                    "metadata": {"resourceVersion": last_revision.to_string()}}});
+                if sender.send(encoder.encode(&Outgoing::Synthetic(bookmark))).await.is_err() {
+                    return;
+                }
             }
+            _ = live.epoch.changed() => return,
+            _ = sleep_until_deadline => return,
+            _ = sender.closed() => return,
         }
-    });
+    }
+}
+
+fn streaming_response(mut outgoing: mpsc::Receiver<Bytes>) -> Response {
     let stream = futures::stream::poll_fn(move |cx| {
         outgoing.poll_recv(cx).map(|b| b.map(Ok::<_, Infallible>))
     });
