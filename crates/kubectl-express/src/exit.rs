@@ -3,25 +3,50 @@
 
 use std::process::ExitCode;
 
-/// The plugin's exit codes (the same for every verb).
+/// Every exit status any verb returns. A number means one thing per verb; where two verbs
+/// give one number two meanings (3, 4), `docs/cli.md` has the table. The numbers scripts rely
+/// on do not change (an Argo Workflow retries `fleet-release run` on 4 and 5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Code {
-    /// Done: the request was made, the rollout is complete, nothing differs.
-    Done = 0,
-    /// Failed: the cluster said no, could not be reached, or the rollout failed; `revisions`
-    /// and `diff` also use it for "discrepancies found" / "differences found".
-    Failed = 1,
+    /// Done: the request was made, the rollout is complete, nothing differs, healthy.
+    Done,
+    /// Failed: the cluster said no, could not be reached, or the rollout or release failed;
+    /// `revisions` and `diff` also use it for "discrepancies found" / "differences found",
+    /// `doctor` for a tenant or deployment verdict.
+    Failed,
     /// Bad arguments or no such object.
-    Usage = 2,
+    Usage,
     /// A `--timeout` ran out (or, with `status --watch=false`, not done yet).
-    Timeout = 3,
+    Timeout,
+    /// `doctor`: the infrastructure verdict.
+    Infrastructure,
+    /// `fleet-release run`: held inconclusive at its `--timeout`.
+    Inconclusive,
     /// A pause is in force (`status --fail-on-paused`).
-    Paused = 4,
+    Paused,
+    /// Across contexts: some context could not be read; `fleet-release`: a DC could not be.
+    Incomplete,
+    /// `fleet-release run`: paused, waiting for approval, or still progressing: run it later.
+    Later,
+}
+
+impl Code {
+    /// The number the process exits with.
+    pub const fn number(self) -> u8 {
+        match self {
+            Code::Done => 0,
+            Code::Failed => 1,
+            Code::Usage => 2,
+            Code::Timeout | Code::Infrastructure | Code::Inconclusive => 3,
+            Code::Paused | Code::Incomplete => 4,
+            Code::Later => 5,
+        }
+    }
 }
 
 impl From<Code> for ExitCode {
     fn from(code: Code) -> ExitCode {
-        ExitCode::from(code as u8)
+        ExitCode::from(code.number())
     }
 }
 

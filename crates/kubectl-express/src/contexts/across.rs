@@ -17,9 +17,6 @@ use kube::api::{Api, ListParams};
 use crate::contexts::select::{self, FleetArgs, Loaded, Selection};
 use crate::exit::Exit;
 
-/// The exit code of a fleet read some of whose contexts could not be read (*incomplete*).
-pub const INCOMPLETE: u8 = 4;
-
 /// Why one context could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ContextError {
@@ -154,8 +151,8 @@ impl Plan {
 
 /// Runs `work` for each context, each a task of its own, at most `max_parallel` at once, each
 /// within `deadline` (a context still running then is [`ContextError::TimedOut`]), in the order
-/// of `contexts`.
-async fn each_within<T, F, Fut>(
+/// of `contexts`: the one fan-out of every verb across contexts, the fleet-release driver's too.
+pub(crate) async fn each_within<T, F, Fut>(
     contexts: &[String],
     max_parallel: usize,
     deadline: Duration,

@@ -4,8 +4,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::contexts::across::{ContextError, INCOMPLETE, PerContext};
-use crate::exit::Exit;
+use crate::contexts::across::{ContextError, PerContext};
+use crate::exit::{Code, Exit};
 use crate::text::table;
 
 /// The fleet's exit code from the exit codes of the contexts read (0, 1 or 3 each) and the
@@ -15,7 +15,7 @@ use crate::text::table;
 pub fn exit_code(read: &[u8], unread: usize, require_all: bool) -> u8 {
     let worst = read.iter().copied().max().unwrap_or(0);
     if unread > 0 && (require_all || worst < 3) {
-        INCOMPLETE
+        Code::Incomplete.number()
     } else {
         worst
     }

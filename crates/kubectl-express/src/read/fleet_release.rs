@@ -15,12 +15,14 @@ use express_planner::fleet_release::{ReleaseSeen, Requests};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
+use crate::read::unread::Unread;
+
 /// The plan's copy in a DC (None: the DC has none).
 pub async fn copy(
     client: &Client,
     namespace: &str,
     name: &str,
-) -> Result<Option<FleetRelease>, String> {
+) -> Result<Option<FleetRelease>, Unread> {
     Api::<FleetRelease>::namespaced(client.clone(), namespace)
         .get_opt(name)
         .await
@@ -28,7 +30,7 @@ pub async fn copy(
 }
 
 /// Every plan of a DC's operator namespace, oldest first.
-pub async fn copies(client: &Client, namespace: &str) -> Result<Vec<FleetRelease>, String> {
+pub async fn copies(client: &Client, namespace: &str) -> Result<Vec<FleetRelease>, Unread> {
     let mut plans = Api::<FleetRelease>::namespaced(client.clone(), namespace)
         .list_paged(&ListParams::default())
         .await
@@ -38,13 +40,8 @@ pub async fn copies(client: &Client, namespace: &str) -> Result<Vec<FleetRelease
     Ok(plans)
 }
 
-fn not_installed(error: &kube::Error, namespace: &str) -> String {
-    match error {
-        kube::Error::Api(status) if status.code == 404 => {
-            "the FleetRelease CRD is not installed: apply this build's CRDs (deploy/crds, or the chart's crds/) first".into()
-        }
-        _ => format!("cannot read FleetReleases in namespace {namespace}: {error}"),
-    }
+fn not_installed(error: &kube::Error, namespace: &str) -> Unread {
+    Unread::of(error, "FleetRelease", namespace)
 }
 
 /// The DC's OperatorRelease of the plan (named as the plan), as the step reads it.

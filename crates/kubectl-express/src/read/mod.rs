@@ -8,3 +8,4 @@ pub mod pages;
 pub mod release;
 pub mod rings;
 pub mod triage;
+pub mod unread;

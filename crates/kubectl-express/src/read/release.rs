@@ -7,6 +7,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 
 use crate::exit::Exit;
+use crate::read::unread::Unread;
 
 pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<OperatorRelease, Exit> {
     match Api::<OperatorRelease>::namespaced(client.clone(), namespace)
@@ -32,11 +33,9 @@ pub async fn list(client: &Client, namespace: &str) -> Result<Vec<OperatorReleas
 }
 
 fn not_installed(error: kube::Error, namespace: &str) -> Exit {
-    match &error {
-        kube::Error::Api(status) if status.code == 404 => Exit::usage(
-            "the OperatorRelease CRD is not installed: apply this build's CRDs (deploy/crds, or the chart's crds/) first",
-        ),
-        _ => Exit::api(
+    match Unread::of(&error, "OperatorRelease", namespace) {
+        not_installed @ Unread::NotInstalled(_) => Exit::usage(not_installed.to_string()),
+        Unread::Failed(_) => Exit::api(
             format!("cannot read OperatorReleases in namespace {namespace}"),
             &error,
         ),

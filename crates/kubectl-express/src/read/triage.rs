@@ -17,6 +17,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt as _};
 
 use crate::read::live::{self, forbidden, inventory};
+use crate::read::unread::Unread;
 
 /// The label the operator chart puts on every ring's Deployment.
 const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
@@ -133,9 +134,9 @@ pub(crate) async fn fleet_around(
     let fleet_releases = match crate::read::fleet_release::copies(client, operator_namespace).await
     {
         Ok(plans) => plans.iter().map(observe::release).collect(),
-        Err(why) if why.contains("not installed") => Vec::new(),
+        Err(Unread::NotInstalled(_)) => Vec::new(),
         Err(why) => {
-            unreadable.push(why);
+            unreadable.push(why.to_string());
             Vec::new()
         }
     };

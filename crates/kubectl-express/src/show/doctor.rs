@@ -8,16 +8,18 @@ use express_triage::across::FleetVerdict;
 use express_triage::{Report, Status, Verdict};
 
 use crate::contexts::across::PerContext;
+use crate::exit::Code;
 use crate::show::cluster;
 use crate::text::table;
 
 /// The exit code of a verdict: 0 healthy, 1 tenant or deployment, 3 infrastructure.
 pub fn verdict_code(verdict: Verdict) -> u8 {
     match verdict {
-        Verdict::Healthy => 0,
-        Verdict::Tenant | Verdict::Deployment => 1,
-        Verdict::Infrastructure => 3,
+        Verdict::Healthy => Code::Done,
+        Verdict::Tenant | Verdict::Deployment => Code::Failed,
+        Verdict::Infrastructure => Code::Infrastructure,
     }
+    .number()
 }
 
 /// One context's doctor: its report, and the operator builds its tenants report.

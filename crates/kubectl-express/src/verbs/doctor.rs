@@ -13,14 +13,15 @@ use crate::contexts::{self};
 use crate::exit::Exit;
 use crate::read::triage::read_fleet;
 use crate::show::doctor::{focus_section, render, verdict_code};
+use crate::verbs::args::Output;
 
 pub(crate) mod across;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Output: text (the runbook's order: verdict, checks, tenants) or json.
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    output: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
     /// Count the operator's Warning events this recent.
     #[arg(long, default_value = "15m", value_parser = express_api::bounce::parse_duration)]
     since: u64,
@@ -75,7 +76,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(Mode::Fleet(selection)) => {
             contexts::across::run("doctor", &args.connect, selection, |plan| {
                 across::run(
-                    &args.output,
+                    args.output,
                     args.details,
                     args.thresholds(),
                     &args.operator_namespace,
@@ -95,8 +96,8 @@ fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
             .await
             .map_err(Exit::usage)?;
         let report = express_triage::triage(&fleet, &thresholds);
-        match args.output.as_str() {
-            "json" => println!(
+        match args.output {
+            Output::Json => println!(
                 "{}",
                 serde_json::to_string_pretty(&report)
                     .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?

@@ -13,6 +13,7 @@ use crate::contexts::{across, tail};
 use crate::exit::{Code, Exit};
 use crate::read::live;
 use crate::show::cluster;
+use crate::verbs::args::Output;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -20,8 +21,8 @@ pub struct Args {
     #[arg(short = 'A', long)]
     all_namespaces: bool,
     /// Output: text (a table) or json (`clusters`; across contexts, one entry per context).
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    output: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
     /// The operator's namespace, where express-operator-control lives.
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
@@ -49,8 +50,8 @@ pub fn run(args: Args) -> ExitCode {
             .await
             .map_err(Exit::failure)?;
             let rows = cluster::list_rows(&objects, &args.operator_namespace);
-            match args.output.as_str() {
-                "json" => tail::print_json(&json!({ "clusters": rows }))?,
+            match args.output {
+                Output::Json => tail::print_json(&json!({ "clusters": rows }))?,
                 _ => print!("{}", cluster::render_list(&rows)),
             }
             Ok(Code::Done.into())
@@ -93,8 +94,8 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
         .filter(|r| r.outcome.is_err())
         .map(|r| r.context.as_str())
         .collect();
-    match args.output.as_str() {
-        "json" => {
+    match args.output {
+        Output::Json => {
             let entries = tail::entries(&results, |_| {
                 Map::from_iter([("clusters".to_owned(), Value::Null)])
             })?;

@@ -3,6 +3,7 @@
 //! share: running a verb on a single-threaded runtime, connected or not, and request ids.
 
 pub mod abort;
+pub mod args;
 pub mod bounce;
 pub mod completion;
 pub mod dashboard;

@@ -22,6 +22,7 @@ use crate::contexts::tail;
 use crate::exit::{Code, Exit};
 use crate::read::release as read;
 use crate::show::release as show;
+use crate::verbs::args::Output;
 use crate::write::release::{self as write, Request};
 
 #[derive(clap::Args, Debug)]
@@ -32,8 +33,8 @@ pub struct Args {
     /// The release to show (default: every release of the operator's namespace).
     name: Option<String>,
     /// Output: text or json (the OperatorRelease objects as the API serves them).
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    output: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
     /// The operator's namespace, where releases live.
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
@@ -109,7 +110,7 @@ pub fn run(args: Args) -> ExitCode {
 
 fn show(
     name: Option<String>,
-    output: String,
+    output: Output,
     operator_namespace: String,
     connect: ConnectArgs,
 ) -> ExitCode {
@@ -121,8 +122,8 @@ fn show(
             Some(name) => vec![read::get(&client, namespace, name).await?],
             None => read::list(&client, namespace).await?,
         };
-        match output.as_str() {
-            "json" => {
+        match output {
+            Output::Json => {
                 let value = match (&name, releases.first()) {
                     (Some(_), Some(one)) => serde_json::to_value(one),
                     _ => serde_json::to_value(&releases),
@@ -173,7 +174,7 @@ struct Releases {
 /// NAME), a line per context not read, and the fleet's exit code.
 async fn across(
     name: Option<String>,
-    output: String,
+    output: Output,
     operator_namespace: String,
     plan: Plan,
 ) -> Result<ExitCode, Exit> {
@@ -198,10 +199,10 @@ async fn across(
     let codes: Vec<u8> = results
         .iter()
         .filter_map(|r| r.outcome.as_ref().ok())
-        .map(|r| newest_code(&r.releases) as u8)
+        .map(|r| newest_code(&r.releases).number())
         .collect();
-    match output.as_str() {
-        "json" => tail::print_json(&json!({
+    match output {
+        Output::Json => tail::print_json(&json!({
             "contexts": tail::entries(&results, |_| {
                 Map::from_iter([("releases".to_owned(), Value::Null)])
             })?,
@@ -297,7 +298,7 @@ mod tests {
         let codes: Vec<u8> = results()
             .iter()
             .filter_map(|r| r.outcome.as_ref().ok())
-            .map(|r| newest_code(&r.releases) as u8)
+            .map(|r| newest_code(&r.releases).number())
             .collect();
         assert_eq!(codes, [0, 1]);
         assert_eq!(tail::exit_code(&codes, 1, false), 4);

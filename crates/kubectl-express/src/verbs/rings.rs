@@ -18,12 +18,13 @@ use crate::contexts::{self, tail};
 use crate::exit::{Code, Exit};
 use crate::read::rings::{Read, read};
 use crate::show::rings::{render, unserved_lines};
+use crate::verbs::args::Output;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Output: text (a table, then the tenants no live operator serves, on stderr) or json.
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    output: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
     /// The operator's namespace, where each ring's Lease lives.
     #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
     operator_namespace: String,
@@ -37,7 +38,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(Mode::Single(connect)) => single(&args, &connect),
         Ok(Mode::Fleet(selection)) => {
             contexts::across::run("rings", &args.connect, selection, |plan| {
-                across::run(&args.output, &args.operator_namespace, plan)
+                across::run(args.output, &args.operator_namespace, plan)
             })
         }
     }
@@ -50,8 +51,8 @@ fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
         let Read { survey, warnings } = read(&client, focus.as_deref(), &args.operator_namespace)
             .await
             .map_err(Exit::usage)?;
-        match args.output.as_str() {
-            "json" => tail::print_json(
+        match args.output {
+            Output::Json => tail::print_json(
                 &serde_json::to_value(&survey)
                     .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?,
             )?,

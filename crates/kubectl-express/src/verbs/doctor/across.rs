@@ -17,9 +17,10 @@ use crate::contexts::tail;
 use crate::exit::Exit;
 use crate::read::triage::read_fleet;
 use crate::show::doctor::{DcReport, focus_section, render_fleet, verdict_code};
+use crate::verbs::args::Output;
 
 pub async fn run(
-    output: &str,
+    output: Output,
     details: bool,
     thresholds: Thresholds,
     operator_namespace: &str,
@@ -86,7 +87,7 @@ pub async fn run(
         .map(|r| r.context.as_str())
         .collect();
     match output {
-        "json" => tail::print_json(&json!({
+        Output::Json => tail::print_json(&json!({
             "verdict": verdict.as_str(),
             "headline": verdict.headline,
             "reason": verdict.reason,

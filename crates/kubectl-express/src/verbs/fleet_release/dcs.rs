@@ -1,15 +1,18 @@
 //! The DCs of one plan: a client per kubeconfig context the plan names (a name the kubeconfig
 //! lacks refuses the plan before anything is written), each read and written within
-//! `--context-timeout`, all of them at once.
+//! `--context-timeout`, all of them at once, through the one fan-out every verb across
+//! contexts uses (`contexts::across`: its deadline, its typed errors).
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use express_api::fleet_release::{FleetRelease, FleetReleaseSpec};
 use express_planner::fleet_release::{DcRead, DcSeen, ReleaseSeen};
-use futures::future::join_all;
 use kube::Client;
 
+use crate::contexts::across::{ContextError, each_within};
 use crate::contexts::select::Loaded;
 use crate::exit::Exit;
 use crate::read::fleet_release as read;
@@ -18,7 +21,7 @@ use crate::read::fleet_release as read;
 pub struct Reading {
     pub context: String,
     /// Its copy (None: it has none) and its release; `Err`: why it could not be read.
-    pub read: Result<(Option<FleetRelease>, Option<ReleaseSeen>), String>,
+    pub read: Result<(Option<FleetRelease>, Option<ReleaseSeen>), ContextError>,
 }
 
 pub struct Dcs {
@@ -26,8 +29,10 @@ pub struct Dcs {
     pub namespace: String,
     pub name: String,
     pub deadline: Duration,
-    /// Each DC of the plan in stage order, with its client (`Err`: the kubeconfig makes none).
-    pub clients: Vec<(String, Result<Client, String>)>,
+    /// The DCs of the plan in stage order.
+    pub contexts: Vec<String>,
+    /// Each DC's client (`Err`: the kubeconfig makes none).
+    clients: Arc<BTreeMap<String, Result<Client, ContextError>>>,
 }
 
 /// The contexts of `spec` that `loaded` lacks, refused with the names it has.
@@ -61,52 +66,76 @@ impl Dcs {
         deadline: Duration,
     ) -> Result<Dcs, Exit> {
         missing_contexts(loaded, spec)?;
-        let mut clients = Vec::new();
+        let mut contexts = Vec::new();
+        let mut clients = BTreeMap::new();
         for (_, context) in spec.contexts() {
-            let client = loaded.client(context).await.map(|(client, _)| client);
-            clients.push((context.to_owned(), client));
+            let client = loaded
+                .client(context)
+                .await
+                .map(|(client, _)| client)
+                .map_err(ContextError::Config);
+            contexts.push(context.to_owned());
+            clients.insert(context.to_owned(), client);
         }
         Ok(Dcs {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             deadline,
-            clients,
+            contexts,
+            clients: Arc::new(clients),
         })
     }
 
-    /// Runs `work` on every DC with a client, at once, each within the deadline.
-    pub async fn each<'a, T, F, Fut>(&'a self, work: F) -> Vec<(String, Result<T, String>)>
+    /// Runs `work` on every DC with a client, all at once, each within the deadline; a DC
+    /// without a client, or past the deadline, is its [`ContextError`].
+    pub async fn each<T, F, Fut>(&self, work: F) -> Vec<(String, Result<T, ContextError>)>
     where
-        F: Fn(&'a str, &'a Client) -> Fut,
-        Fut: Future<Output = Result<T, String>> + 'a,
+        T: Send + 'static,
+        F: Fn(String, Client) -> Fut,
+        Fut: Future<Output = Result<T, ContextError>> + Send + 'static,
     {
-        let deadline = self.deadline;
-        join_all(self.clients.iter().map(|(context, client)| {
-            let work = client.as_ref().map(|c| work(context, c));
-            async move {
-                let result = match work {
-                    Err(why) => Err(why.clone()),
-                    Ok(future) => match tokio::time::timeout(deadline, future).await {
-                        Ok(result) => result,
-                        Err(_) => Err(format!(
-                            "timeout after {}",
-                            express_api::bounce::format_duration(deadline.as_secs())
-                        )),
-                    },
+        let clients = self.clients.clone();
+        let work = &work;
+        each_within(
+            &self.contexts,
+            self.contexts.len(),
+            self.deadline,
+            move |context| {
+                let started = match clients.get(&context) {
+                    Some(Ok(client)) => Ok(work(context, client.clone())),
+                    Some(Err(why)) => Err(why.clone()),
+                    None => Err(ContextError::Config(format!(
+                        "no client for context {context}"
+                    ))),
                 };
-                (context.clone(), result)
-            }
-        }))
+                async move {
+                    match started {
+                        Ok(future) => future.await,
+                        Err(why) => Err(why),
+                    }
+                }
+            },
+        )
         .await
+        .into_iter()
+        .map(|done| (done.context, done.outcome))
+        .collect()
     }
 
     /// Every DC's copy and release.
     pub async fn read(&self) -> Vec<Reading> {
-        let (namespace, name) = (self.namespace.as_str(), self.name.as_str());
-        self.each(|_, client| async move {
-            let copy = read::copy(client, namespace, name).await?;
-            let release = read::release(client, namespace, name).await?;
-            Ok((copy, release))
+        let (namespace, name) = (self.namespace.clone(), self.name.clone());
+        self.each(move |_, client| {
+            let (namespace, name) = (namespace.clone(), name.clone());
+            async move {
+                let copy = read::copy(&client, &namespace, &name)
+                    .await
+                    .map_err(|why| ContextError::Failed(why.to_string()))?;
+                let release = read::release(&client, &namespace, &name)
+                    .await
+                    .map_err(ContextError::Failed)?;
+                Ok((copy, release))
+            }
         })
         .await
         .into_iter()
@@ -116,10 +145,11 @@ impl Dcs {
 
     /// The DCs as the step sees them, with their doctor's verdicts when `verdicts`.
     pub async fn seen(&self, readings: &[Reading], verdicts: bool) -> Vec<DcSeen> {
-        let namespace = self.namespace.as_str();
+        let namespace = self.namespace.clone();
         let mut doctor = if verdicts {
-            self.each(|_, client| async move {
-                Ok(crate::read::triage::verdict(client, namespace).await)
+            self.each(move |_, client| {
+                let namespace = namespace.clone();
+                async move { Ok(crate::read::triage::verdict(&client, &namespace).await) }
             })
             .await
         } else {
@@ -132,13 +162,13 @@ impl Dcs {
                 read: r
                     .read
                     .as_ref()
-                    .map_err(Clone::clone)
+                    .map_err(ToString::to_string)
                     .map(|(_, release)| DcRead {
                         release: release.clone(),
                         verdict: doctor
                             .iter_mut()
                             .find(|(c, _)| *c == r.context)
-                            .map(|(_, v)| v.clone().and_then(|v| v)),
+                            .map(|(_, v)| v.clone().map_err(|e| e.to_string()).and_then(|v| v)),
                     }),
             })
             .collect()

@@ -12,26 +12,20 @@ use express_planner::fleet_release::{FleetSnapshot, FleetStep, step, verdicts_du
 use k8s_openapi::jiff::Timestamp;
 
 use super::dcs::{Dcs, Reading};
+use crate::contexts::across::ContextError;
+use crate::exit::Code;
 use crate::read::fleet_release::merged;
 use crate::write::fleet_release as write;
 
-/// The exit codes of `run` (an Argo Workflow step retries on 4 and 5).
-pub mod code {
-    pub const SUCCEEDED: u8 = 0;
-    pub const FAILED: u8 = 1;
-    pub const INCONCLUSIVE: u8 = 3;
-    pub const UNREADABLE: u8 = 4;
-    pub const LATER: u8 = 5;
-}
-
-/// The exit code a status gives: 1 failed, then 4 a DC unread, then 3 held, then 5 not over.
-pub fn exit_code(status: &FleetReleaseStatus, at_timeout: bool) -> Option<u8> {
+/// The exit code a status gives (an Argo Workflow step retries on 4 and 5): 1 failed, then 4
+/// a DC unread, then 3 held, then 5 not over.
+pub fn exit_code(status: &FleetReleaseStatus, at_timeout: bool) -> Option<Code> {
     let phase = status.phase();
     if phase == FleetPhase::Succeeded {
-        return Some(code::SUCCEEDED);
+        return Some(Code::Done);
     }
     if phase.is_failure() {
-        return Some(code::FAILED);
+        return Some(Code::Failed);
     }
     let stops_here = matches!(phase, FleetPhase::Paused | FleetPhase::WaitingApproval);
     if !at_timeout && !stops_here {
@@ -42,11 +36,11 @@ pub fn exit_code(status: &FleetReleaseStatus, at_timeout: bool) -> Option<u8> {
         .iter()
         .any(|d| d.state == DcState::Unknown);
     Some(if unread {
-        code::UNREADABLE
+        Code::Incomplete
     } else if phase == FleetPhase::Inconclusive {
-        code::INCONCLUSIVE
+        Code::Inconclusive
     } else {
-        code::LATER
+        Code::Later
     })
 }
 
@@ -82,12 +76,21 @@ pub async fn once(dcs: &Dcs, spec: &FleetReleaseSpec, quiet: bool) -> (FleetStep
     let (namespace, name) = (dcs.namespace.as_str(), dcs.name.as_str());
     let actions = &decided.actions;
     let acted = dcs
-        .each(|context, client| async move {
-            let mut done = Vec::new();
-            for action in actions.iter().filter(|a| a.context() == context) {
-                done.push(write::act(client, namespace, name, spec, action).await?);
+        .each(|context, client| {
+            let (namespace, name, spec) = (namespace.to_owned(), name.to_owned(), spec.clone());
+            let mine: Vec<_> = actions
+                .iter()
+                .filter(|a| a.context() == context)
+                .cloned()
+                .collect();
+            async move {
+                let mut done = Vec::new();
+                for action in &mine {
+                    let line = write::act(&client, &namespace, &name, &spec, action).await;
+                    done.push(line.map_err(ContextError::Failed)?);
+                }
+                Ok(done)
             }
-            Ok(done)
         })
         .await;
     for (context, result) in acted {
@@ -119,12 +122,21 @@ pub async fn once(dcs: &Dcs, spec: &FleetReleaseSpec, quiet: bool) -> (FleetStep
         .collect();
     let stale = &stale;
     let written = dcs
-        .each(|context, client| async move {
-            if !stale.iter().any(|c| c == context) {
-                return Ok(());
+        .each(|context, client| {
+            let is_stale = stale.contains(&context);
+            let (namespace, name) = (namespace.to_owned(), name.to_owned());
+            let (spec, status) = (spec.clone(), status.clone());
+            async move {
+                if !is_stale {
+                    return Ok(());
+                }
+                write::place(&client, &namespace, &name, &spec)
+                    .await
+                    .map_err(ContextError::Failed)?;
+                write::status(&client, &namespace, &name, &status)
+                    .await
+                    .map_err(ContextError::Failed)
             }
-            write::place(client, namespace, name, spec).await?;
-            write::status(client, namespace, name, status).await
         })
         .await;
     for (context, result) in written {
@@ -183,7 +195,7 @@ pub async fn run(
         }
         let out_of_time = timeout.is_some_and(|t| started.elapsed() >= t);
         if let Some(code) = exit_code(&decided.status, out_of_time) {
-            if code == code::UNREADABLE {
+            if code == Code::Incomplete {
                 for dc in &decided.status.data_centers {
                     if dc.state == DcState::Unknown {
                         eprintln!(
@@ -194,7 +206,7 @@ pub async fn run(
                     }
                 }
             }
-            return ExitCode::from(code);
+            return code.into();
         }
         let mut pause = poll;
         if let Some(wake) = decided.wake_at {

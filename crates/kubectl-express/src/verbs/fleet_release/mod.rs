@@ -17,13 +17,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use self::dcs::Dcs;
-use self::drive::code;
 use self::requests::{Ask, ask};
+use crate::contexts::across::ContextError;
 use crate::contexts::select::{Loaded, load};
-use crate::exit::Exit;
+use crate::exit::{Code, Exit};
 use crate::read::fleet_release as read;
 use crate::runtime::block_on_threads;
 use crate::show::fleet_release::{render, render_list};
+use crate::verbs::args::Output;
 use crate::write::fleet_release::{Placed, place};
 
 #[derive(clap::Args, Debug)]
@@ -34,8 +35,8 @@ pub struct Args {
     /// The plan to show (default: every plan in the context read).
     name: Option<String>,
     /// Output: text or json (the status fields and `name`).
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    output: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
     #[command(flatten)]
     target: Target,
 }
@@ -126,7 +127,7 @@ pub fn run(args: Args) -> ExitCode {
     block_on_threads(verb, Exit::usage, async move {
         let target = args.target.clone();
         match args.action {
-            None => show(&target, args.name.as_deref(), &args.output).await,
+            None => show(&target, args.name.as_deref(), args.output).await,
             Some(Action::Run(run)) => drive(&target, run).await,
             Some(Action::Pause(n)) => request(&target, &n.name, Ask::Pause).await,
             Some(Action::Resume(n)) => request(&target, &n.name, Ask::Resume).await,
@@ -203,11 +204,11 @@ async fn copy_in_context(
     .await
     .map_err(|_| {
         Exit::new(
-            crate::exit::Code::Paused,
+            Code::Incomplete,
             format!("context {context}: timeout reading FleetRelease {name}"),
         )
     })?
-    .map_err(Exit::failure)?;
+    .map_err(|why| Exit::failure(why.to_string()))?;
     found.ok_or_else(|| {
         Exit::usage(format!(
             "no FleetRelease {name} in namespace {} of context {context}",
@@ -233,10 +234,16 @@ async fn drive(target: &Target, args: RunArgs) -> Result<ExitCode, Exit> {
                     different.join(", ")
                 )));
             }
-            let (namespace, spec_ref) = (target.operator_namespace.as_str(), &spec);
-            let name_ref = name.as_str();
             for (context, placed) in dcs
-                .each(|_, client| async move { place(client, namespace, name_ref, spec_ref).await })
+                .each(|_, client| {
+                    let namespace = target.operator_namespace.clone();
+                    let (name, spec) = (name.clone(), spec.clone());
+                    async move {
+                        place(&client, &namespace, &name, &spec)
+                            .await
+                            .map_err(ContextError::Failed)
+                    }
+                })
                 .await
             {
                 match placed {
@@ -261,7 +268,7 @@ async fn drive(target: &Target, args: RunArgs) -> Result<ExitCode, Exit> {
     Ok(match timeout {
         Some(t) => tokio::time::timeout(t + deadline * 3, drive)
             .await
-            .unwrap_or_else(|_| ExitCode::from(code::UNREADABLE)),
+            .unwrap_or_else(|_| Code::Incomplete.into()),
         None => drive.await,
     })
 }
@@ -283,7 +290,7 @@ async fn request(target: &Target, name: &str, what: Ask) -> Result<ExitCode, Exi
 
 /// The plan as the copy in one DC has it: exit 1 when it ended badly, 4 when a DC could not be
 /// read.
-async fn show(target: &Target, name: Option<&str>, output: &str) -> Result<ExitCode, Exit> {
+async fn show(target: &Target, name: Option<&str>, output: Output) -> Result<ExitCode, Exit> {
     let loaded = kubeconfig(target)?;
     let Some(name) = name else {
         let context = target
@@ -294,9 +301,9 @@ async fn show(target: &Target, name: Option<&str>, output: &str) -> Result<ExitC
         let (client, _) = loaded.client(&context).await.map_err(Exit::usage)?;
         let plans = read::copies(&client, &target.operator_namespace)
             .await
-            .map_err(Exit::failure)?;
+            .map_err(|why| Exit::failure(why.to_string()))?;
         match output {
-            "json" => print_json(&serde_json::to_value(&plans).unwrap_or_default())?,
+            Output::Json => print_json(&serde_json::to_value(&plans).unwrap_or_default())?,
             _ => print!("{}", render_list(&plans)),
         }
         return Ok(ExitCode::SUCCESS);
@@ -304,7 +311,7 @@ async fn show(target: &Target, name: Option<&str>, output: &str) -> Result<ExitC
     let copy = copy_in_context(&loaded, target, name).await?;
     let status = copy.status.clone().unwrap_or_default();
     match output {
-        "json" => {
+        Output::Json => {
             let mut value = serde_json::to_value(&status).unwrap_or_default();
             if let Some(map) = value.as_object_mut() {
                 map.insert("name".into(), copy.name_any().into());
@@ -315,17 +322,17 @@ async fn show(target: &Target, name: Option<&str>, output: &str) -> Result<ExitC
         _ => print!("{}", render(&copy, &status, Timestamp::now())),
     }
     let code = if status.phase().is_failure() {
-        code::FAILED
+        Code::Failed
     } else if status
         .data_centers
         .iter()
         .any(|d| d.state == DcState::Unknown)
     {
-        code::UNREADABLE
+        Code::Incomplete
     } else {
-        code::SUCCEEDED
+        Code::Done
     };
-    Ok(ExitCode::from(code))
+    Ok(code.into())
 }
 
 fn print_json(value: &serde_json::Value) -> Result<(), Exit> {

@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::dcs::Dcs;
 use super::drive::once;
+use crate::contexts::across::ContextError;
 use crate::write::control::request_id;
 use crate::write::fleet_release as write;
 
@@ -63,12 +64,17 @@ pub async fn ask(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> ExitCode {
         annotations.insert(ANNOTATION_ABORT_ROLLBACK, rollback.to_string());
     }
     let (namespace, name) = (dcs.namespace.as_str(), dcs.name.as_str());
-    let annotations = &annotations;
     let mut unreached: Vec<String> = Vec::new();
     for (context, result) in dcs
-        .each(
-            |_, client| async move { write::annotate(client, namespace, name, annotations).await },
-        )
+        .each(|_, client| {
+            let (namespace, name) = (namespace.to_owned(), name.to_owned());
+            let annotations = annotations.clone();
+            async move {
+                write::annotate(&client, &namespace, &name, &annotations)
+                    .await
+                    .map_err(ContextError::Failed)
+            }
+        })
         .await
     {
         if let Err(why) = result {

@@ -12,8 +12,9 @@ use crate::exit::Exit;
 use crate::read::rings::survey::Survey;
 use crate::read::rings::{Read, read};
 use crate::show::rings::{RING_HEADER, ring_rows, unserved_lines, with_release_column};
+use crate::verbs::args::Output;
 
-pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<ExitCode, Exit> {
+pub async fn run(output: Output, operator_namespace: &str, plan: Plan) -> Result<ExitCode, Exit> {
     let focus = plan.namespace.clone();
     let scope = if focus.is_some() {
         Scope::Namespace
@@ -67,7 +68,7 @@ pub async fn run(output: &str, operator_namespace: &str, plan: Plan) -> Result<E
         .map(|r| r.context.as_str())
         .collect();
     match output {
-        "json" => tail::print_json(&json!({
+        Output::Json => tail::print_json(&json!({
             "contexts": tail::entries(&surveys, |_| Map::from_iter([
                 ("rings".to_owned(), Value::Null),
                 ("unserved".to_owned(), Value::Null),
