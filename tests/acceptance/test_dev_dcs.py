@@ -1,11 +1,13 @@
 """The main job across DCs: `express-operator dev --dcs 3` (three local DCs, each a kubesim
 behind its own token with two operator rings and sample tenants; one kubeconfig with a context
 per DC) read by the real plugin, stopped by Ctrl-C with nothing left behind; and its demo, a
-release across the three DCs through `kubectl express fleet-release`, that succeeds, or with
+release across the three DCs through the plugin's fleet-release driver (in process: the
+operator binary alone, with no plugin beside it or on the PATH, runs it), that succeeds, or with
 `--fail-in dev-b` stops after dev-b rolls itself back."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import urllib.error
@@ -14,12 +16,28 @@ import urllib.request
 from conftest import KUBECTL_EXPRESS, OPERATOR
 
 
+def alone(directory):
+    """The operator binary copied into a folder of its own, as a fresh clone's `cargo run
+    --release -p express-operator` leaves it: no plugin binary beside it or on the PATH."""
+    binary = directory / "bin" / "express-operator"
+    binary.parent.mkdir()
+    shutil.copy2(OPERATOR, binary)
+    return binary
+
+
+def without_plugin():
+    """The environment with no way to find a kubectl-express binary."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECTL_EXPRESS", "KUBECTL_EXPRESS_BIN")}
+    env["PATH"] = "/usr/bin:/bin"
+    return env
+
+
 def dev(directory, *flags, **kwargs):
     return subprocess.run(
-        [OPERATOR, "dev", "--dcs", "3", "--startup-seconds", "0.3",
+        [alone(directory), "dev", "--dcs", "3", "--startup-seconds", "0.3",
          "--kubeconfig", str(directory / "express-dev.kubeconfig"), *flags],
         capture_output=True, text=True, cwd=directory, timeout=180,
-        env={**os.environ, "KUBECTL_EXPRESS": KUBECTL_EXPRESS}, **kwargs)
+        env=without_plugin(), **kwargs)
 
 
 def servers(kubeconfig):

@@ -1,29 +1,13 @@
 //! `kubectl-express`: the kubectl plugin for Express clusters (DESIGN section 9). This file is
-//! the menu: the subcommands and their help, each dispatched to its module in [`verbs`]. The
-//! modules beside `verbs` are the layers the verbs share, each importing only those below it:
-//! reading a cluster or manifests ([`read`]), writing requests ([`write`]), drawing
-//! ([`show`]), choosing and reading contexts ([`contexts`]), the planner's report ([`plan`]),
-//! kept revisions ([`revisions`]), connecting ([`connect`]), the runtime ([`runtime`]) and exit
-//! codes ([`exit`]); [`dashboard`] is the web UI behind the `dashboard` verb.
+//! the menu: the subcommands and their help, each dispatched to its module in the library's
+//! [`verbs`].
 
 // jemalloc rather than the system allocator: a DC's read allocates and frees some 20 objects a
 // tenant within a second, which glibc's allocator served at about a third of the CPU.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-mod connect;
-mod contexts;
-mod dashboard;
-mod exit;
-mod plan;
-mod read;
-mod revisions;
-mod runtime;
-mod show;
-mod text;
-mod verbs;
-mod write;
-
+use kubectl_express::{text, verbs};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

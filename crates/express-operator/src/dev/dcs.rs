@@ -7,7 +7,6 @@
 //! unable to write, so that its own release rolls back and the plan stops.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use express_api::{ClusterPhase, ExpressCluster};
@@ -211,18 +210,6 @@ spec:
     )
 }
 
-/// The plugin binary: `KUBECTL_EXPRESS`, beside this binary, or on the PATH.
-fn plugin() -> PathBuf {
-    if let Some(path) = std::env::var_os("KUBECTL_EXPRESS") {
-        return PathBuf::from(path);
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.join("kubectl-express")))
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from("kubectl-express"))
-}
-
 fn write(path: &Path, text: &str) -> Result<(), DevError> {
     std::fs::write(path, text).map_err(|source| DevError::Kubeconfig {
         path: path.to_owned(),
@@ -275,30 +262,29 @@ pub async fn run(options: DcsOptions) -> Result<(), DevError> {
             println!("{failing}: the canary build cannot write (kubesim refuses its writes)");
         }
         println!("demo: releasing ring canary across the DCs ({plan_shown})");
-        let status = Command::new(plugin())
-            .args(["fleet-release", "run", "-f"])
-            .arg(&plan_path)
-            .arg("--kubeconfig")
-            .arg(&options.kubeconfig)
-            .args(["--timeout", "110s", "--context-timeout", "5s"])
-            .status()
-            .map_err(|e| {
-                DevError::Demo(format!(
-                    "cannot run kubectl-express (build it: cargo build --release -p kubectl-express, or set KUBECTL_EXPRESS): {e}"
-                ))
-            })?;
+        let code = kubectl_express::verbs::fleet_release::run_plan(
+            &plan_path,
+            &options.kubeconfig,
+            Duration::from_secs(110),
+            Duration::from_secs(5),
+        )
+        .await;
         stop(dcs);
-        return match status.code() {
-            Some(0) => {
+        return match code.map(|code| code.number()) {
+            Ok(0) => {
                 println!("demo: the release across DCs succeeded");
                 Ok(())
             }
-            Some(1) => Err(DevError::Demo(
+            Ok(1) => Err(DevError::Demo(
                 "the release across DCs failed (see why above): the failing DC went home, no later stage started; DCs that had passed their soak stay released"
                     .into(),
             )),
-            other => Err(DevError::Demo(format!(
-                "the release across DCs did not finish (exit {other:?})"
+            Ok(other) => Err(DevError::Demo(format!(
+                "the release across DCs did not finish (exit {other})"
+            ))),
+            Err(cannot) => Err(DevError::Demo(format!(
+                "the release across DCs could not run: {}",
+                cannot.message
             ))),
         };
     }

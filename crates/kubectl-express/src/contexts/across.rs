@@ -2,8 +2,8 @@
 //! client, a deadline (`--context-timeout`) and a place among at most `--max-parallel` reads in
 //! flight, and ends as a [`PerContext`]: what the verb read, or why it could not
 //! ([`ContextError`]: unreachable, refused, forbidden, or an error). Nothing is dropped: a context
-//! that could not be read is a line in the text and an entry in the JSON. [`exit_code`] merges
-//! the per-context exit codes into the fleet's.
+//! that could not be read is a line in the text and an entry in the JSON.
+//! [`super::tail::exit_code`] merges the per-context exit codes into the fleet's.
 
 use std::future::Future;
 use std::process::ExitCode;

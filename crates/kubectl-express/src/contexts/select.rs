@@ -1,6 +1,6 @@
 //! Which kubeconfig contexts a fleet verb (`list`, `doctor`, `rings`) reads (DESIGN section 13):
 //! the selection flags, the pure [`select`], and the kubeconfig merged as kubectl merges
-//! `KUBECONFIG`, with a warning for a name two files define. [`crate::fleet`] then reads each
+//! `KUBECONFIG`, with a warning for a name two files define. [`super::across`] then reads each
 //! selected context with its own client.
 //!
 //! Selection is data, as in kubectl-foreach: each `--context` value is an exact name, a

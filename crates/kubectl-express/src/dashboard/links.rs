@@ -35,7 +35,14 @@ pub fn encode(value: &str) -> String {
 /// The key of this server's action tokens.
 pub struct Signer(hmac::Key);
 
+impl Default for Signer {
+    fn default() -> Signer {
+        Signer::new()
+    }
+}
+
 impl Signer {
+    /// A new random key: tokens of one server are worthless to another.
     pub fn new() -> Signer {
         let key: [u8; 32] = rand::random();
         Signer(hmac::Key::new(hmac::HMAC_SHA256, &key))

@@ -4,7 +4,6 @@
 //! driver (any machine) takes the same steps from the DCs.
 
 use std::collections::BTreeMap;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use express_api::fleet_release::{DcState, FleetPhase, FleetReleaseSpec, FleetReleaseStatus};
@@ -177,7 +176,7 @@ pub async fn run(
     spec: &FleetReleaseSpec,
     timeout: Option<Duration>,
     poll: Duration,
-) -> ExitCode {
+) -> Code {
     let started = Instant::now();
     let mut shown: BTreeMap<String, String> = BTreeMap::new();
     let mut last_message = None;
@@ -206,7 +205,7 @@ pub async fn run(
                     }
                 }
             }
-            return code.into();
+            return code;
         }
         let mut pause = poll;
         if let Some(wake) = decided.wake_at {

@@ -8,7 +8,7 @@ mod dcs;
 mod drive;
 mod requests;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -128,7 +128,7 @@ pub fn run(args: Args) -> ExitCode {
         let target = args.target.clone();
         match args.action {
             None => show(&target, args.name.as_deref(), args.output).await,
-            Some(Action::Run(run)) => drive(&target, run).await,
+            Some(Action::Run(run)) => drive(&target, run).await.map(ExitCode::from),
             Some(Action::Pause(n)) => request(&target, &n.name, Ask::Pause).await,
             Some(Action::Resume(n)) => request(&target, &n.name, Ask::Resume).await,
             Some(Action::Approve(n)) => request(&target, &n.name, Ask::Approve).await,
@@ -217,7 +217,34 @@ async fn copy_in_context(
     })
 }
 
-async fn drive(target: &Target, args: RunArgs) -> Result<ExitCode, Exit> {
+/// Drives the plan file `plan` across the DCs `kubeconfig` names to its end, as `fleet-release
+/// run -f PLAN --timeout T --context-timeout C` does: `express-operator dev --dcs N --demo`
+/// drives its demo with it in process, needing no plugin binary beside it.
+pub async fn run_plan(
+    plan: &Path,
+    kubeconfig: &Path,
+    timeout: Duration,
+    context_timeout: Duration,
+) -> Result<Code, Exit> {
+    let target = Target {
+        operator_namespace: super::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
+        kubeconfig: Some(kubeconfig.to_owned()),
+        context: None,
+        context_timeout: context_timeout.as_secs(),
+    };
+    let args = RunArgs {
+        file: Some(plan.to_owned()),
+        name: None,
+        timeout: Some(timeout.as_secs()),
+        poll: DEFAULT_POLL_SECONDS,
+    };
+    drive(&target, args).await
+}
+
+/// How often the driver reads the DCs while nothing is due, unless told otherwise.
+const DEFAULT_POLL_SECONDS: u64 = 5;
+
+async fn drive(target: &Target, args: RunArgs) -> Result<Code, Exit> {
     let loaded = kubeconfig(target)?;
     let deadline = Duration::from_secs(target.context_timeout);
     let (name, spec) = match (&args.file, &args.name) {
@@ -268,7 +295,7 @@ async fn drive(target: &Target, args: RunArgs) -> Result<ExitCode, Exit> {
     Ok(match timeout {
         Some(t) => tokio::time::timeout(t + deadline * 3, drive)
             .await
-            .unwrap_or_else(|_| Code::Incomplete.into()),
+            .unwrap_or(Code::Incomplete),
         None => drive.await,
     })
 }
