@@ -132,3 +132,15 @@ fn main() -> ExitCode {
         Command::Retry(args) => verbs::retry::run(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// clap checks a menu only when a verb is parsed; this checks every verb's arguments at
+    /// once (unique ids, flags that do not clash with a shared one).
+    #[test]
+    fn every_verb_s_arguments_are_well_formed() {
+        super::Cli::command().debug_assert();
+    }
+}

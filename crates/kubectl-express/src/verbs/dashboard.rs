@@ -16,6 +16,7 @@ use crate::contexts::select::{FleetArgs, Mode};
 use crate::dashboard::dcs::FleetStart;
 use crate::dashboard::server::{self, Settings};
 use crate::exit::Exit;
+use crate::verbs::args::OperatorNamespace;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -36,9 +37,8 @@ pub struct Args {
     /// loopback names; required to listen on another address.
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
     allowed_hosts: Vec<String>,
-    /// The operator's namespace (its Lease, Deployment and operator-wide control ConfigMap).
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: FleetArgs,
 }
@@ -151,7 +151,7 @@ async fn bind(args: &Args) -> Result<(tokio::net::TcpListener, Settings), Exit> 
         .local_addr()
         .map_err(|e| Exit::failure(format!("cannot read the listening address: {e}")))?;
     let settings = Settings {
-        operator_namespace: args.operator_namespace.clone(),
+        operator_namespace: args.operator.namespace.clone(),
         read_only: args.read_only,
         allowed_hosts: allowed_hosts(bound, &args.allowed_hosts),
     };

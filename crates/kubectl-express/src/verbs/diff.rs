@@ -32,7 +32,7 @@ pub fn run(args: Args) -> ExitCode {
                 verbose: false,
                 json: false,
                 fail_on_restart: false,
-                operator_namespace: args.operator_namespace,
+                operator_namespace: args.operator.namespace,
             };
             let (rows, facts) = gather(Some(&client), &options).await?;
             let (text, differs) = render_diff(&rows, &facts);

@@ -13,7 +13,7 @@ use crate::contexts::{self};
 use crate::exit::Exit;
 use crate::read::triage::read_fleet;
 use crate::show::doctor::{focus_section, render, verdict_code};
-use crate::verbs::args::Output;
+use crate::verbs::args::{OperatorNamespace, Output};
 
 pub(crate) mod across;
 
@@ -44,9 +44,8 @@ pub struct Args {
     /// Across contexts: every context's checks, not only the ones of contexts not healthy.
     #[arg(long)]
     details: bool,
-    /// The operator's namespace (its Lease, Deployment and operator-wide control ConfigMap).
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: FleetArgs,
 }
@@ -79,7 +78,7 @@ pub fn run(args: Args) -> ExitCode {
                     args.output,
                     args.details,
                     args.thresholds(),
-                    &args.operator_namespace,
+                    &args.operator.namespace,
                     plan,
                 )
             })
@@ -92,7 +91,7 @@ fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
     super::checked("doctor", connect, true, |client, _| async move {
         let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;
         let thresholds = args.thresholds();
-        let (fleet, objects) = read_fleet(&client, &args.operator_namespace, focus.as_deref())
+        let (fleet, objects) = read_fleet(&client, &args.operator.namespace, focus.as_deref())
             .await
             .map_err(Exit::usage)?;
         let report = express_triage::triage(&fleet, &thresholds);
@@ -107,7 +106,7 @@ fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
                 if let Some(namespace) = &focus {
                     print!(
                         "{}",
-                        focus_section(&objects, &args.operator_namespace, namespace)
+                        focus_section(&objects, &args.operator.namespace, namespace)
                     );
                 }
             }

@@ -13,7 +13,7 @@ use crate::contexts::{across, tail};
 use crate::exit::{Code, Exit};
 use crate::read::live;
 use crate::show::cluster;
-use crate::verbs::args::Output;
+use crate::verbs::args::{OperatorNamespace, Output};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -23,9 +23,8 @@ pub struct Args {
     /// Output: text (a table) or json (`clusters`; across contexts, one entry per context).
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     output: Output,
-    /// The operator's namespace, where express-operator-control lives.
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: FleetArgs,
 }
@@ -44,12 +43,12 @@ pub fn run(args: Args) -> ExitCode {
             let objects = live::load(
                 &c.client,
                 namespace,
-                &args.operator_namespace,
+                &args.operator.namespace,
                 live::Reading::Listing,
             )
             .await
             .map_err(Exit::failure)?;
-            let rows = cluster::list_rows(&objects, &args.operator_namespace);
+            let rows = cluster::list_rows(&objects, &args.operator.namespace);
             match args.output {
                 Output::Json => tail::print_json(&json!({ "clusters": rows }))?,
                 _ => print!("{}", cluster::render_list(&rows)),
@@ -69,7 +68,7 @@ async fn across(args: &Args, plan: Plan) -> Result<ExitCode, Exit> {
         Scope::Namespace
     };
     let (all_namespaces, operator_namespace) =
-        (args.all_namespaces, args.operator_namespace.clone());
+        (args.all_namespaces, args.operator.namespace.clone());
     let results = plan
         .read_all(scope, move |target| {
             let operator_namespace = operator_namespace.clone();

@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use crate::connect::ConnectArgs;
+use crate::verbs::args::OperatorNamespace;
 use crate::write::control::{self, Scope};
 
 #[derive(clap::Args, Debug)]
@@ -21,9 +22,8 @@ pub struct Args {
     /// Why (shown in every paused cluster's status).
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
-    /// The operator's namespace, where express-operator-control lives.
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -33,7 +33,7 @@ impl Args {
         match (&self.cluster, self.all) {
             (Some(cluster), _) => Scope::Cluster(cluster.clone()),
             (None, true) => Scope::All {
-                operator_namespace: self.operator_namespace.clone(),
+                operator_namespace: self.operator.namespace.clone(),
             },
             (None, false) => Scope::Namespace,
         }

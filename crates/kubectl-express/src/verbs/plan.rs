@@ -10,6 +10,7 @@ use crate::exit::{Code, Exit};
 use crate::plan::{self, OfflinePlan, OutputFormat, Report};
 use crate::read::live;
 use crate::show::graph;
+use crate::verbs::args::OperatorNamespace;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -27,9 +28,8 @@ pub struct Args {
     /// Every namespace (live).
     #[arg(short = 'A', long)]
     all_namespaces: bool,
-    /// Namespace of the operator, where the express-operator-control ConfigMap lives.
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE)]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -49,13 +49,13 @@ pub fn run(args: Args) -> ExitCode {
         let objects = live::load(
             &c.client,
             namespace,
-            &args.operator_namespace,
+            &args.operator.namespace,
             live::Reading::Everything,
         )
         .await
         .map_err(Exit::failure)?;
         let cluster = args.cluster.as_deref();
-        let report = plan::live(&objects, &args.operator_namespace, cluster);
+        let report = plan::live(&objects, &args.operator.namespace, cluster);
         if let (Some(cluster), true) = (cluster, report.clusters.is_empty()) {
             return Err(Exit::usage(live::no_cluster(
                 namespace.unwrap_or("(any)"),
@@ -73,7 +73,7 @@ fn offline(args: Args) -> ExitCode {
     let request = OfflinePlan {
         files: args.files,
         namespace: args.connect.namespace.unwrap_or_else(|| "default".into()),
-        operator_namespace: args.operator_namespace,
+        operator_namespace: args.operator.namespace,
     };
     match plan::offline(&request) {
         Ok(report) => print(&report, args.output),

@@ -22,7 +22,7 @@ use crate::contexts::tail;
 use crate::exit::{Code, Exit};
 use crate::read::release as read;
 use crate::show::release as show;
-use crate::verbs::args::Output;
+use crate::verbs::args::{OperatorNamespace, Output};
 use crate::write::release::{self as write, Request};
 
 #[derive(clap::Args, Debug)]
@@ -35,18 +35,16 @@ pub struct Args {
     /// Output: text or json (the OperatorRelease objects as the API serves them).
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     output: Output,
-    /// The operator's namespace, where releases live.
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     fleet: FleetArgs,
 }
 
 #[derive(clap::Args, Debug)]
 struct Target {
-    /// The operator's namespace, where releases live.
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -87,11 +85,11 @@ pub fn run(args: Args) -> ExitCode {
             return match args.fleet.mode() {
                 Err(error) => Exit::usage(error.to_string()).report("release"),
                 Ok(Mode::Single(connect)) => {
-                    show(args.name, args.output, args.operator_namespace, connect)
+                    show(args.name, args.output, args.operator.namespace, connect)
                 }
                 Ok(Mode::Fleet(selection)) => {
                     across::run("release", &args.fleet, selection, |plan| {
-                        across(args.name, args.output, args.operator_namespace, plan)
+                        across(args.name, args.output, args.operator.namespace, plan)
                     })
                 }
             };
@@ -102,7 +100,7 @@ pub fn run(args: Args) -> ExitCode {
         Some(Action::Abort(n)) => (n.name, n.target, Request::Abort),
     };
     super::live("release", &target.connect, |c| async move {
-        let done = write::request(&c.client, &target.operator_namespace, &name, request).await?;
+        let done = write::request(&c.client, &target.operator.namespace, &name, request).await?;
         done.print();
         Ok(Code::Done.into())
     })

@@ -11,6 +11,7 @@ use crate::exit::{Code, Exit};
 use crate::revisions::compare::Verdict;
 use crate::revisions::sources::{Options, Sources, gather};
 use crate::show::revisions::{render_json, render_table};
+use crate::verbs::args::OperatorNamespace;
 
 /// Local objects: rendered manifests, or a chart rendered with `helm template`.
 #[derive(clap::Args, Clone, Debug)]
@@ -54,8 +55,8 @@ impl LocalArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub local: LocalArgs,
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    pub operator_namespace: String,
+    #[command(flatten)]
+    pub operator: OperatorNamespace,
     #[command(flatten)]
     pub connect: ConnectArgs,
 }
@@ -93,9 +94,10 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     let CompareArgs {
         local,
-        operator_namespace,
+        operator,
         connect,
     } = args.compare;
+    let operator_namespace = operator.namespace;
     let sources = local.sources();
     let live = args.live || !sources.is_local();
     super::checked(

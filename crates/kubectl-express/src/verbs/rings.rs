@@ -18,16 +18,15 @@ use crate::contexts::{self, tail};
 use crate::exit::{Code, Exit};
 use crate::read::rings::{Read, read};
 use crate::show::rings::{render, unserved_lines};
-use crate::verbs::args::Output;
+use crate::verbs::args::{OperatorNamespace, Output};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Output: text (a table, then the tenants no live operator serves, on stderr) or json.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     output: Output,
-    /// The operator's namespace, where each ring's Lease lives.
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: FleetArgs,
 }
@@ -38,7 +37,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(Mode::Single(connect)) => single(&args, &connect),
         Ok(Mode::Fleet(selection)) => {
             contexts::across::run("rings", &args.connect, selection, |plan| {
-                across::run(args.output, &args.operator_namespace, plan)
+                across::run(args.output, &args.operator.namespace, plan)
             })
         }
     }
@@ -48,7 +47,7 @@ fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
     let focus = connect.namespace.clone();
     super::checked("rings", connect, true, |client, _| async move {
         let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;
-        let Read { survey, warnings } = read(&client, focus.as_deref(), &args.operator_namespace)
+        let Read { survey, warnings } = read(&client, focus.as_deref(), &args.operator.namespace)
             .await
             .map_err(Exit::usage)?;
         match args.output {

@@ -9,12 +9,12 @@ use kube::api::Api;
 
 use crate::connect::ConnectArgs;
 use crate::exit::Code;
+use crate::verbs::args::OperatorNamespace;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The operator's namespace (its Deployment and Lease are read there).
-    #[arg(long, default_value = super::DEFAULT_OPERATOR_NAMESPACE, value_name = "NS")]
-    operator_namespace: String,
+    #[command(flatten)]
+    operator: OperatorNamespace,
     #[command(flatten)]
     connect: ConnectArgs,
 }
@@ -22,7 +22,7 @@ pub struct Args {
 pub fn run(args: Args) -> ExitCode {
     println!("kubectl-express {}", env!("CARGO_PKG_VERSION"));
     super::live("version", &args.connect, |c| async move {
-        let operator = operator_version(&c.client, &args.operator_namespace).await;
+        let operator = operator_version(&c.client, &args.operator.namespace).await;
         println!("operator: {operator}");
         Ok(Code::Done.into())
     })
