@@ -325,6 +325,7 @@ async fn main() {
         let (_second, metrics) = operator(&client, 64);
         loop {
             let ok = metrics
+                .work
                 .reconciles
                 .get_or_create(&ResultLabel {
                     result: "ok".into(),

@@ -10,6 +10,7 @@ pub mod install;
 pub mod leader;
 pub mod long_lived;
 pub mod memory_metrics;
+pub mod metric_groups;
 pub mod metrics;
 pub mod pods;
 pub mod release_metrics;

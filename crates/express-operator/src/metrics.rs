@@ -6,108 +6,41 @@
 //! counter family `x` as `# TYPE x_total counter`, which the OpenMetrics body (`# TYPE x
 //! counter` over samples `x_total`) would not give them.
 
-use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    pub result: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SymptomLabel {
-    pub symptom: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabel {
-    pub kind: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ActionLabel {
-    pub action: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RingLabel {
-    pub ring: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct BuildLabel {
-    pub version: String,
-    pub ring: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PhaseLabel {
-    pub namespace: String,
-    pub cluster: String,
-    pub phase: String,
-}
+use crate::memory_metrics::MemoryGauges;
+pub use crate::metric_groups::{
+    ActionLabel, ApiMetrics, BuildLabel, ErrorLabel, FleetGauges, InstanceMetrics, PhaseLabel,
+    ResultLabel, RingLabel, RingMetrics, SymptomLabel, WorkMetrics,
+};
+use crate::release_metrics::ReleaseGauges;
+use crate::runner::QueueMetrics;
 
 pub struct Metrics {
-    pub reconciles: Family<ResultLabel, Counter>,
-    pub errors: Family<ErrorLabel, Counter>,
-    pub actions: Family<ActionLabel, Counter>,
-    pub reconcile_seconds: Histogram,
-    /// Time the fleet view (ring counts, doctor's figures) takes to recompute on its timer:
-    /// the one pass over every tenant, which grows with the fleet.
-    pub fleet_view_seconds: Histogram,
-    pub nodes: Family<PhaseLabel, Gauge>,
-    pub rollout_failures: Counter,
-    /// Bounce requests ended, by result: succeeded, failed, refused.
-    pub bounces: Family<ResultLabel, Counter>,
-    /// 1 while this instance holds its ring's Lease (or runs without leader election), else 0;
-    /// labelled with the ring, so that a ring without a leader shows beside one with.
-    pub leader: Family<RingLabel, Gauge>,
-    /// Objects in the caches that this build cannot decode, by kind (the label is `kind`).
-    pub undecodable: Family<ErrorLabel, Gauge>,
+    /// What the controller did: its passes, their results and errors, the pod actions taken.
+    pub work: WorkMetrics,
+    /// Whether this instance leads its ring, and what its caches cannot decode.
+    pub instance: InstanceMetrics,
     /// The fleet as `kubectl express doctor` sees it (`express_triage::fleet_figures`).
     pub fleet: FleetGauges,
-    /// API requests that had to wait for a token of `--kube-qps`/`--kube-burst`.
-    pub api_throttled: Counter,
-    /// How long those requests waited.
-    pub api_throttle_wait_seconds: Histogram,
+    /// The client-side API rate limit: requests throttled and how long they waited.
+    pub api: ApiMetrics,
     /// The work queue: Express clusters waiting for a reconcile, and how long they waited.
-    pub queue: crate::runner::QueueMetrics,
-    /// Hand-overs between rings this instance took part in, by what it did (released, adopted).
-    pub handovers: Family<ActionLabel, Counter>,
-    /// Always 1, labelled with this build's version and the ring it serves.
-    pub build_info: Family<BuildLabel, Gauge>,
-    /// Every ring's tenants as this instance sees them (by the ring their label names): a
-    /// ring whose operator is gone entirely still shows here, through the other rings.
-    pub ring_tenants: Family<RingLabel, Gauge>,
+    pub queue: QueueMetrics,
+    /// Hand-overs between rings, the build serving this one, every ring's tenants.
+    pub rings: RingMetrics,
     /// The OperatorReleases this instance judges.
-    pub release: crate::release_metrics::ReleaseGauges,
+    pub release: ReleaseGauges,
     /// What the operator holds in memory (caches, overlays, recorders, heap).
-    pub memory: crate::memory_metrics::MemoryGauges,
-    /// The rings `ring_tenants` was last published for (a ring left with no tenant is dropped).
-    ring_tenants_published: Mutex<BTreeSet<String>>,
+    pub memory: MemoryGauges,
     /// Whether the per-tenant families (`express_operator_nodes{namespace,cluster,phase}`) are
     /// published: `--per-tenant-metrics=false` leaves them out for a large fleet.
     per_tenant: bool,
     pub ready: AtomicBool,
     registry: Registry,
-}
-
-#[derive(Default)]
-pub struct FleetGauges {
-    /// The ring's tenants (labelled for it), labelled with the ring.
-    pub tenants: Family<RingLabel, Gauge>,
-    pub unhealthy_tenants: Family<SymptomLabel, Gauge>,
-    pub unhealthy_namespaces: Family<SymptomLabel, Gauge>,
-    pub rollouts_in_progress: Gauge,
-    pub oldest_unobserved_seconds: Gauge,
 }
 
 /// The media type of the OpenMetrics body.
@@ -127,7 +60,8 @@ impl Metrics {
         ["ok", "error"]
             .into_iter()
             .map(|result| {
-                self.reconciles
+                self.work
+                    .reconciles
                     .get_or_create(&ResultLabel {
                         result: result.into(),
                     })
@@ -137,163 +71,35 @@ impl Metrics {
     }
 
     /// Every family; the per-tenant ones only if `per_tenant` (their series grow with the
-    /// fleet: see docs/benchmarks.md).
+    /// fleet: see docs/benchmarks.md). The groups register in the order `/metrics` has always
+    /// listed its families.
     pub fn with_per_tenant(per_tenant: bool) -> Arc<Metrics> {
         let mut registry = Registry::with_prefix("express_operator");
-        let reconciles = Family::<ResultLabel, Counter>::default();
-        let errors = Family::<ErrorLabel, Counter>::default();
-        let actions = Family::<ActionLabel, Counter>::default();
-        let reconcile_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        let nodes = Family::<PhaseLabel, Gauge>::default();
-        let fleet_view_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
-        registry.register(
-            "fleet_view_duration_seconds",
-            "Time to recompute the fleet view (ring counts, fleet figures) from the caches",
-            fleet_view_seconds.clone(),
-        );
-        registry.register(
-            "reconciles",
-            "Reconciles of Express clusters, by result",
-            reconciles.clone(),
-        );
-        registry.register(
-            "reconcile_errors",
-            "Reconcile errors, by kind",
-            errors.clone(),
-        );
-        registry.register(
-            "actions",
-            "Pod operations performed, by action",
-            actions.clone(),
-        );
-        registry.register(
-            "reconcile_duration_seconds",
-            "Time to reconcile one Express cluster",
-            reconcile_seconds.clone(),
-        );
-        if per_tenant {
-            registry.register(
-                "nodes",
-                "Nodes of each Express cluster by phase (per tenant; --per-tenant-metrics)",
-                nodes.clone(),
-            );
-        }
-        let rollout_failures = Counter::default();
-        registry.register(
-            "rollout_failures",
-            "Node changes found failed (crash loop, ended pod or progress deadline)",
-            rollout_failures.clone(),
-        );
-        let bounces = Family::<ResultLabel, Counter>::default();
-        registry.register(
-            "bounces",
-            "Bounce requests ended, by result (succeeded, failed, refused)",
-            bounces.clone(),
-        );
-        let leader = Family::<RingLabel, Gauge>::default();
-        registry.register(
-            "leader",
-            "1 while this instance holds its ring's Lease and acts, else 0, by ring",
-            leader.clone(),
-        );
-        let undecodable = Family::<ErrorLabel, Gauge>::default();
-        registry.register(
-            "undecodable_objects",
-            "Watched objects this build cannot decode, by kind (each is reported on its tenant)",
-            undecodable.clone(),
-        );
+        let work = WorkMetrics::default();
+        work.register(&mut registry, per_tenant);
+        let instance = InstanceMetrics::default();
+        instance.register(&mut registry);
         let fleet = FleetGauges::default();
-        registry.register(
-            "tenants",
-            "Express clusters whose operator-ring label names this operator's ring, by ring",
-            fleet.tenants.clone(),
-        );
-        registry.register(
-            "unhealthy_tenants",
-            "Express clusters with a symptom (Failed, NodesNotReady...), by symptom",
-            fleet.unhealthy_tenants.clone(),
-        );
-        registry.register(
-            "unhealthy_namespaces",
-            "Namespaces with an Express cluster showing the symptom, by symptom (spread)",
-            fleet.unhealthy_namespaces.clone(),
-        );
-        registry.register(
-            "rollouts_in_progress",
-            "Express clusters with a rollout under way",
-            fleet.rollouts_in_progress.clone(),
-        );
-        registry.register(
-            "oldest_unobserved_generation_seconds",
-            "Age of the oldest ExpressCluster spec change the operator has not observed (backlog)",
-            fleet.oldest_unobserved_seconds.clone(),
-        );
-        let api_throttled = Counter::default();
-        registry.register(
-            "api_requests_throttled",
-            "API requests that waited for a token of the client-side limit (--kube-qps, --kube-burst)",
-            api_throttled.clone(),
-        );
-        let api_throttle_wait_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
-        registry.register(
-            "api_throttle_wait_seconds",
-            "Time throttled API requests waited for their token",
-            api_throttle_wait_seconds.clone(),
-        );
-        let queue = crate::runner::QueueMetrics::default();
-        registry.register(
-            "queue_depth",
-            "Express clusters waiting in the work queue for a reconcile slot",
-            queue.depth.clone(),
-        );
-        registry.register(
-            "queue_wait_seconds",
-            "Time an Express cluster waited in the work queue before its reconcile started",
-            queue.wait_seconds.clone(),
-        );
-        let handovers = Family::<ActionLabel, Counter>::default();
-        registry.register(
-            "handovers",
-            "Tenants this instance released to another ring or adopted, by action",
-            handovers.clone(),
-        );
-        let build_info = Family::<BuildLabel, Gauge>::default();
-        registry.register(
-            "build_info",
-            "Always 1: the operator's version and the ring it serves",
-            build_info.clone(),
-        );
-        let ring_tenants = Family::<RingLabel, Gauge>::default();
-        registry.register(
-            "ring_tenants",
-            "Express clusters this instance sees, by the ring their operator-ring label names (every ring)",
-            ring_tenants.clone(),
-        );
-        let release = crate::release_metrics::ReleaseGauges::default();
+        fleet.register(&mut registry);
+        let api = ApiMetrics::default();
+        api.register(&mut registry);
+        let queue = QueueMetrics::default();
+        crate::metric_groups::register_queue(&queue, &mut registry);
+        let rings = RingMetrics::default();
+        rings.register(&mut registry);
+        let release = ReleaseGauges::default();
         release.register(&mut registry);
-        let memory = crate::memory_metrics::MemoryGauges::default();
+        let memory = MemoryGauges::default();
         memory.register(&mut registry);
         Arc::new(Metrics {
+            work,
+            instance,
+            fleet,
+            api,
+            queue,
+            rings,
             release,
             memory,
-            reconciles,
-            errors,
-            actions,
-            reconcile_seconds,
-            fleet_view_seconds,
-            nodes,
-            rollout_failures,
-            bounces,
-            leader,
-            undecodable,
-            fleet,
-            api_throttled,
-            api_throttle_wait_seconds,
-            queue,
-            handovers,
-            build_info,
-            ring_tenants,
-            ring_tenants_published: Mutex::new(BTreeSet::new()),
             per_tenant,
             ready: AtomicBool::new(false),
             registry,
@@ -334,24 +140,7 @@ impl Metrics {
     /// `ExpressOperatorNoLeader`). This instance's own ring always has a series (0 without
     /// tenants); another ring left with no tenant loses its series.
     pub fn set_ring_tenants<'a>(&self, own: &str, rings: impl IntoIterator<Item = &'a str>) {
-        let mut counts = std::collections::BTreeMap::<String, i64>::new();
-        counts.insert(own.to_owned(), 0);
-        for ring in rings {
-            *counts.entry(ring.to_owned()).or_default() += 1;
-        }
-        let mut published = self
-            .ring_tenants_published
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for gone in published.iter().filter(|r| !counts.contains_key(*r)) {
-            self.ring_tenants.remove(&RingLabel { ring: gone.clone() });
-        }
-        for (ring, count) in &counts {
-            self.ring_tenants
-                .get_or_create(&RingLabel { ring: ring.clone() })
-                .set(*count);
-        }
-        *published = counts.into_keys().collect();
+        self.rings.set_tenants(own, rings);
     }
 
     /// Publishes one tenant's nodes by phase: a series for each phase it has nodes in, none for
@@ -383,10 +172,10 @@ impl Metrics {
             };
             match phases.get(&phase).copied().filter(|&n| n > 0) {
                 Some(count) => {
-                    self.nodes.get_or_create(&label).set(count);
+                    self.work.nodes.get_or_create(&label).set(count);
                 }
                 None => {
-                    self.nodes.remove(&label);
+                    self.work.nodes.remove(&label);
                 }
             }
         }
@@ -414,7 +203,8 @@ impl Metrics {
 
     /// Says which build serves which ring (`express_operator_build_info`).
     pub fn set_build(&self, version: &str, ring: &str) {
-        self.build_info
+        self.rings
+            .build_info
             .get_or_create(&BuildLabel {
                 version: version.into(),
                 ring: ring.into(),
@@ -424,7 +214,8 @@ impl Metrics {
 
     /// One more tenant released or adopted.
     pub fn handovers_inc(&self, action: &str) {
-        self.handovers
+        self.rings
+            .handovers
             .get_or_create(&ActionLabel {
                 action: action.into(),
             })
@@ -563,13 +354,14 @@ mod tests {
     fn the_classic_text_names_counters_with_total_and_keeps_help_and_types() {
         let metrics = Metrics::new();
         metrics
+            .work
             .reconciles
             .get_or_create(&ResultLabel {
                 result: "ok".into(),
             })
             .inc();
-        metrics.rollout_failures.inc();
-        metrics.reconcile_seconds.observe(0.001);
+        metrics.work.rollout_failures.inc();
+        metrics.work.reconcile_seconds.observe(0.001);
         let text = metrics.encode_text();
         assert!(text.contains(
             "# HELP express_operator_reconciles_total Reconciles of Express clusters, by result.\n\

@@ -183,11 +183,12 @@ where
         let metrics = self.metrics.clone();
         Box::pin(async move {
             if limiter.check().is_err() {
-                metrics.api_throttled.inc();
+                metrics.api.throttled.inc();
                 let waiting = Instant::now();
                 limiter.until_ready().await;
                 metrics
-                    .api_throttle_wait_seconds
+                    .api
+                    .throttle_wait_seconds
                     .observe(waiting.elapsed().as_secs_f64());
             }
             inner.ready().await?.call(request).await

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use express_api::conditions::{self, reason};
 use express_api::release;
 use express_api::views::{PodView, last_write};
-use express_api::{ClusterKey, ClusterPhase, ExpressCluster, NodeKind, NodeRef, Objects};
+use express_api::{
+    ClusterKey, ClusterPhase, ExpressCluster, ExpressClusterStatus, NodeKind, NodeRef, Objects,
+};
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::coordination::v1 as coordination;
 use k8s_openapi::api::core::v1::Pod;
@@ -117,66 +119,13 @@ fn tenant(
     pause: Option<(String, Option<String>)>,
 ) -> Tenant {
     let status = cluster.and_then(|c| c.status.as_ref());
-    let rollout = status.and_then(|s| s.rollout.as_ref()).map(|r| Rollout {
-        state: r.state.map(|s| s.as_str().to_owned()),
-        started: r.started_at.as_ref().map(|t| t.0),
-        finished: r.finished_at.as_ref().map(|t| t.0),
-        version: cluster.and_then(version),
-        failed_node: r.failed_node.clone(),
-    });
-    let mut symptoms = Vec::new();
-    if let Some(cluster) = cluster {
-        let state = rollout.as_ref().and_then(|r| r.state.as_deref());
-        if state == Some("Failed") || status.and_then(|s| s.phase) == Some(ClusterPhase::Failed) {
-            symptoms.push(Symptom::Failed);
-        }
-        if state == Some("RollingBack") {
-            symptoms.push(Symptom::RollingBack);
-        }
-        if state == Some("Aborted") {
-            symptoms.push(Symptom::Aborted);
-        }
-        if condition_is(cluster, conditions::INVALID_SPEC, "True", &[]) {
-            symptoms.push(Symptom::InvalidSpec);
-        }
-        if condition_is(
-            cluster,
-            conditions::DESIRED_STATE_SETTLED,
-            "False",
-            &[reason::STALLED],
-        ) {
-            symptoms.push(Symptom::SettleStalled);
-        }
-        if condition_is(cluster, conditions::OBJECTS_READABLE, "False", &[]) {
-            symptoms.push(Symptom::Unreadable);
-        }
-    }
+    let rollout = rollout(cluster, status);
     let nodes_down = nodes_down(nodes);
-    // A node a delivery replaces is briefly not Ready: only a rollout at rest makes it a
-    // symptom. A node down that no delivery moves (recovered, or not at all) always is; a
-    // bounce under way is not, until the operator fails it at its timeout.
-    let changing = rollout.as_ref().is_some_and(|r| r.active());
-    let symptomatic = nodes_down.iter().any(|n| match n.work {
-        Some(Work::Delivery) => !changing,
-        Some(Work::Bounce) => false,
-        Some(Work::Recovery) | None => true,
-    });
-    if symptomatic || status.and_then(|s| s.phase) == Some(ClusterPhase::Degraded) {
-        symptoms.push(Symptom::NodesNotReady);
-    }
-    let status_changed = cluster
-        .and_then(|c| last_write(&c.metadata, true))
-        .into_iter()
-        .chain(nodes.iter().filter_map(|n| n.meta.status_written()))
-        .max();
+    let symptoms = symptoms(cluster, status, rollout.as_ref(), &nodes_down);
     Tenant {
         namespace: key.namespace,
         cluster: key.cluster,
-        ring: cluster
-            .map_or(express_api::rings::DEFAULT_RING, |c| {
-                express_api::rings::ring_of(kube::ResourceExt::labels(c))
-            })
-            .to_owned(),
+        ring: ring(cluster),
         owner_ring: status
             .and_then(|s| s.operator.as_ref())
             .filter(|o| o.released.is_none() && !o.ring.is_empty())
@@ -190,31 +139,9 @@ fn tenant(
             // Without an ExpressCluster there is no generation to observe.
             None => Some(0),
         },
-        spec_changed: cluster.and_then(|c| {
-            last_write(&c.metadata, false).or(c.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        }),
-        desired_changed: cluster
-            .and_then(|c| {
-                last_write(&c.metadata, false).or(c
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|t| t.0))
-            })
-            .into_iter()
-            .chain(
-                nodes
-                    .iter()
-                    .filter_map(|n| n.meta.written().or(n.meta.created())),
-            )
-            .max(),
-        last_node_change: nodes
-            .iter()
-            .filter_map(|n| {
-                let change = n.status()?.change.as_ref()?;
-                (change.work() == Work::Delivery).then_some(change.started_at.as_ref()?.0)
-            })
-            .max(),
+        spec_changed: spec_changed(cluster),
+        desired_changed: desired_changed(cluster, nodes),
+        last_node_change: last_delivery_started(nodes),
         nodes_down,
         failed_at: status
             .into_iter()
@@ -223,13 +150,137 @@ fn tenant(
             .map(|c| c.last_transition_time.0),
         progress_deadline_seconds: cluster
             .map_or(600, |c| i64::from(c.spec.rollout.progress_deadline_seconds)),
-        status_changed,
+        status_changed: status_changed(cluster, nodes),
         pods_changed: pods.iter().filter_map(|p| pod_moved(p)).max(),
         symptoms,
         rollout,
         pause,
         aborted: status.is_some_and(|s| s.abort.is_some()),
     }
+}
+
+fn rollout(
+    cluster: Option<&ExpressCluster>,
+    status: Option<&ExpressClusterStatus>,
+) -> Option<Rollout> {
+    status.and_then(|s| s.rollout.as_ref()).map(|r| Rollout {
+        state: r.state.map(|s| s.as_str().to_owned()),
+        started: r.started_at.as_ref().map(|t| t.0),
+        finished: r.finished_at.as_ref().map(|t| t.0),
+        version: cluster.and_then(version),
+        failed_node: r.failed_node.clone(),
+    })
+}
+
+/// What the ExpressCluster's status says is wrong, then whether nodes are down.
+fn symptoms(
+    cluster: Option<&ExpressCluster>,
+    status: Option<&ExpressClusterStatus>,
+    rollout: Option<&Rollout>,
+    nodes_down: &[NodeDown],
+) -> Vec<Symptom> {
+    let mut symptoms = cluster.map_or_else(Vec::new, |c| cluster_symptoms(c, status, rollout));
+    if nodes_not_ready(status, rollout, nodes_down) {
+        symptoms.push(Symptom::NodesNotReady);
+    }
+    symptoms
+}
+
+fn cluster_symptoms(
+    cluster: &ExpressCluster,
+    status: Option<&ExpressClusterStatus>,
+    rollout: Option<&Rollout>,
+) -> Vec<Symptom> {
+    let mut symptoms = Vec::new();
+    let state = rollout.and_then(|r| r.state.as_deref());
+    if state == Some("Failed") || status.and_then(|s| s.phase) == Some(ClusterPhase::Failed) {
+        symptoms.push(Symptom::Failed);
+    }
+    if state == Some("RollingBack") {
+        symptoms.push(Symptom::RollingBack);
+    }
+    if state == Some("Aborted") {
+        symptoms.push(Symptom::Aborted);
+    }
+    if condition_is(cluster, conditions::INVALID_SPEC, "True", &[]) {
+        symptoms.push(Symptom::InvalidSpec);
+    }
+    if condition_is(
+        cluster,
+        conditions::DESIRED_STATE_SETTLED,
+        "False",
+        &[reason::STALLED],
+    ) {
+        symptoms.push(Symptom::SettleStalled);
+    }
+    if condition_is(cluster, conditions::OBJECTS_READABLE, "False", &[]) {
+        symptoms.push(Symptom::Unreadable);
+    }
+    symptoms
+}
+
+/// A node a delivery replaces is briefly not Ready: only a rollout at rest makes it a
+/// symptom. A node down that no delivery moves (recovered, or not at all) always is; a
+/// bounce under way is not, until the operator fails it at its timeout.
+fn nodes_not_ready(
+    status: Option<&ExpressClusterStatus>,
+    rollout: Option<&Rollout>,
+    nodes_down: &[NodeDown],
+) -> bool {
+    let changing = rollout.is_some_and(|r| r.active());
+    let symptomatic = nodes_down.iter().any(|n| match n.work {
+        Some(Work::Delivery) => !changing,
+        Some(Work::Bounce) => false,
+        Some(Work::Recovery) | None => true,
+    });
+    symptomatic || status.and_then(|s| s.phase) == Some(ClusterPhase::Degraded)
+}
+
+fn ring(cluster: Option<&ExpressCluster>) -> String {
+    cluster
+        .map_or(express_api::rings::DEFAULT_RING, |c| {
+            express_api::rings::ring_of(kube::ResourceExt::labels(c))
+        })
+        .to_owned()
+}
+
+/// The spec's last write, or the ExpressCluster's creation.
+fn spec_changed(cluster: Option<&ExpressCluster>) -> Option<Timestamp> {
+    cluster.and_then(|c| {
+        last_write(&c.metadata, false).or(c.metadata.creation_timestamp.as_ref().map(|t| t.0))
+    })
+}
+
+/// The latest change of what is desired: the ExpressCluster's spec or any node's.
+fn desired_changed(cluster: Option<&ExpressCluster>, nodes: &[NodeRef<'_>]) -> Option<Timestamp> {
+    spec_changed(cluster)
+        .into_iter()
+        .chain(
+            nodes
+                .iter()
+                .filter_map(|n| n.meta.written().or(n.meta.created())),
+        )
+        .max()
+}
+
+/// When the latest delivery to a node started.
+fn last_delivery_started(nodes: &[NodeRef<'_>]) -> Option<Timestamp> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let change = n.status()?.change.as_ref()?;
+            (change.work() == Work::Delivery).then_some(change.started_at.as_ref()?.0)
+        })
+        .max()
+}
+
+/// The latest status write, of the ExpressCluster or of any node.
+fn status_changed(cluster: Option<&ExpressCluster>, nodes: &[NodeRef<'_>]) -> Option<Timestamp> {
+    cluster
+        .and_then(|c| last_write(&c.metadata, true))
+        .into_iter()
+        .chain(nodes.iter().filter_map(|n| n.meta.status_written()))
+        .max()
 }
 
 /// The up nodes whose status says they are not Ready, and what moves each.

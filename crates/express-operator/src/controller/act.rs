@@ -68,6 +68,7 @@ pub(super) async fn act(env: &Env<'_>) -> Acted {
         };
         let label = events::action_label(action.operation);
         ctx.metrics
+            .work
             .actions
             .get_or_create(&ActionLabel {
                 action: label.into(),

@@ -314,6 +314,7 @@ where
     F: Fn(&V) -> Vec<ClusterKey> + Clone + Send + Sync + 'static,
 {
     let gauge = metrics
+        .instance
         .undecodable
         .get_or_create(&ErrorLabel {
             kind: K::kind(&()).into_owned(),

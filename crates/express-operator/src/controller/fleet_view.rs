@@ -25,6 +25,7 @@ pub(super) fn publish_fleet_view(context: &Context) -> std::time::Duration {
     let took = started.elapsed();
     context
         .metrics
+        .work
         .fleet_view_seconds
         .observe(took.as_secs_f64());
     took

@@ -78,7 +78,7 @@ pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), E
     // Tell what was recorded.
     let rolling_back = rollout.halt.as_ref().is_some_and(|h| h.rollback);
     for failure in &rollout.failures {
-        env.ctx.metrics.rollout_failures.inc();
+        env.ctx.metrics.work.rollout_failures.inc();
         warn!(node = %failure.name, revision = %failure.revision, reason = %failure.reason, "rollout failed");
         env.publish_on_node(failure.node, events::rollout_failed(failure, rolling_back))
             .await;
@@ -111,6 +111,7 @@ async fn tell_bounce(env: &Env<'_>, index: NodeIndex, bounce: &BouncePlan) {
         };
         env.ctx
             .metrics
+            .work
             .bounces
             .get_or_create(&ResultLabel {
                 result: result.into(),

@@ -162,11 +162,38 @@ pub(super) fn status_patch(kind: &str, status: &impl serde::Serialize) -> serde_
 }
 
 pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
-    let ctx = env.ctx;
-    let (snapshot, plan, key) = (env.snapshot, env.plan, env.key);
     let mut result = Ok(());
+    let phases = report_nodes(env, written, &mut result).await;
+    env.ctx
+        .metrics
+        .set_tenant_nodes(&env.key.namespace, &env.key.cluster, &phases);
+    if let Some((previous, status)) = env.cluster_status(written) {
+        publish_cluster_transitions(env, previous.as_ref(), &status).await;
+        if previous
+            .as_ref()
+            .is_none_or(|p| !same_ignoring_time(p, &status))
+        {
+            match env.write_cluster_status(&status).await {
+                Ok(()) => written.cluster = Some(status),
+                Err(err) if result.is_ok() => result = Err(err),
+                Err(_) => {}
+            }
+        }
+    } else if let Some(Blocked::InvalidSpec(why)) = &env.plan.blocked {
+        publish_invalid_spec_on_nodes(env, why).await;
+    }
+    result
+}
+
+/// Writes each node's status that changed and is this reconcile's to write, keeping the first
+/// failure in `result` and going on with the others; returns the nodes by phase.
+async fn report_nodes(
+    env: &Env<'_>,
+    written: &mut Written,
+    result: &mut Result<(), Error>,
+) -> HashMap<express_api::NodePhase, i64> {
     let mut phases: HashMap<express_api::NodePhase, i64> = HashMap::new();
-    for index in snapshot.indices() {
+    for index in env.snapshot.indices() {
         let (previous, status) = env.node_status(index, written);
         if env.governing.is_none() {
             // No ExpressCluster to carry the settle condition: tell it on each waiting node.
@@ -180,32 +207,16 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
         *phases
             .entry(status.phase.unwrap_or(express_api::NodePhase::Waiting))
             .or_default() += 1;
-        if previous
-            .as_ref()
-            .is_some_and(|p| same_ignoring_time(p, &status))
-        {
+        if !node_status_due(env, written, index, previous.as_ref(), &status) {
             continue;
         }
-        // A node whose pod was just created (or deleted for a bounce, or ended) is reported by
-        // the reconcile its watch event brings: the state seen before acting is already stale.
-        // One whose pod was just retired is reported now, as the snapshot shows it: terminating.
-        let action = plan.action_on(index);
-        let retired_now = action.is_some_and(|a| a.operation.retires_pod())
-            && snapshot
-                .node(index)
-                .pod
-                .as_ref()
-                .is_some_and(|p| p.terminating);
-        if action.is_some() && !retired_now && !written.nodes.contains_key(&index) {
-            continue;
-        }
-        let observation = snapshot.node(index);
+        let observation = env.snapshot.node(index);
         match env.write_node_status(index, &status).await {
             Ok(()) => {
                 written.nodes.insert(index, status);
             }
             Err(source) if result.is_ok() => {
-                result = Err(Error::WriteStatus {
+                *result = Err(Error::WriteStatus {
                     object: format!("{} {}", observation.kind, observation.name),
                     source,
                 });
@@ -213,89 +224,121 @@ pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), E
             Err(_) => {}
         }
     }
-    ctx.metrics
-        .set_tenant_nodes(&key.namespace, &key.cluster, &phases);
-    if let Some((previous, status)) = env.cluster_status(written) {
-        let transitioned = |type_: &str| {
-            let was = previous
-                .as_ref()
-                .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
-                .map(|c| c.status == "True");
-            let is = status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == type_)
-                .map(|c| c.status == "True");
-            is == Some(true) && was != Some(true)
-        };
-        if transitioned(conditions::PAUSED) {
-            env.publish_on_cluster(events::paused(status.message.clone().unwrap_or_default()))
-                .await;
-        }
-        let stalled = |status: Option<&ExpressClusterStatus>| {
-            status
-                .and_then(|s| {
-                    s.conditions
-                        .iter()
-                        .find(|c| c.type_ == conditions::DESIRED_STATE_SETTLED)
-                })
-                .is_some_and(|c| c.status == "False" && c.reason == reason::STALLED)
-        };
-        if stalled(Some(&status)) && !stalled(previous.as_ref()) {
-            env.publish_on_cluster(events::settle_stalled(
-                plan.settle.message().unwrap_or_default(),
-            ))
-            .await;
-        } else if events::waits_to_settle(status.message.as_deref())
-            && !events::waits_to_settle(previous.as_ref().and_then(|p| p.message.as_deref()))
-        {
-            env.publish_on_cluster(events::settling(plan.settle.message().unwrap_or_default()))
-                .await;
-        }
-        let unreadable = |status: Option<&ExpressClusterStatus>| {
-            status
-                .and_then(|s| {
-                    s.conditions
-                        .iter()
-                        .find(|c| c.type_ == conditions::OBJECTS_READABLE)
-                })
-                .filter(|c| c.status == "False")
-                .map(|c| c.message.clone())
-        };
-        if let Some(message) = unreadable(Some(&status))
-            && unreadable(previous.as_ref()).as_ref() != Some(&message)
-        {
-            env.publish_on_cluster(events::undecodable(message)).await;
-        }
-        if transitioned(conditions::INVALID_SPEC)
-            && let Some(Blocked::InvalidSpec(why)) = &plan.blocked
-        {
-            env.publish_on_cluster(events::invalid_spec(why.clone()))
-                .await;
-        }
-        if previous
+    phases
+}
+
+/// Whether a node's status is written by this reconcile: it changed, and no action on the node
+/// made the state seen before acting stale.
+fn node_status_due(
+    env: &Env<'_>,
+    written: &Written,
+    index: NodeIndex,
+    previous: Option<&NodeStatus>,
+    status: &NodeStatus,
+) -> bool {
+    if previous.is_some_and(|p| same_ignoring_time(p, status)) {
+        return false;
+    }
+    // A node whose pod was just created (or deleted for a bounce, or ended) is reported by
+    // the reconcile its watch event brings: the state seen before acting is already stale.
+    // One whose pod was just retired is reported now, as the snapshot shows it: terminating.
+    let action = env.plan.action_on(index);
+    let retired_now = action.is_some_and(|a| a.operation.retires_pod())
+        && env
+            .snapshot
+            .node(index)
+            .pod
             .as_ref()
-            .is_none_or(|p| !same_ignoring_time(p, &status))
-        {
-            match env.write_cluster_status(&status).await {
-                Ok(()) => written.cluster = Some(status),
-                Err(err) if result.is_ok() => result = Err(err),
-                Err(_) => {}
-            }
-        }
-    } else if let Some(Blocked::InvalidSpec(why)) = &plan.blocked {
-        // No ExpressCluster to carry the condition: every node's status says it, and an event
-        // on each node records it.
-        for (index, observation) in snapshot.indices().zip(&snapshot.nodes) {
-            let had = env
-                .observed
-                .node(observation.kind, &observation.name)
-                .and_then(|n| n.status()?.message.clone());
-            if had.as_deref().is_none_or(|m| !m.contains(why.as_str())) {
-                env.publish_on_node(index, events::invalid_spec(why.clone()))
-                    .await;
-            }
+            .is_some_and(|p| p.terminating);
+    !(action.is_some() && !retired_now && !written.nodes.contains_key(&index))
+}
+
+/// The events the ExpressCluster's new status calls for, each told once, when its state begins:
+/// paused, settling stalled (or waiting to settle), objects unreadable, spec invalid.
+async fn publish_cluster_transitions(
+    env: &Env<'_>,
+    previous: Option<&ExpressClusterStatus>,
+    status: &ExpressClusterStatus,
+) {
+    let plan = env.plan;
+    if became_true(previous, status, conditions::PAUSED) {
+        env.publish_on_cluster(events::paused(status.message.clone().unwrap_or_default()))
+            .await;
+    }
+    if stalled(Some(status)) && !stalled(previous) {
+        env.publish_on_cluster(events::settle_stalled(
+            plan.settle.message().unwrap_or_default(),
+        ))
+        .await;
+    } else if events::waits_to_settle(status.message.as_deref())
+        && !events::waits_to_settle(previous.and_then(|p| p.message.as_deref()))
+    {
+        env.publish_on_cluster(events::settling(plan.settle.message().unwrap_or_default()))
+            .await;
+    }
+    if let Some(message) = unreadable(Some(status))
+        && unreadable(previous).as_ref() != Some(&message)
+    {
+        env.publish_on_cluster(events::undecodable(message)).await;
+    }
+    if became_true(previous, status, conditions::INVALID_SPEC)
+        && let Some(Blocked::InvalidSpec(why)) = &plan.blocked
+    {
+        env.publish_on_cluster(events::invalid_spec(why.clone()))
+            .await;
+    }
+}
+
+/// Whether the condition is True now and was not before.
+fn became_true(
+    previous: Option<&ExpressClusterStatus>,
+    status: &ExpressClusterStatus,
+    type_: &str,
+) -> bool {
+    let is_true = |s: &ExpressClusterStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| c.status == "True")
+    };
+    is_true(status) == Some(true) && previous.and_then(is_true) != Some(true)
+}
+
+/// Whether settling the desired state stalled.
+fn stalled(status: Option<&ExpressClusterStatus>) -> bool {
+    status
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == conditions::DESIRED_STATE_SETTLED)
+        })
+        .is_some_and(|c| c.status == "False" && c.reason == reason::STALLED)
+}
+
+/// Why some objects cannot be read, when they cannot.
+fn unreadable(status: Option<&ExpressClusterStatus>) -> Option<String> {
+    status
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == conditions::OBJECTS_READABLE)
+        })
+        .filter(|c| c.status == "False")
+        .map(|c| c.message.clone())
+}
+
+/// No ExpressCluster to carry the condition: every node's status says it, and an event on each
+/// node not yet saying it records it.
+async fn publish_invalid_spec_on_nodes(env: &Env<'_>, why: &str) {
+    let snapshot = env.snapshot;
+    for (index, observation) in snapshot.indices().zip(&snapshot.nodes) {
+        let had = env
+            .observed
+            .node(observation.kind, &observation.name)
+            .and_then(|n| n.status()?.message.clone());
+        if had.as_deref().is_none_or(|m| !m.contains(why)) {
+            env.publish_on_node(index, events::invalid_spec(why.to_owned()))
+                .await;
         }
     }
-    result
 }

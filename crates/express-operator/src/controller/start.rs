@@ -225,6 +225,7 @@ pub(super) async fn follow_leadership(
         let leading = *leader.borrow_and_update();
         context
             .metrics
+            .instance
             .leader
             .get_or_create(&RingLabel {
                 ring: context.settings.ring.clone(),
@@ -272,10 +273,12 @@ pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> R
     let result = reconcile::reconcile(context, key).await;
     let metrics = &context.metrics;
     metrics
+        .work
         .reconcile_seconds
         .observe(started.elapsed().as_secs_f64());
     let outcome = if result.is_ok() { "ok" } else { "error" };
     metrics
+        .work
         .reconciles
         .get_or_create(&ResultLabel {
             result: outcome.into(),
@@ -284,6 +287,7 @@ pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> R
     result.map_err(|err| {
         warn!(error = %err, "reconcile failed; retrying with backoff");
         metrics
+            .work
             .errors
             .get_or_create(&ErrorLabel {
                 kind: err.kind().into(),

@@ -11,6 +11,7 @@ use express_api::fleet_release::{DcState, FleetPhase, SAMPLES_KEPT, SoakSample, 
 use express_api::release::SampleVerdict;
 use express_triage::Verdict;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 
 use super::FleetAction;
 use super::reason;
@@ -146,13 +147,33 @@ impl Stepper<'_> {
     /// Soaks a done stage against the DCs not yet released; passed, on to the next stage.
     pub(super) fn soak(&mut self, stage: usize) -> Gate {
         let spec = self.s.spec;
-        let contexts = self.stage_contexts(stage);
-        let finished = contexts
+        let mut soak = self.soak_of(stage);
+        let interval = spec.release.interval_seconds.max(1);
+        if let Some(sample) = self.due_sample(stage, &soak, interval) {
+            self.record_sample(stage, &mut soak, &sample);
+            if soak.failed > spec.release.failure_limit {
+                return self.fail_soak(stage, soak, &sample);
+            }
+        }
+        let end = after(
+            soak.started_at.0,
+            spec.soak_seconds.saturating_add(soak.held_seconds),
+        );
+        if !soak.holding && self.now() >= end {
+            return self.pass_soak(stage);
+        }
+        self.keep_soaking(stage, soak, interval, end)
+    }
+
+    /// The stage's soak so far, or a new one counted from when its last DC finished.
+    fn soak_of(&mut self, stage: usize) -> SoakStatus {
+        let finished = self
+            .stage_contexts(stage)
             .iter()
             .filter_map(|c| self.release(c).and_then(|r| r.finished_at))
             .max()
             .unwrap_or(self.now());
-        let mut soak = match self.status.soak.take() {
+        match self.status.soak.take() {
             Some(soak) if soak.stage as usize == stage => soak,
             _ => SoakStatus {
                 stage: stage as u32,
@@ -164,98 +185,137 @@ impl Stepper<'_> {
                 inconclusive: 0,
                 holding: false,
             },
-        };
-        let interval = spec.release.interval_seconds.max(1);
+        }
+    }
+
+    /// A sample, when the soak takes samples, one is due and the driver read the verdicts.
+    fn due_sample(&self, stage: usize, soak: &SoakStatus, interval: u64) -> Option<SoakVerdict> {
         let due = soak
             .last_sample_at
             .as_ref()
             .is_none_or(|at| after(at.0, interval) <= self.now());
-        if spec.soak_seconds > 0
-            && due
-            && let Some(sample) = self.sample(stage)
-        {
-            let since = soak
-                .last_sample_at
-                .as_ref()
-                .map_or(soak.started_at.0, |t| t.0);
-            let inconclusive = sample.verdict == SampleVerdict::Inconclusive;
-            if inconclusive || soak.holding {
-                soak.held_seconds += seconds_between(since, self.now());
-            }
-            soak.holding = inconclusive;
-            soak.last_sample_at = Some(Time(self.now()));
-            match sample.verdict {
-                SampleVerdict::Ok => soak.ok += 1,
-                SampleVerdict::Failed => soak.failed += 1,
-                SampleVerdict::Inconclusive => soak.inconclusive += 1,
-            }
-            self.notice(
-                sample.verdict != SampleVerdict::Ok,
-                reason::SAMPLE,
-                format!(
-                    "soak of stage {stage}: {} ({})",
-                    sample.verdict.as_str(),
-                    sample.reason
-                ),
-            );
-            self.status.samples.push(SoakSample {
-                at: Time(self.now()),
-                stage: stage as u32,
-                verdict: sample.verdict,
-                reason: sample.reason.clone(),
-            });
-            let extra = self.status.samples.len().saturating_sub(SAMPLES_KEPT);
-            self.status.samples.drain(..extra);
-            if soak.failed > spec.release.failure_limit {
-                let why = format!(
-                    "the soak of stage {stage} ({}) failed {} samples (limit {}): {}",
-                    spec.stages[stage].name, soak.failed, spec.release.failure_limit, sample.reason
-                );
-                for context in &sample.in_trouble {
-                    if self.release(context).is_some_and(|r| !r.rollback_asked) {
-                        self.actions.push(FleetAction::RollBack {
-                            context: context.clone(),
-                            reason: format!("failed its soak: {}", sample.reason),
-                        });
-                    }
-                    self.set_state(
-                        context,
-                        DcState::Failed,
-                        Some("failed its soak: rolling back".into()),
-                    );
-                }
-                self.status.soak = Some(soak);
-                self.notice(true, reason::FAILED, format!("failed: {why}"));
-                self.phase(FleetPhase::Failed, why);
-                return ControlFlow::Break(None);
-            }
+        if self.s.spec.soak_seconds > 0 && due {
+            self.sample(stage)
+        } else {
+            None
         }
-        let end = after(
-            soak.started_at.0,
-            spec.soak_seconds.saturating_add(soak.held_seconds),
+    }
+
+    /// Counts the sample (its inconclusive time added to the held time), says it, and keeps it
+    /// among the last samples.
+    fn record_sample(&mut self, stage: usize, soak: &mut SoakStatus, sample: &SoakVerdict) {
+        let since = soak
+            .last_sample_at
+            .as_ref()
+            .map_or(soak.started_at.0, |t| t.0);
+        let inconclusive = sample.verdict == SampleVerdict::Inconclusive;
+        if inconclusive || soak.holding {
+            soak.held_seconds += seconds_between(since, self.now());
+        }
+        soak.holding = inconclusive;
+        soak.last_sample_at = Some(Time(self.now()));
+        match sample.verdict {
+            SampleVerdict::Ok => soak.ok += 1,
+            SampleVerdict::Failed => soak.failed += 1,
+            SampleVerdict::Inconclusive => soak.inconclusive += 1,
+        }
+        self.notice(
+            sample.verdict != SampleVerdict::Ok,
+            reason::SAMPLE,
+            format!(
+                "soak of stage {stage}: {} ({})",
+                sample.verdict.as_str(),
+                sample.reason
+            ),
         );
-        if !soak.holding && self.now() >= end {
-            for context in contexts {
-                let message = Some(format!("soaked {}s", spec.soak_seconds));
-                self.set_state(context, DcState::Succeeded, message);
+        self.status.samples.push(SoakSample {
+            at: Time(self.now()),
+            stage: stage as u32,
+            verdict: sample.verdict,
+            reason: sample.reason.clone(),
+        });
+        let extra = self.status.samples.len().saturating_sub(SAMPLES_KEPT);
+        self.status.samples.drain(..extra);
+    }
+
+    /// Past the failure limit: the stage's DCs in trouble roll back and the plan fails.
+    fn fail_soak(&mut self, stage: usize, soak: SoakStatus, sample: &SoakVerdict) -> Gate {
+        let spec = self.s.spec;
+        let why = format!(
+            "the soak of stage {stage} ({}) failed {} samples (limit {}): {}",
+            spec.stages[stage].name, soak.failed, spec.release.failure_limit, sample.reason
+        );
+        for context in &sample.in_trouble {
+            if self.release(context).is_some_and(|r| !r.rollback_asked) {
+                self.actions.push(FleetAction::RollBack {
+                    context: context.clone(),
+                    reason: format!("failed its soak: {}", sample.reason),
+                });
             }
-            self.notice(
-                false,
-                reason::SOAKED,
-                format!(
-                    "stage {stage} ({}) passed its soak",
-                    spec.stages[stage].name
-                ),
+            self.set_state(
+                context,
+                DcState::Failed,
+                Some("failed its soak: rolling back".into()),
             );
-            self.status.soak = None;
-            return ControlFlow::Continue(());
         }
+        self.status.soak = Some(soak);
+        self.notice(true, reason::FAILED, format!("failed: {why}"));
+        self.phase(FleetPhase::Failed, why);
+        ControlFlow::Break(None)
+    }
+
+    /// The soak ran its time: the stage's DCs succeeded, on to the next stage.
+    fn pass_soak(&mut self, stage: usize) -> Gate {
+        let spec = self.s.spec;
+        for context in self.stage_contexts(stage) {
+            let message = Some(format!("soaked {}s", spec.soak_seconds));
+            self.set_state(context, DcState::Succeeded, message);
+        }
+        self.notice(
+            false,
+            reason::SOAKED,
+            format!(
+                "stage {stage} ({}) passed its soak",
+                spec.stages[stage].name
+            ),
+        );
+        self.status.soak = None;
+        ControlFlow::Continue(())
+    }
+
+    /// Still soaking (or held): says so, and wakes for the next sample or the soak's end.
+    fn keep_soaking(
+        &mut self,
+        stage: usize,
+        soak: SoakStatus,
+        interval: u64,
+        end: Timestamp,
+    ) -> Gate {
         let next_sample = soak
             .last_sample_at
             .as_ref()
             .map(|t| after(t.0, interval))
             .unwrap_or(self.now());
-        let (phase, message) = if soak.holding {
+        let (phase, message) = self.soaking_phase(stage, &soak, end);
+        self.status.soak = Some(soak);
+        self.phase(phase, message);
+        let wake = if self.status.phase() == FleetPhase::Inconclusive {
+            Some(next_sample)
+        } else {
+            earlier(Some(next_sample), Some(end))
+        };
+        ControlFlow::Break(wake)
+    }
+
+    /// Inconclusive while held on the last sample's reason, else soaking with the time left.
+    fn soaking_phase(
+        &self,
+        stage: usize,
+        soak: &SoakStatus,
+        end: Timestamp,
+    ) -> (FleetPhase, String) {
+        let spec = self.s.spec;
+        if soak.holding {
             (
                 FleetPhase::Inconclusive,
                 format!(
@@ -274,15 +334,7 @@ impl Stepper<'_> {
                     spec.release.failure_limit
                 ),
             )
-        };
-        self.status.soak = Some(soak);
-        self.phase(phase, message);
-        let wake = if self.status.phase() == FleetPhase::Inconclusive {
-            Some(next_sample)
-        } else {
-            earlier(Some(next_sample), Some(end))
-        };
-        ControlFlow::Break(wake)
+        }
     }
 
     /// One sample of the stage against the DCs not yet released, when the driver read their

@@ -8,7 +8,7 @@ use crate::read::pages::ListPaged;
 use express_api::keys::REPORTING_CONTROLLER;
 use express_api::rings;
 use express_triage::observe;
-use express_triage::{Fleet, LeaseSeen, Ring};
+use express_triage::{Fleet, LeaseSeen, ReleaseSeen, Ring, Tenant, Warning};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -32,22 +32,51 @@ pub(crate) async fn fleet_around(
     objects: &express_api::Objects,
     mut unreadable: Vec<String>,
 ) -> Fleet {
+    let tenants = tenants(objects, operator_namespace);
+    let deployments = operator_deployments(client, operator_namespace, &mut unreadable).await;
+    let operator_pods = operator_pods(client, operator_namespace, &mut unreadable).await;
+    let fleet_rings = rings_seen(
+        client,
+        operator_namespace,
+        &tenants,
+        &deployments,
+        &operator_pods,
+        &mut unreadable,
+    )
+    .await;
+    let warnings = operator_warnings(client, &mut unreadable).await;
+    let releases = releases(client, operator_namespace, &mut unreadable).await;
+    let fleet_releases = fleet_release_copies(client, operator_namespace, &mut unreadable).await;
+    Fleet {
+        now: k8s_openapi::jiff::Timestamp::now(),
+        rings: fleet_rings,
+        tenants,
+        warnings,
+        unreadable,
+        releases,
+        fleet_releases,
+    }
+}
+
+/// Each tenant with its pause, read for the whole fleet in one pass (not a planner snapshot per
+/// tenant: those also read every node's revision history, which the checks do not use).
+fn tenants(objects: &express_api::Objects, operator_namespace: &str) -> Vec<Tenant> {
     let inventory = inventory(objects, operator_namespace);
-    // Each tenant's pause, read for the whole fleet in one pass (not a planner snapshot per
-    // tenant: those also read every node's revision history, which the checks do not use).
     let pauses: HashMap<express_api::ClusterKey, (String, Option<String>)> =
         express_planner::observe::pauses(&inventory)
             .into_iter()
             .map(|(key, pause)| (key, (pause.scope.name().to_owned(), pause.reason)))
             .collect();
-    let tenants = observe::tenants(objects, |key| pauses.get(key).cloned());
+    observe::tenants(objects, |key| pauses.get(key).cloned())
+}
 
-    // Every ring with a tenant, and `default` always: each is checked for a live leader.
-    let mut ring_names: std::collections::BTreeSet<String> =
-        tenants.iter().map(|t| t.ring.clone()).collect();
-    ring_names.insert(rings::DEFAULT_RING.to_owned());
+async fn operator_deployments(
+    client: &Client,
+    operator_namespace: &str,
+    unreadable: &mut Vec<String>,
+) -> Vec<Deployment> {
     let selected = ListParams::default().labels(OPERATOR_SELECTOR);
-    let deployments = match Api::<Deployment>::namespaced(client.clone(), operator_namespace)
+    match Api::<Deployment>::namespaced(client.clone(), operator_namespace)
         .list_paged(&selected)
         .await
     {
@@ -59,9 +88,16 @@ pub(crate) async fn fleet_around(
             ));
             Vec::new()
         }
-    };
-    // Pods of every ring: the chart names a ring's pods `express-operator-RING`.
-    let operator_pods = match Api::<Pod>::namespaced(client.clone(), operator_namespace)
+    }
+}
+
+/// Pods of every ring: the chart names a ring's pods `express-operator-RING`.
+async fn operator_pods(
+    client: &Client,
+    operator_namespace: &str,
+    unreadable: &mut Vec<String>,
+) -> Vec<Pod> {
+    match Api::<Pod>::namespaced(client.clone(), operator_namespace)
         .list_paged(&ListParams::default())
         .await
     {
@@ -74,27 +110,31 @@ pub(crate) async fn fleet_around(
             unreadable.push(format!("pods in {operator_namespace}: {}", reason(&error)));
             Vec::new()
         }
-    };
+    }
+}
+
+/// Every ring with a tenant, and `default` always: each is checked for a live leader, so each
+/// comes with its Lease, Deployment and pods.
+async fn rings_seen(
+    client: &Client,
+    operator_namespace: &str,
+    tenants: &[Tenant],
+    deployments: &[Deployment],
+    pods: &[Pod],
+    unreadable: &mut Vec<String>,
+) -> Vec<Ring> {
+    let mut ring_names: std::collections::BTreeSet<String> =
+        tenants.iter().map(|t| t.ring.clone()).collect();
+    ring_names.insert(rings::DEFAULT_RING.to_owned());
     let mut fleet_rings = Vec::new();
     for ring in ring_names {
-        let (namespace, name) = (operator_namespace.to_owned(), rings::lease_name(&ring));
-        let lease = match Api::<Lease>::namespaced(client.clone(), operator_namespace)
-            .get_opt(&name)
-            .await
-        {
-            Ok(Some(lease)) => LeaseSeen::Seen(observe::lease(&lease)),
-            Ok(None) => LeaseSeen::Missing { namespace, name },
-            Err(error) => {
-                unreadable.push(format!("Lease {namespace}/{name}: {}", reason(&error)));
-                LeaseSeen::Unreadable { namespace, name }
-            }
-        };
+        let lease = ring_lease(client, operator_namespace, &ring, unreadable).await;
         fleet_rings.push(Ring {
             deployment: deployments
                 .iter()
                 .find(|d| rings::ring_of(d.labels()) == ring)
                 .map(observe::deployment),
-            pods: operator_pods
+            pods: pods
                 .iter()
                 .filter(|p| rings::ring_of(p.labels()) == ring)
                 .map(observe::operator_pod)
@@ -103,7 +143,32 @@ pub(crate) async fn fleet_around(
             lease,
         });
     }
-    let warnings = match warning_events(client).await {
+    fleet_rings
+}
+
+async fn ring_lease(
+    client: &Client,
+    operator_namespace: &str,
+    ring: &str,
+    unreadable: &mut Vec<String>,
+) -> LeaseSeen {
+    let (namespace, name) = (operator_namespace.to_owned(), rings::lease_name(ring));
+    match Api::<Lease>::namespaced(client.clone(), operator_namespace)
+        .get_opt(&name)
+        .await
+    {
+        Ok(Some(lease)) => LeaseSeen::Seen(observe::lease(&lease)),
+        Ok(None) => LeaseSeen::Missing { namespace, name },
+        Err(error) => {
+            unreadable.push(format!("Lease {namespace}/{name}: {}", reason(&error)));
+            LeaseSeen::Unreadable { namespace, name }
+        }
+    }
+}
+
+/// The Warning events the operator reported.
+async fn operator_warnings(client: &Client, unreadable: &mut Vec<String>) -> Vec<Warning> {
+    match warning_events(client).await {
         Ok(events) => events
             .iter()
             .filter(|e| e.reporting_controller.as_deref() == Some(REPORTING_CONTROLLER))
@@ -113,41 +178,44 @@ pub(crate) async fn fleet_around(
             unreadable.push(format!("Events: {}", reason(&error)));
             Vec::new()
         }
-    };
-    // Releases: none when their CRD is not installed (an operator older than releases).
-    let releases =
-        match Api::<express_api::OperatorRelease>::namespaced(client.clone(), operator_namespace)
-            .list_paged(&ListParams::default())
-            .await
-        {
-            Ok(list) => list.items.iter().map(observe::release).collect(),
-            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
-            Err(error) => {
-                unreadable.push(format!(
-                    "OperatorReleases in {operator_namespace}: {}",
-                    reason(&error)
-                ));
-                Vec::new()
-            }
-        };
-    // Releases across DCs: the copies of this DC, none before their CRD.
-    let fleet_releases = match crate::read::fleet_release::copies(client, operator_namespace).await
+    }
+}
+
+/// The OperatorReleases: none when their CRD is not installed (an operator older than releases).
+async fn releases(
+    client: &Client,
+    operator_namespace: &str,
+    unreadable: &mut Vec<String>,
+) -> Vec<ReleaseSeen> {
+    match Api::<express_api::OperatorRelease>::namespaced(client.clone(), operator_namespace)
+        .list_paged(&ListParams::default())
+        .await
     {
+        Ok(list) => list.items.iter().map(observe::release).collect(),
+        Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+        Err(error) => {
+            unreadable.push(format!(
+                "OperatorReleases in {operator_namespace}: {}",
+                reason(&error)
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// Releases across DCs: the copies of this DC, none before their CRD.
+async fn fleet_release_copies(
+    client: &Client,
+    operator_namespace: &str,
+    unreadable: &mut Vec<String>,
+) -> Vec<ReleaseSeen> {
+    match crate::read::fleet_release::copies(client, operator_namespace).await {
         Ok(plans) => plans.iter().map(observe::release).collect(),
         Err(Unread::NotInstalled(_)) => Vec::new(),
         Err(why) => {
             unreadable.push(why.to_string());
             Vec::new()
         }
-    };
-    Fleet {
-        now: k8s_openapi::jiff::Timestamp::now(),
-        rings: fleet_rings,
-        tenants,
-        warnings,
-        unreadable,
-        releases,
-        fleet_releases,
     }
 }
 

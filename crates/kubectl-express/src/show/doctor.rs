@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use express_triage::across::FleetVerdict;
-use express_triage::{Report, Status, Verdict};
+use express_triage::{Check, Report, Status, TenantReport, Verdict};
 
 use crate::contexts::across::PerContext;
 use crate::exit::Code;
@@ -55,13 +55,26 @@ pub fn render(report: &Report, stuck_after_seconds: i64) -> String {
         report.verdict.as_str(),
         report.reason
     );
-    let width = report
-        .checks
+    out.push_str(&render_checks(&report.checks));
+    if report.tenants.is_empty() {
+        out.push_str("\nTENANTS\n  none to report\n");
+        return out;
+    }
+    let rows: Vec<[String; 6]> = report
+        .tenants
         .iter()
-        .map(|c| c.name.len())
-        .max()
-        .unwrap_or(0);
-    for check in &report.checks {
+        .map(|t| tenant_row(t, stuck_after_seconds))
+        .collect();
+    out.push_str("\nTENANTS\n");
+    out.push_str(&render_tenants(&rows));
+    out
+}
+
+/// Each check's mark, name and summary, then its evidence beneath.
+fn render_checks(checks: &[Check]) -> String {
+    let mut out = String::new();
+    let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for check in checks {
         let mark = match check.status {
             Status::Ok => "ok  ",
             Status::Warn => "warn",
@@ -78,62 +91,64 @@ pub fn render(report: &Report, stuck_after_seconds: i64) -> String {
             }
         }
     }
-    if report.tenants.is_empty() {
-        out.push_str("\nTENANTS\n  none to report\n");
-        return out;
-    }
-    let rows: Vec<[String; 6]> = report
-        .tenants
+    out
+}
+
+/// A tenant's cells: namespace, cluster, symptoms, rollout state and version, why.
+fn tenant_row(t: &TenantReport, stuck_after_seconds: i64) -> [String; 6] {
+    let rollout = t.rollout.as_ref();
+    [
+        t.namespace.clone(),
+        t.cluster.clone(),
+        if t.symptoms.is_empty() {
+            "-".into()
+        } else {
+            t.symptoms
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+        rollout
+            .and_then(|r| r.state.clone())
+            .unwrap_or_else(|| "-".into()),
+        rollout
+            .and_then(|r| r.version.clone())
+            .unwrap_or_else(|| "-".into()),
+        tenant_why(t, stuck_after_seconds),
+    ]
+}
+
+/// What explains the tenant's symptoms (or what it is doing), then the nodes down that no
+/// delivery moves.
+fn tenant_why(t: &TenantReport, stuck_after_seconds: i64) -> String {
+    let why = match (t.explained_by_rollout, t.behind_seconds) {
+        (_, Some(s)) => format!("operator behind {}", express_triage::age(s)),
+        (true, None) => "follows the rollout".into(),
+        (false, None)
+            if t.symptoms.is_empty() && t.rollout.as_ref().is_some_and(|r| r.active()) =>
+        {
+            "rolling out".into()
+        }
+        (false, None) if t.symptoms.is_empty() => "-".into(),
+        (false, None) => "no rollout explains it".into(),
+    };
+    // The nodes down no delivery moves (and bounces): what L2 looks at next.
+    let nodes: Vec<String> = t
+        .nodes_down
         .iter()
-        .map(|t| {
-            let rollout = t.rollout.as_ref();
-            [
-                t.namespace.clone(),
-                t.cluster.clone(),
-                if t.symptoms.is_empty() {
-                    "-".into()
-                } else {
-                    t.symptoms
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                },
-                rollout
-                    .and_then(|r| r.state.clone())
-                    .unwrap_or_else(|| "-".into()),
-                rollout
-                    .and_then(|r| r.version.clone())
-                    .unwrap_or_else(|| "-".into()),
-                {
-                    let why = match (t.explained_by_rollout, t.behind_seconds) {
-                        (_, Some(s)) => format!("operator behind {}", express_triage::age(s)),
-                        (true, None) => "follows the rollout".into(),
-                        (false, None)
-                            if t.symptoms.is_empty()
-                                && t.rollout.as_ref().is_some_and(|r| r.active()) =>
-                        {
-                            "rolling out".into()
-                        }
-                        (false, None) if t.symptoms.is_empty() => "-".into(),
-                        (false, None) => "no rollout explains it".into(),
-                    };
-                    // The nodes down no delivery moves (and bounces): what L2 looks at next.
-                    let nodes: Vec<String> = t
-                        .nodes_down
-                        .iter()
-                        .filter(|n| n.work != Some(express_triage::Work::Delivery))
-                        .map(|n| n.describe(stuck_after_seconds))
-                        .collect();
-                    if nodes.is_empty() {
-                        why
-                    } else {
-                        format!("{why}: {}", nodes.join("; "))
-                    }
-                },
-            ]
-        })
+        .filter(|n| n.work != Some(express_triage::Work::Delivery))
+        .map(|n| n.describe(stuck_after_seconds))
         .collect();
+    if nodes.is_empty() {
+        why
+    } else {
+        format!("{why}: {}", nodes.join("; "))
+    }
+}
+
+/// The tenants' table: each column as wide as its widest cell, the last one unpadded.
+fn render_tenants(rows: &[[String; 6]]) -> String {
     let header = [
         "NAMESPACE",
         "CLUSTER",
@@ -163,9 +178,8 @@ pub fn render(report: &Report, stuck_after_seconds: i64) -> String {
         text.push('\n');
         text
     };
-    out.push_str("\nTENANTS\n");
-    out.push_str(&line(&header));
-    for row in &rows {
+    let mut out = line(&header);
+    for row in rows {
         let cells: Vec<&str> = row.iter().map(String::as_str).collect();
         out.push_str(&line(&cells));
     }
