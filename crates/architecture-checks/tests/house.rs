@@ -156,3 +156,34 @@ fn the_module_map_names_every_module() {
         missing.join("\n")
     );
 }
+
+#[test]
+fn no_function_that_ships_is_longer_than_a_page() {
+    use architecture_checks::functions::{LONGEST, functions};
+    let mut long = Vec::new();
+    for name in crates() {
+        let files = read_crate(&repository().join("crates").join(&name).join("src"))
+            .expect("the crate's source is readable");
+        for file in files.iter().filter(|f| !f.path.starts_with("protobuf")) {
+            long.extend(
+                functions(file)
+                    .into_iter()
+                    .filter(|f| f.lines > LONGEST)
+                    .map(|f| {
+                        format!(
+                            "crates/{name}/src/{}:{} {}: {} lines",
+                            file.path.display(),
+                            f.line,
+                            f.name,
+                            f.lines
+                        )
+                    }),
+            );
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {LONGEST} lines (make each a table of contents of named steps):\n{}",
+        long.join("\n")
+    );
+}
