@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::read::pages::ListPaged;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use express_api::ClusterKey;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
+use list_pages::ListPaged;
 use tokio::sync::watch;
 
 use super::dcs::{Dc, dc_refusal};

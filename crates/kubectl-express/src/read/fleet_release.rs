@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::read::pages::ListPaged;
 use express_api::fleet_release::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_APPROVE, ANNOTATION_PAUSE,
     ANNOTATION_PAUSED_BY, ANNOTATION_RESUME, FleetRelease, FleetReleaseStatus, LABEL_FLEET_RELEASE,
@@ -14,6 +13,7 @@ use express_api::release::OperatorRelease;
 use express_planner::fleet_release::{ReleaseSeen, Requests};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
+use list_pages::ListPaged;
 
 use crate::read::unread::Unread;
 

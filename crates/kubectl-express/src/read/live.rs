@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use crate::read::pages::{self, ListPaged};
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
 use express_api::lenient::{Lenient, Slim, Undecodable};
 use express_api::objects::WatchedKind;
@@ -19,6 +18,7 @@ use kube::api::{Api, ListParams, ObjectList};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
+use list_pages::{self as pages, ListPaged};
 
 use crate::exit::Exit;
 

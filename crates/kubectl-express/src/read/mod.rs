@@ -4,7 +4,6 @@
 pub mod fleet_release;
 pub mod live;
 pub mod manifests;
-pub mod pages;
 pub mod release;
 pub mod rings;
 pub mod triage;

@@ -1,10 +1,10 @@
 //! Reading OperatorReleases (DESIGN section 12): one by name, or every one of the operator's
 //! namespace, with a clear word when the CRD is not installed.
 
-use crate::read::pages::ListPaged;
 use express_api::release::OperatorRelease;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
+use list_pages::ListPaged;
 
 use crate::exit::Exit;
 use crate::read::unread::Unread;

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 
-use crate::read::pages::ListPaged;
 use express_api::keys::REPORTING_CONTROLLER;
 use express_api::rings;
 use express_triage::observe;
@@ -15,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt as _};
+use list_pages::ListPaged;
 
 use crate::read::live::{self, forbidden, inventory};
 use crate::read::unread::Unread;

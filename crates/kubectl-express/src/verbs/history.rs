@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
-use crate::read::pages::ListPaged;
+use list_pages::ListPaged;
 
 use crate::connect::ConnectArgs;
 use crate::exit::{Code, Exit};

@@ -5,13 +5,13 @@ pub mod survey;
 
 use std::collections::BTreeSet;
 
-use crate::read::pages::ListPaged;
 use express_api::ExpressCluster;
 use express_api::rings::{self};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt as _};
+use list_pages::ListPaged;
 
 use crate::read::live;
 use crate::read::live::forbidden;

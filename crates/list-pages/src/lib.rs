@@ -1,6 +1,6 @@
-//! Every list the plugin makes, a page at a time: 500 objects a page (client-go's pager and
-//! kubectl's `--chunk-size` default), so that a DC of 10,000 tenants answers in pages instead of
-//! one response of its whole fleet. A page that fails is asked once more; a continue token that
+//! Every list the plugin and the operator make, a page at a time: 500 objects a page
+//! (client-go's pager and kubectl's `--chunk-size` default), so that a DC of 10,000 tenants
+//! answers in pages instead of one response of its whole fleet. A page that fails is asked once more; a continue token that
 //! expired (410, the API server compacted its history mid-list) starts the list over, once.
 
 use std::fmt::Debug;
