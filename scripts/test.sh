@@ -68,6 +68,11 @@ cargo fmt --all --check
 phase "cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The image first: it builds the operator without its `dev` feature, and the tests then build it
+# with the feature once; after the tests, the debug binaries below are already built.
+phase "container image (built from the dev binaries, and run from its own root filesystem)"
+bash scripts/image.sh --profile dev
+
 phase "rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --locked --no-fail-fast
@@ -76,9 +81,6 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --locked --no-fail-fast
 fi
-
-phase "container image (built from the dev binaries, and run from its own root filesystem)"
-bash scripts/image.sh --profile dev
 
 phase "debug binaries for the benchmark smoke run and the acceptance tests"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
