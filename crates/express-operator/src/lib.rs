@@ -3,6 +3,7 @@
 //! feature, left out of the shipped image) the local `dev` cluster on kubesim.
 
 pub mod controller;
+pub mod crd_check;
 #[cfg(feature = "dev")]
 pub mod dev;
 pub mod history;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use express_operator::controller::{self, Settings};
+use express_operator::crd_check;
 use express_operator::metrics::{self, Metrics};
 use express_operator::throttle::{self, ApiLimits};
 use tokio::sync::watch;
@@ -89,11 +90,44 @@ enum Command {
         #[arg(long, value_name = "DC", requires = "demo")]
         fail_in: Option<String>,
     },
-    /// Print every CustomResourceDefinition as YAML (or write one file per CRD).
+    /// Print every CustomResourceDefinition as YAML (or write one file per CRD); `crd check`
+    /// compares them with what a cluster has and stores.
+    #[command(args_conflicts_with_subcommands = true)]
     Crd {
+        #[command(subcommand)]
+        action: Option<CrdAction>,
         /// Write `<crd-name>.yaml` files into this directory instead of printing.
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum CrdAction {
+    /// Is this build's API compatible with what is installed? Against CRD files, or a DC's CRDs
+    /// and every object it stores
+    ///
+    /// Exit 0 compatible (warnings printed), 1 breaking, 2 bad input (an unreadable or non-CRD
+    /// file, a CRD of another group, an unknown context, a DC without this API), 4 the DC could
+    /// not be read.
+    Check {
+        /// CRD YAML files, as `express-operator crd --output-dir` writes them.
+        #[arg(
+            long,
+            value_name = "DIR",
+            required_unless_present = "context",
+            conflicts_with = "context"
+        )]
+        against: Option<PathBuf>,
+        /// A kubeconfig context: its CRDs, and every object it stores of each kind.
+        #[arg(long, value_name = "NAME")]
+        context: Option<String>,
+        /// The kubeconfig naming the context (default: $KUBECONFIG, then ~/.kube/config).
+        #[arg(long, value_name = "FILE", requires = "context")]
+        kubeconfig: Option<PathBuf>,
+        /// Text for people, JSON for scripts.
+        #[arg(short = 'o', long, value_enum, default_value_t = crd_check::Output::Text)]
+        output: crd_check::Output,
     },
 }
 
@@ -146,10 +180,41 @@ fn main() -> ExitCode {
     allocator::reserve_long_lived_arena();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Crd { output_dir: None } => express_api::crd::all_to_yaml()
+        Command::Crd {
+            action:
+                Some(CrdAction::Check {
+                    against,
+                    context,
+                    kubeconfig,
+                    output,
+                }),
+            ..
+        } => {
+            let against = match (against, context) {
+                (Some(dir), _) => crd_check::Against::Directory(dir),
+                (None, Some(context)) => crd_check::Against::Context {
+                    kubeconfig,
+                    context,
+                },
+                // clap requires one of them.
+                (None, None) => return ExitCode::from(2),
+            };
+            return match tokio::runtime::Runtime::new() {
+                Ok(runtime) => ExitCode::from(runtime.block_on(crd_check::run(&against, output))),
+                Err(error) => {
+                    eprintln!("express-operator crd check: {}", Error::Runtime(error));
+                    ExitCode::from(2)
+                }
+            };
+        }
+        Command::Crd {
+            action: None,
+            output_dir: None,
+        } => express_api::crd::all_to_yaml()
             .map(|yaml| print!("{yaml}"))
             .map_err(Error::from),
         Command::Crd {
+            action: None,
             output_dir: Some(dir),
         } => write_crds(&dir),
         #[cfg(feature = "dev")]

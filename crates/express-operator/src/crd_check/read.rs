@@ -1,0 +1,210 @@
+//! What a cluster has installed: the CRD files of a directory (every document a CRD of this
+//! API's group), or a DC's CRDs of this API and every object it stores of each kind, read at
+//! the version it stores, a page at a time.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crd_compat::Stored;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use list_pages::ListPaged;
+
+use super::inputs::{CheckError, Source};
+
+/// The API group every CRD of this build is in.
+const GROUP: &str = "express.dev";
+
+/// What was read.
+pub struct Installed {
+    pub crds: Vec<CustomResourceDefinition>,
+    /// Per CRD name, its stored objects (None: none were read, as from files).
+    pub stored: Option<BTreeMap<String, Vec<Stored>>>,
+    pub source: Source,
+}
+
+/// Every `.yaml`/`.yml` file of `dir`, each document a CRD of this API's group.
+pub fn from_directory(dir: &Path) -> Result<Installed, CheckError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| CheckError::BadInput(format!("cannot read {}: {e}", dir.display())))?;
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(CheckError::BadInput(format!(
+            "{} holds no CRD files (*.yaml), as `express-operator crd --output-dir` writes them",
+            dir.display()
+        )));
+    }
+    let mut crds = Vec::new();
+    for file in &files {
+        crds.extend(crds_of_file(file)?);
+    }
+    Ok(Installed {
+        crds,
+        stored: None,
+        source: Source::Directory(dir.display().to_string()),
+    })
+}
+
+fn crds_of_file(file: &Path) -> Result<Vec<CustomResourceDefinition>, CheckError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CheckError::BadInput(format!("cannot read {}: {e}", file.display())))?;
+    let mut crds = Vec::new();
+    for (index, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let value: serde_yaml::Value = serde::Deserialize::deserialize(document)
+            .map_err(|e| CheckError::BadInput(format!("{} is not YAML: {e}", file.display())))?;
+        if value.is_null() {
+            continue;
+        }
+        let crd = crd_of(value).map_err(|why| {
+            CheckError::BadInput(format!(
+                "{} (document {}): {why}",
+                file.display(),
+                index + 1
+            ))
+        })?;
+        crds.push(crd);
+    }
+    Ok(crds)
+}
+
+/// A document as a CRD of this API, or why it is not one.
+fn crd_of(value: serde_yaml::Value) -> Result<CustomResourceDefinition, String> {
+    let kind = value.get("kind").and_then(serde_yaml::Value::as_str);
+    if kind != Some("CustomResourceDefinition") {
+        return Err(format!(
+            "not a CustomResourceDefinition (kind {})",
+            kind.unwrap_or("missing")
+        ));
+    }
+    let crd: CustomResourceDefinition =
+        serde_yaml::from_value(value).map_err(|e| format!("not a valid CRD: {e}"))?;
+    if crd.spec.group != GROUP {
+        return Err(format!(
+            "a CRD of group {}, not of this API ({GROUP})",
+            crd.spec.group
+        ));
+    }
+    Ok(crd)
+}
+
+/// A client for `context` of the kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else
+/// `~/.kube/config`).
+async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<kube::Client, CheckError> {
+    let config = match kubeconfig {
+        Some(path) => Kubeconfig::read_from(path),
+        None => Kubeconfig::read(),
+    }
+    .map_err(|e| CheckError::BadInput(format!("cannot read the kubeconfig: {e}")))?;
+    let names: Vec<&str> = config.contexts.iter().map(|c| c.name.as_str()).collect();
+    if !names.contains(&context) {
+        return Err(CheckError::BadInput(format!(
+            "no context named {context:?} in the kubeconfig (it has: {})",
+            names.join(", ")
+        )));
+    }
+    let options = KubeConfigOptions {
+        context: Some(context.to_owned()),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(config.clone(), &options)
+        .await
+        .map_err(|e| CheckError::BadInput(format!("context {context}: {e}")))?;
+    kube::Client::try_from(config)
+        .map_err(|e| CheckError::BadInput(format!("context {context}: {e}")))
+}
+
+/// The DC's CRDs of this API (those of `build` it has) and every object of each.
+pub async fn from_context(
+    kubeconfig: Option<&Path>,
+    context: &str,
+    build: &[CustomResourceDefinition],
+) -> Result<Installed, CheckError> {
+    let client = client(kubeconfig, context).await?;
+    let unreadable = |what: String| {
+        move |e: kube::Error| {
+            CheckError::Unreadable(format!("context {context}: cannot read {what}: {e}"))
+        }
+    };
+    let crds_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crds = Vec::new();
+    for wanted in build {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        if let Some(crd) = crds_api
+            .get_opt(&name)
+            .await
+            .map_err(unreadable(format!("CustomResourceDefinition {name}")))?
+        {
+            crds.push(crd);
+        }
+    }
+    if crds.is_empty() {
+        return Err(CheckError::BadInput(format!(
+            "context {context} has none of this API's CRDs ({GROUP}): the first install applies them (the chart's crds/, or `express-operator crd | kubectl apply -f -`); there is nothing to check against"
+        )));
+    }
+    let mut stored = BTreeMap::new();
+    for crd in &crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let objects = stored_objects(&client, crd)
+            .await
+            .map_err(unreadable(format!("the {} objects", crd.spec.names.kind)))?;
+        stored.insert(name, objects);
+    }
+    Ok(Installed {
+        crds,
+        stored: Some(stored),
+        source: Source::Context(context.to_owned()),
+    })
+}
+
+/// Every object of `crd`'s kind, in every namespace, read at the version it is stored at.
+async fn stored_objects(
+    client: &kube::Client,
+    crd: &CustomResourceDefinition,
+) -> Result<Vec<Stored>, kube::Error> {
+    let Some(version) = storage_version(crd) else {
+        return Ok(Vec::new());
+    };
+    let resource = ApiResource {
+        group: crd.spec.group.clone(),
+        version: version.clone(),
+        api_version: format!("{}/{version}", crd.spec.group),
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let list = api.list_paged(&ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|object| {
+            let name = match &object.metadata.namespace {
+                Some(namespace) => format!(
+                    "{namespace}/{}",
+                    object.metadata.name.as_deref().unwrap_or_default()
+                ),
+                None => object.metadata.name.clone().unwrap_or_default(),
+            };
+            Stored {
+                name,
+                version: version.clone(),
+                object: serde_json::to_value(&object).unwrap_or_default(),
+            }
+        })
+        .collect())
+}
+
+/// The version a CRD stores its objects at.
+fn storage_version(crd: &CustomResourceDefinition) -> Option<String> {
+    crd.spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .map(|v| v.name.clone())
+}
