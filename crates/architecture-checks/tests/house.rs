@@ -24,7 +24,7 @@ fn crates() -> Vec<String> {
 }
 
 /// The crates whose layers the map promises, and every folder inside them.
-const LAYERED: [&str; 2] = ["kubectl-express", "express-operator"];
+const LAYERED: [&str; 3] = ["kubectl-express", "express-operator", "express-planner"];
 
 #[test]
 fn no_import_runs_back_up_a_floor() {

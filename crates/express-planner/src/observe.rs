@@ -14,10 +14,8 @@ use express_api::lenient::Undecodable;
 use express_api::names::label_value_problem;
 use express_api::views::PodView;
 use express_api::{
-    BounceStatus, ExpressCluster, NodeChange, NodeKind, NodeRef, Objects, ObservedDesired,
-    effective_spec,
+    BounceStatus, ExpressCluster, NodeChange, NodeKind, NodeRef, ObservedDesired, effective_spec,
 };
-use kube::Resource;
 
 use crate::snapshot::{
     Abort, AbortRequest, BounceRecord, BounceRequest, Change, ClusterSettings, ClusterSnapshot,
@@ -25,28 +23,13 @@ use crate::snapshot::{
     PodCondition, PodObservation, PodPhase, RolloutControl,
 };
 
+mod inventory;
 mod pause;
 
+use inventory::{Annotations, annotation, namespace_of};
+pub use inventory::{Inventory, PodOwnership};
 use pause::{control_in, pause_in_force};
 pub use pause::{pause_of, pauses};
-
-/// How to decide that a pod is the one the operator manages for a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PodOwnership {
-    /// Its controller owner reference names the node (the live cluster).
-    OwnerReference,
-    /// Its name is the node's name (pod manifests standing for observed state, offline).
-    Name,
-}
-
-/// Every object that bears on planning, from one or more namespaces, and how to read it.
-#[derive(Clone, Copy, Debug)]
-pub struct Inventory<'a> {
-    pub objects: &'a Objects,
-    /// Namespace the operator runs in, where `express-operator-control` lives.
-    pub operator_namespace: &'a str,
-    pub ownership: PodOwnership,
-}
 
 /// The objects of one (namespace, clusterName).
 #[derive(Default)]
@@ -351,20 +334,9 @@ fn recorded_change(change: &NodeChange) -> Change {
     }
 }
 
-/// An object's annotations.
-type Annotations = std::collections::BTreeMap<String, String>;
-
 /// An object's `express.dev/rollout-id`, trimmed; blank counts as absent.
 fn rollout_id_of(annotations: Option<&Annotations>) -> Option<String> {
     annotation(annotations, ANNOTATION_ROLLOUT_ID)
-}
-
-/// An annotation's value, trimmed; blank counts as absent.
-fn annotation(annotations: Option<&Annotations>, key: &str) -> Option<String> {
-    annotations?
-        .get(key)
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
 }
 
 /// A node's `express.dev/bounce` request and its options.
@@ -549,8 +521,4 @@ fn rollout_control(cluster: &ExpressCluster) -> RolloutControl {
             revisions: a.revisions.clone(),
         }),
     }
-}
-
-fn namespace_of<K: Resource>(object: &K) -> Option<&str> {
-    object.meta().namespace.as_deref()
 }

@@ -8,8 +8,8 @@ use express_api::fleet_release::{DcState, FleetPhase, Request, spec_problems};
 use express_api::release::ReleasePhase;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::FleetAction;
-use super::reason;
+use super::model::FleetAction;
+use super::model::reason;
 use super::stepper::Stepper;
 use crate::gates::Gate;
 use crate::gates::seconds_between;

@@ -13,8 +13,8 @@ use express_triage::Verdict;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::FleetAction;
-use super::reason;
+use super::model::FleetAction;
+use super::model::reason;
 use super::stepper::Stepper;
 use crate::gates::Gate;
 use crate::gates::{after, earlier, seconds_between};

@@ -9,8 +9,8 @@ use std::ops::ControlFlow;
 use express_api::fleet_release::{DcState, FleetPhase};
 use k8s_openapi::jiff::Timestamp;
 
+use super::model::{FleetSnapshot, FleetStep};
 use super::stepper::Stepper;
-use super::{FleetSnapshot, FleetStep};
 use crate::gates::after;
 use crate::gates::{Gate, wake_at};
 

@@ -6,7 +6,7 @@ use express_api::fleet_release::{DcRelease, DcState, DcStatus, FleetPhase, Fleet
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{DcSeen, FleetAction, FleetSnapshot, ReleaseSeen};
+use super::model::{DcSeen, FleetAction, FleetSnapshot, ReleaseSeen};
 use crate::gates::Notice;
 
 pub(super) struct Stepper<'a> {

@@ -10,7 +10,7 @@ use express_api::keys::{
 use express_api::{ClusterKey, ExpressCluster, Objects};
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use super::{Inventory, annotation, namespace_of};
+use super::inventory::{Inventory, annotation, namespace_of};
 use crate::snapshot::{Pause, PauseScope};
 
 /// The pause in force for Express cluster `cluster_name` of `namespace`, without building its

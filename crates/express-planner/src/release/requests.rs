@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 
 use express_api::release::{ReleasePhase, spec_problems};
 
+use super::model::{CONDITION_VALID, reason};
 use super::stepper::{Stepper, set_condition};
-use super::{CONDITION_VALID, reason};
 use crate::gates::Gate;
 
 impl Stepper<'_> {

@@ -9,9 +9,9 @@ use express_triage::rings::RingHealth;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::judge::judge;
+use super::model::{SAMPLES_KEPT, reason};
 use super::schedule::next_sample;
 use super::stepper::{Stepper, Wave};
-use super::{SAMPLES_KEPT, reason};
 use crate::gates::{Gate, after};
 
 impl Stepper<'_> {

@@ -8,8 +8,8 @@ use std::ops::ControlFlow;
 use k8s_openapi::jiff::Timestamp;
 
 use super::census::census;
+use super::model::{ReleaseSnapshot, ReleaseStep};
 use super::stepper::Stepper;
-use super::{ReleaseSnapshot, ReleaseStep};
 use crate::gates::{Gate, wake_at};
 
 /// The next status, moves, events and wake-up of a release (see the module doc).

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::census::{Census, count};
-use super::{CONDITION_VALID, Direction, Move, ReleaseSnapshot, ReleaseStep, reason};
+use super::model::{CONDITION_VALID, Direction, Move, ReleaseSnapshot, ReleaseStep, reason};
 use crate::gates::Notice;
 
 /// The wave a step works on.

@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::census::count;
+use super::model::{Direction, Move, reason};
 use super::schedule::next_sample;
 use super::stepper::{Stepper, Wave, progress_message};
-use super::{Direction, Move, reason};
 use crate::gates::{Gate, after};
 
 impl Stepper<'_> {
