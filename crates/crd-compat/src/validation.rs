@@ -233,7 +233,10 @@ mod tests {
                                    "message": "toRing is immutable"}]));
         let old = json!({"toRing": "a"});
         assert!(validate(&schema, &json!({"toRing": "b"}), None).is_empty());
-        assert_eq!(validate(&schema, &json!({"toRing": "b"}), Some(&old)).len(), 1);
+        assert_eq!(
+            validate(&schema, &json!({"toRing": "b"}), Some(&old)).len(),
+            1
+        );
         assert!(validate(&schema, &old, Some(&old)).is_empty());
 
         let schema = node(json!([{"rule": "self.replicas < 3"}]));
