@@ -67,27 +67,36 @@ impl Rule {
         schema: Option<&JSONSchemaProps>,
         extra: &[(&str, CelValue)],
     ) -> Verdict {
-        let program = match &self.program {
-            Ok(program) => program,
-            Err(why) => return Verdict::Unjudged(why.clone()),
-        };
+        match self.evaluate(value, schema, extra) {
+            Err(why) => Verdict::Unjudged(why),
+            Ok(Ok(CelValue::Bool(true))) => Verdict::Pass,
+            Ok(Ok(CelValue::Bool(false))) => Verdict::Fail(String::new()),
+            Ok(Ok(other)) => Verdict::Unjudged(format!("the rule gave {other:?}, not a bool")),
+            Ok(Err(error)) => from_error(&error),
+        }
+    }
+
+    /// The expression's value with `self` bound to `value` (typed by `schema`) and `extra`
+    /// bound too; `Err` when it does not compile here.
+    pub(crate) fn evaluate(
+        &self,
+        value: &Value,
+        schema: Option<&JSONSchemaProps>,
+        extra: &[(&str, CelValue)],
+    ) -> Result<Result<CelValue, ExecutionError>, String> {
+        let program = self.program.as_ref().map_err(Clone::clone)?;
         let mut context = Context::with_env(Arc::clone(&self.env));
         context.add_variable_from_value("self", to_cel(value, schema));
         for (name, bound) in extra {
             context.add_variable_from_value(*name, bound.clone());
         }
-        match program.execute(&context) {
-            Ok(CelValue::Bool(true)) => Verdict::Pass,
-            Ok(CelValue::Bool(false)) => Verdict::Fail(String::new()),
-            Ok(other) => Verdict::Unjudged(format!("the rule gave {other:?}, not a bool")),
-            Err(error) => from_error(&error),
-        }
+        Ok(program.execute(&context))
     }
 }
 
 /// Errors the API server would meet too fail the value; errors that come from this evaluator
 /// lacking a function or typing values otherwise leave it unjudged.
-fn from_error(error: &ExecutionError) -> Verdict {
+pub(crate) fn from_error(error: &ExecutionError) -> Verdict {
     match error {
         ExecutionError::UndeclaredReference(_)
         | ExecutionError::NoSuchOverload(_)

@@ -9,6 +9,9 @@
 //! (with `cel.rs` for CEL rules and patterns, `format.rs` for formats) and settles how bad the
 //! change is: a narrowing no stored object violates is a warning, one that some object violates
 //! is breaking and names it.
+//!
+//! `validation` is the same CEL evaluator facing the other way: a server admitting a write
+//! (kubesim) evaluates a schema node's `x-kubernetes-validations` with it, as the API server does.
 
 mod cel;
 mod crd;
@@ -18,6 +21,7 @@ mod path;
 mod property;
 mod report;
 mod stored;
+pub mod validation;
 
 use std::collections::BTreeMap;
 

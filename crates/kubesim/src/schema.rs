@@ -11,9 +11,19 @@
 //!   `minItems`/`maxItems`, `minProperties`/`maxProperties`, `x-kubernetes-int-or-string`,
 //!   `items` and `additionalProperties`; every failure becomes one cause naming its field path,
 //!   worded as the API server words it.
+//! - **CEL rules** (`x-kubernetes-validations`) of every schema node are evaluated by
+//!   crd-compat's evaluator (`crd_compat::validation`, the one the compatibility check uses) on
+//!   values that passed their schema (no structural cause at or below the node): `self` typed
+//!   by the node's schema, `oldSelf` on an update where the old object has a value at that path
+//!   (transition rules run only then; list items correlate only in `x-kubernetes-list-type: map`
+//!   lists). A failing rule is a cause at the node's path plus its `fieldPath`, with its reason
+//!   and message (`spec: Invalid value: "object": fromRing and toRing must differ`). Ratcheting,
+//!   as Kubernetes 1.33: a rule that fails on a value an update leaves unchanged is a `Warning`,
+//!   not a refusal. A rule the evaluator cannot judge (Kubernetes' own CEL libraries, a typing
+//!   cel-rust does not share, `optionalOldSelf`) is skipped, never a refusal.
 //!
 //! Not checked (recorded in `docs/kubesim.md`): `format`, `allOf`/`anyOf`/`oneOf`/`not`, and
-//! CEL rules (`x-kubernetes-validations`).
+//! CEL's cost limits.
 
 use serde_json::{Map, Value};
 
@@ -50,15 +60,28 @@ pub struct Admission {
     /// Paths of fields the schema does not declare, dropped (`spec.foo`).
     pub unknown_fields: Vec<String>,
     pub causes: Vec<Cause>,
+    /// CEL rules that fail on a value the update leaves unchanged (ratcheting): the API server
+    /// sends each as a `Warning` instead of refusing, worded as the cause would be.
+    pub warnings: Vec<String>,
 }
 
-/// Prunes, defaults and validates `object` (a whole custom resource) against `schema`.
-/// `apiVersion`, `kind` and `metadata` are the API server's, never pruned or validated here.
-pub fn admit(schema: &Value, object: &mut Value) -> Admission {
+/// Prunes, defaults and validates `object` (a whole custom resource) against `schema`, then
+/// evaluates its CEL rules. `old`: on an update, the stored object before the change (`None` on
+/// a create). `apiVersion`, `kind` and `metadata` are the API server's, never pruned or
+/// validated here.
+pub fn admit(schema: &Value, object: &mut Value, old: Option<&Value>) -> Admission {
     let mut admission = Admission::default();
     prune(schema, object, "", true, &mut admission.unknown_fields);
     apply_defaults(schema, object);
     validate(schema, object, "", true, &mut admission.causes);
+    let mut rules = Rules {
+        structural: admission.causes.iter().map(|c| c.field.clone()).collect(),
+        causes: Vec::new(),
+        warnings: Vec::new(),
+    };
+    rules.check(schema, object, old, "", true);
+    admission.causes.append(&mut rules.causes);
+    admission.warnings = rules.warnings;
     // Field order, not map order, so messages are the same whatever order a client wrote.
     admission.unknown_fields.sort();
     admission.causes.sort_by(|a, b| a.field.cmp(&b.field));
@@ -463,6 +486,146 @@ fn validate_object(
     }
 }
 
+/// The CEL pass: every schema node's `x-kubernetes-validations`, evaluated by crd-compat on a
+/// value that passed its schema (no structural cause at or below it), with the old object's value
+/// at the same path on an update.
+struct Rules {
+    /// Fields of the structural causes already found.
+    structural: Vec<String>,
+    causes: Vec<Cause>,
+    warnings: Vec<String>,
+}
+
+impl Rules {
+    fn check(
+        &mut self,
+        schema: &Value,
+        value: &Value,
+        old: Option<&Value>,
+        path: &str,
+        root: bool,
+    ) {
+        if value.is_null() {
+            return;
+        }
+        if crd_compat::validation::has_rules(schema) && self.passed_schema(path) {
+            self.evaluate(schema, value, old, path, root);
+        }
+        match value {
+            Value::Object(fields) => {
+                for (key, field) in fields {
+                    if root && SERVER_FIELDS.contains(&key.as_str()) {
+                        continue;
+                    }
+                    if let Some(field_schema) = property_schema(schema, key) {
+                        let old_field = old.and_then(|o| o.get(key));
+                        self.check(field_schema, field, old_field, &child(path, key), false);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) else {
+                    return;
+                };
+                for (index, item) in items.iter().enumerate() {
+                    let old_item = old.and_then(|o| correlated_item(schema, item, o));
+                    self.check(
+                        item_schema,
+                        item,
+                        old_item,
+                        &format!("{path}[{index}]"),
+                        false,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether no structural cause names `path` or a field below it.
+    fn passed_schema(&self, path: &str) -> bool {
+        !self.structural.iter().any(|field| {
+            path.is_empty()
+                || field == path
+                || field
+                    .strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with(['.', '[']))
+        })
+    }
+
+    fn evaluate(
+        &mut self,
+        schema: &Value,
+        value: &Value,
+        old: Option<&Value>,
+        path: &str,
+        root: bool,
+    ) {
+        // At the root, CEL sees only the name and generateName of metadata, as on the API server.
+        let (value, old) = if root {
+            (cel_root(value), old.map(cel_root))
+        } else {
+            (value.clone(), old.cloned())
+        };
+        let shown_type = schema["type"].as_str().unwrap_or(type_name(&value));
+        for failure in crd_compat::validation::validate(schema, &value, old.as_ref()) {
+            let cause = rule_cause(&failure, path, shown_type);
+            if failure.ratcheted {
+                self.warnings.push(cause.describe());
+            } else {
+                self.causes.push(cause);
+            }
+        }
+    }
+}
+
+fn cel_root(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.retain(|key, _| key == "name" || key == "generateName");
+    }
+    object
+}
+
+/// The old item a list item correlates with: only in a `x-kubernetes-list-type: map` list, the
+/// one with the same keys (atomic lists and sets correlate nothing, as for the API server).
+fn correlated_item<'a>(schema: &Value, item: &Value, old: &'a Value) -> Option<&'a Value> {
+    if schema["x-kubernetes-list-type"].as_str() != Some("map") {
+        return None;
+    }
+    let keys = schema["x-kubernetes-list-map-keys"].as_array()?;
+    old.as_array()?.iter().find(|candidate| {
+        keys.iter()
+            .filter_map(Value::as_str)
+            .all(|key| candidate.get(key) == item.get(key))
+    })
+}
+
+/// A failing rule as the API server's cause: the node's path plus the rule's `fieldPath`, the
+/// reason it names, the schema's type shown as the value.
+fn rule_cause(failure: &crd_compat::validation::Failure, path: &str, shown_type: &str) -> Cause {
+    use crd_compat::validation::Reason;
+    let below = failure.field_path.trim_start_matches('.');
+    let field = if below.is_empty() {
+        path.to_owned()
+    } else if path.is_empty() || below.starts_with('[') {
+        format!("{path}{below}")
+    } else {
+        format!("{path}.{below}")
+    };
+    let message = match failure.reason {
+        Reason::Invalid => format!("Invalid value: {shown_type:?}: {}", failure.message),
+        Reason::Forbidden => format!("Forbidden: {}", failure.message),
+        Reason::Required => format!("Required value: {}", failure.message),
+        Reason::Duplicate => format!("Duplicate value: {shown_type:?}"),
+    };
+    Cause {
+        reason: failure.reason.as_str(),
+        field,
+        message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -496,7 +659,7 @@ mod tests {
     }
 
     fn admitted(mut object: Value) -> (Value, Admission) {
-        let admission = admit(&schema(), &mut object);
+        let admission = admit(&schema(), &mut object, None);
         (object, admission)
     }
 
@@ -585,6 +748,141 @@ mod tests {
         );
     }
 
+    /// An OperatorRelease-like schema with CEL rules at the spec, at list items and at a leaf.
+    fn release_schema() -> Value {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object",
+                "properties": {
+                    "fromRing": {"type": "string"}, "toRing": {"type": "string"},
+                    "replicas": {"type": "integer", "minimum": 0},
+                    "waves": {"type": "array", "items": {"type": "object",
+                        "properties": {"tenants": {"type": "integer"}, "percent": {"type": "integer"}},
+                        "x-kubernetes-validations": [{"rule": "has(self.tenants) != has(self.percent)",
+                            "message": "a wave gives exactly one of tenants and percent"}]}},
+                    "owner": {"type": "string", "x-kubernetes-validations": [
+                        {"rule": "self == oldSelf", "message": "owner is immutable"}]},
+                    "url": {"type": "string", "x-kubernetes-validations": [{"rule": "isURL(self)"}]},
+                },
+                "x-kubernetes-validations": [
+                    {"rule": "self.fromRing != self.toRing", "message": "fromRing and toRing must differ"},
+                    {"rule": "self.toRing != 'attic'"},
+                    {"rule": "!has(self.replicas) || self.replicas < 10", "fieldPath": ".replicas",
+                     "reason": "FieldValueForbidden",
+                     "messageExpression": "'replicas ' + string(self.replicas) + ' is too many'"},
+                ]},
+            "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+        }})
+    }
+
+    fn release(spec: Value) -> Value {
+        json!({"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+               "metadata": {"name": "r"}, "spec": spec})
+    }
+
+    fn described(causes: &[Cause]) -> Vec<String> {
+        causes.iter().map(Cause::describe).collect()
+    }
+
+    #[test]
+    fn cel_rules_pass_or_refuse_with_their_message_field_and_reason() {
+        let schema = release_schema();
+        let mut valid = release(json!({"fromRing": "a", "toRing": "b", "replicas": 3,
+            "waves": [{"tenants": 1}, {"percent": 100}], "url": "not checked here"}));
+        assert_eq!(admit(&schema, &mut valid, None), Admission::default());
+
+        let mut invalid = release(
+            json!({"fromRing": "attic", "toRing": "attic", "replicas": 12,
+            "waves": [{"tenants": 1}, {"tenants": 2, "percent": 100}]}),
+        );
+        let admission = admit(&schema, &mut invalid, None);
+        assert_eq!(
+            described(&admission.causes),
+            [
+                "spec: Invalid value: \"object\": fromRing and toRing must differ",
+                "spec: Invalid value: \"object\": failed rule: self.toRing != 'attic'",
+                "spec.replicas: Forbidden: replicas 12 is too many",
+                "spec.waves[1]: Invalid value: \"object\": a wave gives exactly one of tenants and percent",
+            ]
+        );
+        let reasons: Vec<&str> = admission.causes.iter().map(|c| c.reason).collect();
+        assert_eq!(
+            reasons,
+            [
+                "FieldValueInvalid",
+                "FieldValueInvalid",
+                "FieldValueForbidden",
+                "FieldValueInvalid"
+            ]
+        );
+    }
+
+    #[test]
+    fn cel_rules_run_only_on_values_that_passed_the_schema() {
+        let mut object = release(json!({"fromRing": "a", "toRing": "a", "replicas": -1}));
+        let admission = admit(&release_schema(), &mut object, None);
+        assert_eq!(
+            described(&admission.causes),
+            [
+                "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"
+            ]
+        );
+    }
+
+    #[test]
+    fn transition_rules_judge_updates_of_values_the_old_object_has() {
+        let schema = release_schema();
+        let spec = |owner: Option<&str>| {
+            let mut spec = json!({"fromRing": "a", "toRing": "b"});
+            if let Some(owner) = owner {
+                spec["owner"] = json!(owner);
+            }
+            release(spec)
+        };
+        let old = spec(Some("ann"));
+        assert!(
+            admit(&schema, &mut spec(Some("ann")), None)
+                .causes
+                .is_empty()
+        );
+        assert!(
+            admit(&schema, &mut spec(Some("ann")), Some(&old))
+                .causes
+                .is_empty()
+        );
+        assert!(
+            admit(&schema, &mut spec(Some("bob")), Some(&spec(None)))
+                .causes
+                .is_empty()
+        );
+        let changed = admit(&schema, &mut spec(Some("bob")), Some(&old));
+        assert_eq!(
+            described(&changed.causes),
+            ["spec.owner: Invalid value: \"string\": owner is immutable"]
+        );
+    }
+
+    #[test]
+    fn an_update_leaving_an_invalid_value_unchanged_ratchets() {
+        let schema = release_schema();
+        let old = release(json!({"fromRing": "a", "toRing": "a"}));
+        let mut status_only = old.clone();
+        status_only["status"] = json!({"phase": "Moving"});
+        let admission = admit(&schema, &mut status_only, Some(&old));
+        assert!(admission.causes.is_empty(), "{:?}", admission.causes);
+        assert_eq!(
+            admission.warnings,
+            ["spec: Invalid value: \"object\": fromRing and toRing must differ"]
+        );
+        let mut other_invalid = release(json!({"fromRing": "b", "toRing": "b"}));
+        let admission = admit(&schema, &mut other_invalid, Some(&old));
+        assert_eq!(
+            described(&admission.causes),
+            ["spec: Invalid value: \"object\": fromRing and toRing must differ"]
+        );
+        // The same invalid value on a create is refused: nothing to ratchet against.
+        assert_eq!(admit(&schema, &mut old.clone(), None).causes.len(), 1);
+    }
+
     fn frontend_schema() -> &'static Value {
         static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
         SCHEMA.get_or_init(|| {
@@ -634,9 +932,9 @@ mod tests {
             let schema = frontend_schema();
             proptest::prop_assume!(schema["properties"]["spec"].is_object());
             let mut once = object;
-            let first = admit(schema, &mut once);
+            let first = admit(schema, &mut once, None);
             let mut twice = once.clone();
-            let second = admit(schema, &mut twice);
+            let second = admit(schema, &mut twice, None);
             proptest::prop_assert!(second.unknown_fields.is_empty(), "{:?}", second.unknown_fields);
             proptest::prop_assert_eq!(&once, &twice);
             proptest::prop_assert_eq!(first.causes, second.causes);

@@ -95,7 +95,7 @@ impl Cluster {
         if self.store.get(&key, &namespace, &name).is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &name));
         }
-        self.admit(rt, &mut object, &name, options)?;
+        self.admit(rt, &mut object, None, &name, options)?;
         self.default_on_create(rt, &mut object);
         if let Some(manager) = &options.field_manager {
             crate::apply::record_update(&mut object, None, manager, &rt.api_version());

@@ -413,12 +413,14 @@ impl Cluster {
     }
 
     /// A custom resource's schema rules ([`crate::schema`]): prunes and defaults `object` in
-    /// place, answers unknown fields as `fieldValidation` asks, and refuses an invalid object
+    /// place, answers unknown fields as `fieldValidation` asks, evaluates its CEL rules (`old`:
+    /// the stored object an update changes, `None` on a create), and refuses an invalid object
     /// with 422 and a cause per field.
     fn admit(
         &mut self,
         rt: &ResourceType,
         object: &mut Value,
+        old: Option<&Value>,
         name: &str,
         options: &WriteOptions,
     ) -> Result<(), ApiError> {
@@ -437,7 +439,7 @@ impl Cluster {
         let Some(schema) = rt.schema.as_ref().filter(|_| !rt.builtin) else {
             return Ok(());
         };
-        let admission = crate::schema::admit(schema, object);
+        let admission = crate::schema::admit(schema, object, old);
         let unknown = admission
             .unknown_fields
             .iter()
@@ -455,6 +457,7 @@ impl Cluster {
             FieldValidation::Warn => self.warnings.extend(unknown),
             FieldValidation::Strict | FieldValidation::Ignore => {}
         }
+        self.warnings.extend(admission.warnings);
         if admission.causes.is_empty() {
             Ok(())
         } else {

@@ -151,7 +151,7 @@ impl Cluster {
         next["apiVersion"] = current["apiVersion"].clone();
         next["kind"] = current["kind"].clone();
         let name = name_of(current).to_owned();
-        self.admit(rt, &mut next, &name, options)?;
+        self.admit(rt, &mut next, Some(current), &name, options)?;
         if rt.tracks_generation()
             && generation_relevant(rt, &next) != generation_relevant(rt, current)
         {
