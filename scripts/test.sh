@@ -86,9 +86,12 @@ phase "debug binaries for the benchmark smoke run and the acceptance tests"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
 
 phase "fleet benchmark, smoke run: 2 tenants on the debug binaries (figures: docs/benchmarks.md)"
-cargo test --locked -p express-operator --bench fleet -- --tenants 2 \
+# --workspace: the features the tests' build chose, so that no dependency is built again; fast
+# pods and short rests: the smoke run shows the benchmark runs, the figures come from release
+# builds (docs/benchmarks.md).
+cargo test --workspace --locked --bench fleet -- --tenants 2 \
     --kubesim "$target_dir/debug/kubesim" --operator "$target_dir/debug/express-operator" \
-    --timeout-seconds 300
+    --startup-seconds 0.2 --terminate-seconds 0.2 --rest-seconds 1 --timeout-seconds 300
 
 phase "acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium; the alerts under promtool and a real Prometheus"
 KUBESIM_BIN="$target_dir/debug/kubesim" \
