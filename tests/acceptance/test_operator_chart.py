@@ -119,9 +119,11 @@ def test_the_schema_refuses_a_misspelt_value():
 
 
 def test_the_alert_metrics_exist():
-    # Each alert reads a metric the operator registers (crates/express-operator/src/metrics.rs).
+    # Each alert reads a metric the operator registers (crates/express-operator/src/metrics.rs
+    # and the groups of metric_groups.rs).
     objects, _ = render({"metrics": {"prometheusRule": {"enabled": True}}})
-    source = (ROOT / "crates" / "express-operator" / "src" / "metrics.rs").read_text()
+    src = ROOT / "crates" / "express-operator" / "src"
+    source = "".join((src / name).read_text() for name in ("metrics.rs", "metric_groups.rs"))
     for rule in find(objects, "PrometheusRule")[0]["spec"]["groups"][0]["rules"]:
         for metric in ("rollout_failures", "nodes", "reconcile_errors", "leader", "tenants",
                        "unhealthy_tenants", "unhealthy_namespaces",
