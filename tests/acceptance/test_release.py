@@ -270,11 +270,18 @@ def test_a_build_not_reported_or_an_invalid_spec_moves_nothing(fleet):
     shown = kx(sim, "release", "to-9")
     assert shown.returncode == 0 and "Pending" in shown.stdout and "reporting build 0.1.0, not 9.9.9" in shown.stdout
 
-    # kubesim does not run the CRD's CEL rules: the operator refuses the spec itself.
-    apply_release(sim, "half", waves=[{"percent": 50}])
+    # The CRD's CEL rules are the API server's (kubesim runs them): a last wave under 100% is
+    # refused with the rule's message, nothing stored.
+    half = sim.kubectl("apply", "-f", "-", check=False, input=json.dumps(
+        {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+         "metadata": {"name": "half", "namespace": "express-system"},
+         "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 50}]}}))
+    assert half.returncode != 0 and "the last wave must be percent: 100" in half.stderr, half.stderr
+    # What no schema rule says, the operator refuses itself: waves are cumulative.
+    apply_release(sim, "shrinking", waves=[{"percent": 80}, {"percent": 50}, {"percent": 100}])
     eventually(lambda: any(c["type"] == "Valid" and c["status"] == "False"
-                           for c in status(sim, "half").get("conditions", [])), timeout=30, what="refused")
-    assert "the last wave is 50%" in status(sim, "half")["message"]
+                           for c in status(sim, "shrinking").get("conditions", [])), timeout=30, what="refused")
+    assert "below an earlier wave's 80" in status(sim, "shrinking")["message"]
     assert release_events(sim, "InvalidSpec")
     # The schema's own rules are enforced by the API server.
     bad = sim.kubectl("apply", "-f", "-", check=False, input=json.dumps(
