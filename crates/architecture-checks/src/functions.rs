@@ -1,7 +1,7 @@
 //! Tables of contents: no function that ships is longer than a page. A function past
 //! [`LONGEST`] lines holds more than one step: it should read as a list of named steps.
 
-use crate::source::SourceFile;
+use crate::source::{ItemEnd, SourceFile, item_end};
 
 /// The most lines a function may span, its signature and closing brace included.
 pub const LONGEST: usize = 120;
@@ -36,7 +36,7 @@ pub fn functions(file: &SourceFile) -> Vec<Function> {
         if name.is_empty() {
             continue;
         }
-        let Some(body) = body_of(&file.code[start..]) else {
+        let ItemEnd::Body(body) = item_end(&file.code[start..]) else {
             continue;
         };
         let first = line_of(&file.code, start);
@@ -48,29 +48,6 @@ pub fn functions(file: &SourceFile) -> Vec<Function> {
         });
     }
     found
-}
-
-/// Where the body that starts after a signature ends (the offset of its closing brace), or
-/// none for a declaration without a body (`fn f();` in a trait).
-fn body_of(text: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut parens = 0usize;
-    for (offset, c) in text.char_indices() {
-        match c {
-            '(' | '[' => parens += 1,
-            ')' | ']' => parens = parens.saturating_sub(1),
-            ';' if depth == 0 && parens == 0 => return None,
-            '{' => depth += 1,
-            '}' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(offset);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 fn line_of(code: &str, offset: usize) -> usize {

@@ -206,7 +206,10 @@ fn drop_test_items(code: &str) -> String {
     while let Some(at) = rest.find(marker) {
         out.push_str(&rest[..at]);
         let item = &rest[at..];
-        let end = item_end(item);
+        let end = match item_end(item) {
+            ItemEnd::Declaration(at) | ItemEnd::Body(at) => at + 1,
+            ItemEnd::Unclosed => item.len(),
+        };
         out.extend(item[..end].chars().filter(|&c| c == '\n'));
         rest = &item[end..];
     }
@@ -214,24 +217,36 @@ fn drop_test_items(code: &str) -> String {
     out
 }
 
-/// Where the item starting at `item` ends: after its `;` when one comes before any `{`,
-/// otherwise after the `}` that closes its first `{`.
-fn item_end(item: &str) -> usize {
-    let mut depth = 0usize;
-    for (at, c) in item.char_indices() {
+/// How an item written at the start of a text ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemEnd {
+    /// A declaration: its `;` (outside brackets, as in `[u8; 2]`), offset of the `;`.
+    Declaration(usize),
+    /// A body: the `}` that closes its first `{`, offset of the `}`.
+    Body(usize),
+    /// The text ends first.
+    Unclosed,
+}
+
+/// Where the item that starts `item` ends (its signature's brackets and parentheses skipped).
+pub fn item_end(item: &str) -> ItemEnd {
+    let (mut braces, mut brackets) = (0usize, 0usize);
+    for (offset, c) in item.char_indices() {
         match c {
-            ';' if depth == 0 => return at + 1,
-            '{' => depth += 1,
+            '(' | '[' => brackets += 1,
+            ')' | ']' => brackets = brackets.saturating_sub(1),
+            ';' if braces == 0 && brackets == 0 => return ItemEnd::Declaration(offset),
+            '{' => braces += 1,
             '}' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return at + 1;
+                braces = braces.saturating_sub(1);
+                if braces == 0 {
+                    return ItemEnd::Body(offset);
                 }
             }
             _ => {}
         }
     }
-    item.len()
+    ItemEnd::Unclosed
 }
 
 /// The modules `file` names, resolved against the crate's modules: a path names the longest
