@@ -6,10 +6,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
-use express_api::views::Interner;
+use express_api::objects::WatchedKind;
+use express_api::views::{Interner, NodeObject, NodeView};
 use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, OperatorRelease};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::Resource;
 use kube::runtime::watcher;
 use tokio::sync::{Notify, mpsc, watch};
 use tracing::warn;
@@ -71,11 +73,7 @@ impl Wiring<'_> {
     fn node_caches(
         &self,
         tasks: &mut Tasks,
-    ) -> (
-        Scoped<ExpressCluster>,
-        Scoped<express_api::views::NodeView>,
-        Scoped<express_api::views::NodeView>,
-    ) {
+    ) -> (Scoped<ExpressCluster>, Scoped<NodeView>, Scoped<NodeView>) {
         let (client, scopes, interner) = (self.client, self.scopes(), &self.interner);
         let wake_releases = self.release_wake.clone();
         let clusters = cache::<ExpressCluster, _, _>(
@@ -93,25 +91,25 @@ impl Wiring<'_> {
             self.metrics,
             tasks,
         );
-        let backends = cache::<Backend, _, _>(
-            client,
-            &scopes,
-            Watch::nodes(watcher::Config::default(), interner),
-            node_key,
-            self.triggers.clone(),
-            self.metrics,
-            tasks,
-        );
-        let frontends = cache::<Frontend, _, _>(
-            client,
-            &scopes,
-            Watch::nodes(watcher::Config::default(), interner),
-            node_key,
-            self.triggers.clone(),
-            self.metrics,
-            tasks,
-        );
+        let backends = self.node_cache::<Backend>(&scopes, tasks);
+        let frontends = self.node_cache::<Frontend>(&scopes, tasks);
         (clusters, backends, frontends)
+    }
+
+    /// The nodes of one kind, each change mapped to its Express cluster.
+    fn node_cache<K>(&self, scopes: &[Option<String>], tasks: &mut Tasks) -> Scoped<NodeView>
+    where
+        K: NodeObject + WatchedKind + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        cache::<K, _, _>(
+            self.client,
+            scopes,
+            Watch::nodes(watcher::Config::default(), &self.interner),
+            node_key,
+            self.triggers.clone(),
+            self.metrics,
+            tasks,
+        )
     }
 
     /// Only this ring's pods (a tenant's pods are restamped when another ring adopts it): a

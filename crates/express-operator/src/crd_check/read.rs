@@ -6,15 +6,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crd_compat::Stored;
+use express_api::keys::GROUP;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use list_pages::ListPaged;
 
 use super::inputs::{CheckError, Source};
-
-/// The API group every CRD of this build is in.
-const GROUP: &str = "express.dev";
 
 /// What was read.
 pub struct Installed {
