@@ -25,34 +25,13 @@
 //! Not checked (recorded in `docs/kubesim.md`): `format`, `allOf`/`anyOf`/`oneOf`/`not`, and
 //! CEL's cost limits.
 
+mod rules;
+mod words;
+
+pub use words::Cause;
+
 use serde_json::{Map, Value};
-
-/// One reason an object is invalid: the cause of a 422, as `Status.details.causes` lists it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Cause {
-    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, ...
-    pub reason: &'static str,
-    /// The field's path, `spec.nodes[0].name`.
-    pub field: String,
-    /// The message after the path, `Required value`.
-    pub message: String,
-}
-
-impl Cause {
-    /// `field: Invalid value: "value": why`, a `FieldValueInvalid` cause.
-    pub fn invalid(field: &str, value: &str, why: &str) -> Cause {
-        Cause {
-            reason: "FieldValueInvalid",
-            field: field.to_owned(),
-            message: format!("Invalid value: {value:?}: {why}"),
-        }
-    }
-
-    /// `spec.up: Invalid value: ...`, the form the API server puts in its message.
-    pub fn describe(&self) -> String {
-        format!("{}: {}", self.field, self.message)
-    }
-}
+use words::{SERVER_FIELDS, child, is_integer, property_schema, type_name};
 
 /// What admitting an object found; the object itself is pruned and defaulted in place.
 #[derive(Debug, Default, PartialEq)]
@@ -74,39 +53,18 @@ pub fn admit(schema: &Value, object: &mut Value, old: Option<&Value>) -> Admissi
     prune(schema, object, "", true, &mut admission.unknown_fields);
     apply_defaults(schema, object);
     validate(schema, object, "", true, &mut admission.causes);
-    let mut rules = Rules {
-        structural: admission.causes.iter().map(|c| c.field.clone()).collect(),
-        causes: Vec::new(),
-        warnings: Vec::new(),
-    };
-    rules.check(schema, object, old, "", true);
-    admission.causes.append(&mut rules.causes);
-    admission.warnings = rules.warnings;
+    let structural = admission.causes.iter().map(|c| c.field.clone()).collect();
+    let (mut causes, warnings) = rules::evaluate(schema, object, old, structural);
+    admission.causes.append(&mut causes);
+    admission.warnings = warnings;
     // Field order, not map order, so messages are the same whatever order a client wrote.
     admission.unknown_fields.sort();
     admission.causes.sort_by(|a, b| a.field.cmp(&b.field));
     admission
 }
 
-const SERVER_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
-
-fn child(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
 fn flag(schema: &Value, name: &str) -> bool {
     schema[name].as_bool() == Some(true)
-}
-
-/// The schema for an object's property `key`, or of its additional properties.
-fn property_schema<'a>(schema: &'a Value, key: &str) -> Option<&'a Value> {
-    schema["properties"]
-        .get(key)
-        .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))
 }
 
 fn prune(schema: &Value, value: &mut Value, path: &str, root: bool, unknown: &mut Vec<String>) {
@@ -182,23 +140,6 @@ fn apply_defaults(schema: &Value, value: &mut Value) {
         }
         _ => {}
     }
-}
-
-/// The JSON type name the API server reports for a value.
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(number) if is_integer(number) => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn is_integer(number: &serde_json::Number) -> bool {
-    number.is_i64() || number.is_u64() || number.as_f64().is_some_and(|f| f.fract() == 0.0)
 }
 
 fn type_matches(expected: &str, value: &Value) -> bool {
@@ -483,146 +424,6 @@ fn validate_object(
         if let Some(field_schema) = property_schema(schema, key) {
             validate(field_schema, field, &child(path, key), false, causes);
         }
-    }
-}
-
-/// The CEL pass: every schema node's `x-kubernetes-validations`, evaluated by crd-compat on a
-/// value that passed its schema (no structural cause at or below it), with the old object's value
-/// at the same path on an update.
-struct Rules {
-    /// Fields of the structural causes already found.
-    structural: Vec<String>,
-    causes: Vec<Cause>,
-    warnings: Vec<String>,
-}
-
-impl Rules {
-    fn check(
-        &mut self,
-        schema: &Value,
-        value: &Value,
-        old: Option<&Value>,
-        path: &str,
-        root: bool,
-    ) {
-        if value.is_null() {
-            return;
-        }
-        if crd_compat::validation::has_rules(schema) && self.passed_schema(path) {
-            self.evaluate(schema, value, old, path, root);
-        }
-        match value {
-            Value::Object(fields) => {
-                for (key, field) in fields {
-                    if root && SERVER_FIELDS.contains(&key.as_str()) {
-                        continue;
-                    }
-                    if let Some(field_schema) = property_schema(schema, key) {
-                        let old_field = old.and_then(|o| o.get(key));
-                        self.check(field_schema, field, old_field, &child(path, key), false);
-                    }
-                }
-            }
-            Value::Array(items) => {
-                let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) else {
-                    return;
-                };
-                for (index, item) in items.iter().enumerate() {
-                    let old_item = old.and_then(|o| correlated_item(schema, item, o));
-                    self.check(
-                        item_schema,
-                        item,
-                        old_item,
-                        &format!("{path}[{index}]"),
-                        false,
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Whether no structural cause names `path` or a field below it.
-    fn passed_schema(&self, path: &str) -> bool {
-        !self.structural.iter().any(|field| {
-            path.is_empty()
-                || field == path
-                || field
-                    .strip_prefix(path)
-                    .is_some_and(|rest| rest.starts_with(['.', '[']))
-        })
-    }
-
-    fn evaluate(
-        &mut self,
-        schema: &Value,
-        value: &Value,
-        old: Option<&Value>,
-        path: &str,
-        root: bool,
-    ) {
-        // At the root, CEL sees only the name and generateName of metadata, as on the API server.
-        let (value, old) = if root {
-            (cel_root(value), old.map(cel_root))
-        } else {
-            (value.clone(), old.cloned())
-        };
-        let shown_type = schema["type"].as_str().unwrap_or(type_name(&value));
-        for failure in crd_compat::validation::validate(schema, &value, old.as_ref()) {
-            let cause = rule_cause(&failure, path, shown_type);
-            if failure.ratcheted {
-                self.warnings.push(cause.describe());
-            } else {
-                self.causes.push(cause);
-            }
-        }
-    }
-}
-
-fn cel_root(object: &Value) -> Value {
-    let mut object = object.clone();
-    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.retain(|key, _| key == "name" || key == "generateName");
-    }
-    object
-}
-
-/// The old item a list item correlates with: only in a `x-kubernetes-list-type: map` list, the
-/// one with the same keys (atomic lists and sets correlate nothing, as for the API server).
-fn correlated_item<'a>(schema: &Value, item: &Value, old: &'a Value) -> Option<&'a Value> {
-    if schema["x-kubernetes-list-type"].as_str() != Some("map") {
-        return None;
-    }
-    let keys = schema["x-kubernetes-list-map-keys"].as_array()?;
-    old.as_array()?.iter().find(|candidate| {
-        keys.iter()
-            .filter_map(Value::as_str)
-            .all(|key| candidate.get(key) == item.get(key))
-    })
-}
-
-/// A failing rule as the API server's cause: the node's path plus the rule's `fieldPath`, the
-/// reason it names, the schema's type shown as the value.
-fn rule_cause(failure: &crd_compat::validation::Failure, path: &str, shown_type: &str) -> Cause {
-    use crd_compat::validation::Reason;
-    let below = failure.field_path.trim_start_matches('.');
-    let field = if below.is_empty() {
-        path.to_owned()
-    } else if path.is_empty() || below.starts_with('[') {
-        format!("{path}{below}")
-    } else {
-        format!("{path}.{below}")
-    };
-    let message = match failure.reason {
-        Reason::Invalid => format!("Invalid value: {shown_type:?}: {}", failure.message),
-        Reason::Forbidden => format!("Forbidden: {}", failure.message),
-        Reason::Required => format!("Required value: {}", failure.message),
-        Reason::Duplicate => format!("Duplicate value: {shown_type:?}"),
-    };
-    Cause {
-        reason: failure.reason.as_str(),
-        field,
-        message,
     }
 }
 
