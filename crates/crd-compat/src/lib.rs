@@ -10,6 +10,9 @@
 //! change is: a narrowing no stored object violates is a warning, one that some object violates
 //! is breaking and names it.
 //!
+//! `upgrade` puts the report to use: what a build does with its own CRDs in a cluster (apply,
+//! leave a newer build's, refuse), and which fields it writes the installed CRDs lack.
+//!
 //! `validation` is the same CEL evaluator facing the other way: a server admitting a write
 //! (kubesim) evaluates a schema node's `x-kubernetes-validations` with it, as the API server does.
 
@@ -21,12 +24,14 @@ mod path;
 mod property;
 mod report;
 mod stored;
+mod upgrade;
 pub mod validation;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use report::{Problem, Report, Severity, Stored};
+pub use upgrade::{Upgrade, missing_fields, upgrade};
 
 fn name_of(crd: &CustomResourceDefinition) -> &str {
     crd.metadata.name.as_deref().unwrap_or_default()

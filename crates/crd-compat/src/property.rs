@@ -15,6 +15,9 @@ use crate::cel;
 use crate::finding::{Bound, Effect, Finding, Probe};
 use crate::path::{Path, Step};
 
+/// The change [`field_removed`] names; the check of a build on an API behind it looks for it.
+pub(crate) const FIELD_REMOVED: &str = "field removed";
+
 type Rule = fn(&Path, &JSONSchemaProps, &JSONSchemaProps) -> Vec<Finding>;
 
 /// The per-property rules, in the order they are told at one place.
@@ -112,8 +115,7 @@ fn field_removed(path: &Path, old: &JSONSchemaProps, new: &JSONSchemaProps) -> V
         .filter(|name| !(path.is_root() && *name == "metadata"))
         .filter(|name| after.is_none_or(|a| !a.contains_key(*name)))
         .map(|name| {
-            Finding::new(&field(path, name), "field removed", Effect::Breaking)
-                .probe(Probe::Present)
+            Finding::new(&field(path, name), FIELD_REMOVED, Effect::Breaking).probe(Probe::Present)
         })
         .collect()
 }

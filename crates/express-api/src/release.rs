@@ -413,6 +413,9 @@ pub struct OperatorReleaseStatus {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// What `toRing`'s build did with its own CRDs before the first move (DESIGN section 15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<crate::api_record::ApiRecord>,
 }
 
 impl OperatorReleaseStatus {

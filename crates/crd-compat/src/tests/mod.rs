@@ -147,3 +147,4 @@ mod crd_rules;
 mod ours;
 mod properties;
 mod property_rules;
+mod upgrade;
