@@ -28,6 +28,20 @@ pub struct Problem {
     pub objects: Vec<String>,
 }
 
+impl Problem {
+    /// `crd version path: change`, the one wording of a problem's first line.
+    pub fn headline(&self) -> String {
+        let mut line = self.crd.clone();
+        for part in [&self.version, &self.path] {
+            if !part.is_empty() {
+                line.push(' ');
+                line.push_str(part);
+            }
+        }
+        format!("{line}: {}", self.change)
+    }
+}
+
 /// One stored object of a CRD's kind, as a cluster holds it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stored {

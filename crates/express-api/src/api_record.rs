@@ -66,7 +66,7 @@ pub struct CrdGeneration {
 }
 
 /// What a build did with its CRDs in a DC: on its ring's Lease, and in a release's `status.api`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiRecord {
     pub outcome: ApiOutcome,

@@ -255,6 +255,9 @@ pub struct RingMetrics {
     /// Every ring's tenants as this instance sees them (by the ring their label names): a
     /// ring whose operator is gone entirely still shows here, through the other rings.
     pub tenants: Family<RingLabel, Gauge>,
+    /// Fields (and CRDs, versions) this build writes that the installed CRDs lack: 0 unless
+    /// the build runs on an API behind it.
+    pub api_fields_missing: Gauge,
     /// The rings `tenants` was last published for (a ring left with no tenant is dropped).
     tenants_published: Mutex<BTreeSet<String>>,
 }
@@ -270,6 +273,11 @@ impl RingMetrics {
             "build_info",
             "Always 1: the operator's version and the ring it serves",
             self.build_info.clone(),
+        );
+        registry.register(
+            "api_fields_missing",
+            "Fields this build writes that the installed CRDs lack, which the API server drops (0: the API is not behind the build)",
+            self.api_fields_missing.clone(),
         );
         registry.register(
             "ring_tenants",

@@ -92,7 +92,9 @@ fn rules(file: &str, mode: Mode) -> Rules {
     let mut grants = BTreeSet::new();
     for rule in parsed {
         assert!(
-            rule.resource_names.is_none() || file.contains("operator-namespace"),
+            rule.resource_names.is_none()
+                || file.contains("operator-namespace")
+                || file.contains("own-api"),
             "{rule:?}"
         );
         for group in rule.api_groups.unwrap_or_default() {
@@ -263,14 +265,17 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
     .await;
 
     // An OperatorRelease the default ring judges: a canary ring whose leader holds its Lease
-    // (by hand: no canary operator runs here) but never adopts, so the release moves the
-    // tenant, samples both rings, fails at the adoption deadline and moves it back.
+    // (by hand: no canary operator runs here; its build's CRDs recorded as current) but never
+    // adopts, so the release moves the tenant, samples both rings, fails at the adoption
+    // deadline and moves it back.
     let now = k8s_openapi::jiff::Timestamp::now();
+    let record = json!({"outcome": "Current", "build": "0.1.0", "checkedAt": now.to_string()});
     Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), OPERATOR_NS)
         .create(
             &kube::api::PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": {"name": "express-operator-canary"},
+                "metadata": {"name": "express-operator-canary",
+                             "annotations": {"express.dev/api-record": record.to_string()}},
                 "spec": {"holderIdentity": "canary-1", "leaseDurationSeconds": 3600,
                          "acquireTime": now.to_string(), "renewTime": now.to_string()}
             }))
@@ -310,6 +315,41 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
     )
     .await;
 
+    // A release to the default ring (from the canary, whose judge does not run here): the
+    // default ring's build checks its CRDs against every stored object and applies them.
+    Api::<express_api::OperatorRelease>::namespaced(env.client.clone(), OPERATOR_NS)
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+                "metadata": {"name": "back-to-default"},
+                "spec": {"fromRing": "canary", "toRing": "default", "waves": [{"percent": 100}]}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        "the default ring's build recorded its CRDs' check",
+        async || {
+            Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+                env.client.clone(),
+                OPERATOR_NS,
+            )
+            .get("express-operator")
+            .await
+            .ok()
+            .and_then(|l| l.metadata.annotations)
+            .and_then(|a| {
+                a.get(express_api::api_record::ANNOTATION_API_RECORD)
+                    .cloned()
+            })
+            .and_then(|r| express_api::api_record::ApiRecord::from_annotation(&r))
+            .is_some_and(|r| r.outcome == express_api::api_record::ApiOutcome::Current)
+        },
+    )
+    .await;
+
     let counters = env.sim.counters();
     counters
         .by_agent_namespace
@@ -330,6 +370,7 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
 fn assert_exactly_granted(mode: Mode, used: &BTreeMap<Access, BTreeSet<String>>) {
     let watched = rules("watched-namespaces.yaml", mode);
     let own = rules("operator-namespace.yaml", mode);
+    let api = rules("own-api.yaml", mode);
     let calls = format!("{mode:?}: used (call: namespaces, \"\" = cluster-wide): {used:#?}");
 
     let missing: Vec<(&Access, &String)> = used
@@ -338,7 +379,8 @@ fn assert_exactly_granted(mode: Mode, used: &BTreeMap<Access, BTreeSet<String>>)
         .filter(|(access, ns)| {
             let by_watched = mode.watched_rules_apply(ns) && watched.grants.contains(*access);
             let by_own = *ns == OPERATOR_NS && own.grants.contains(*access);
-            !by_watched && !by_own
+            let by_api = ns.is_empty() && api.grants.contains(*access);
+            !by_watched && !by_own && !by_api
         })
         .collect();
     assert!(
@@ -366,10 +408,16 @@ fn assert_exactly_granted(mode: Mode, used: &BTreeMap<Access, BTreeSet<String>>)
                 .is_some_and(|nss| nss.contains(OPERATOR_NS))
         })
         .collect();
+    let idle_api: Vec<&Access> = api
+        .grants
+        .iter()
+        .filter(|access| !api.unused.contains(*access))
+        .filter(|access| !used.get(*access).is_some_and(|nss| nss.contains("")))
+        .collect();
     assert!(
-        idle_watched.is_empty() && idle_own.is_empty(),
+        idle_watched.is_empty() && idle_own.is_empty() && idle_api.is_empty(),
         "granted but unused (and no `# unused when {}:` reason): watched-namespaces.yaml \
-         {idle_watched:?}, operator-namespace.yaml {idle_own:?}\n{calls}",
+         {idle_watched:?}, operator-namespace.yaml {idle_own:?}, own-api.yaml {idle_api:?}\n{calls}",
         mode.name()
     );
 
@@ -396,22 +444,26 @@ async fn cluster_wide_the_chart_grants_exactly_what_the_operator_uses() {
 }
 
 #[tokio::test]
-async fn with_watch_namespaces_the_chart_grants_exactly_what_the_operator_uses_and_nothing_cluster_wide()
+async fn with_watch_namespaces_the_chart_grants_exactly_what_the_operator_uses_and_nothing_cluster_wide_but_its_own_api()
  {
     let used = measure(Mode::Namespaced).await;
+    let api = rules("own-api.yaml", Mode::Namespaced);
     let cluster_wide: Vec<&Access> = used
         .iter()
-        .filter(|(_, namespaces)| namespaces.contains(""))
+        .filter(|(access, namespaces)| namespaces.contains("") && !api.grants.contains(*access))
         .map(|(access, _)| access)
         .collect();
     assert!(
         cluster_wide.is_empty(),
-        "cluster-wide calls in watchNamespaces mode: {cluster_wide:?}"
+        "cluster-wide calls in watchNamespaces mode beyond its own API: {cluster_wide:?}"
     );
     let outside: Vec<(&Access, &String)> = used
         .iter()
         .flat_map(|(access, namespaces)| namespaces.iter().map(move |ns| (access, ns)))
-        .filter(|(_, ns)| !Mode::Namespaced.watched_rules_apply(ns) && *ns != OPERATOR_NS)
+        .filter(|(access, ns)| {
+            let own_api = ns.is_empty() && api.grants.contains(*access);
+            !Mode::Namespaced.watched_rules_apply(ns) && *ns != OPERATOR_NS && !own_api
+        })
         .collect();
     assert!(
         outside.is_empty(),

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use express_api::api_record::{ApiOutcome, ApiRecord, CONDITION_API_COMPATIBLE, CrdGeneration};
 use express_api::release::{
     OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase, SampleVerdict, Wave,
 };
@@ -12,6 +13,7 @@ use express_planner::release::{
     sample_due, step,
 };
 use express_triage::rings::RingHealth;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 
@@ -205,6 +207,42 @@ fn fleet(n: usize) -> Vec<ReleaseTenant> {
         .collect()
 }
 
+/// A live leader of toRing reporting `version`, whose check of its CRDs ended in `outcome`.
+fn leader(holder: &str, version: &str, outcome: ApiOutcome) -> Leader {
+    Leader {
+        holder: holder.into(),
+        version: Some(version.into()),
+        api: Some(api_record(version, outcome)),
+    }
+}
+
+fn api_record(build: &str, outcome: ApiOutcome) -> ApiRecord {
+    ApiRecord {
+        outcome,
+        build: build.into(),
+        crds: vec![CrdGeneration {
+            name: "expressclusters.express.dev".into(),
+            before: Some(1),
+            after: Some(if outcome == ApiOutcome::Applied { 2 } else { 1 }),
+        }],
+        objects_checked: 5,
+        problems: if outcome == ApiOutcome::Breaking {
+            vec!["expressclusters.express.dev v1alpha1 .spec.clusterName: maxLength lowered; team-1/shop-1".into()]
+        } else {
+            Vec::new()
+        },
+        checked_at: Time(at(0)),
+    }
+}
+
+fn condition(w: &World, type_: &str) -> Option<(String, String)> {
+    w.status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
 struct World {
     spec: OperatorReleaseSpec,
     status: OperatorReleaseStatus,
@@ -227,10 +265,7 @@ impl World {
             status: OperatorReleaseStatus::default(),
             tenants: fleet(n),
             requests: Requests::default(),
-            leader: Some(Leader {
-                holder: "canary-1".into(),
-                version: Some("0.2.0".into()),
-            }),
+            leader: Some(leader("canary-1", "0.2.0", ApiOutcome::Current)),
             sick: Some((0, 0)),
             adopts: true,
             now: 0,
@@ -353,13 +388,116 @@ fn pending_while_to_ring_reports_another_build() {
         message.contains("reporting build 0.2.0, not 0.3.0"),
         "{message}"
     );
-    w.leader = Some(Leader {
-        holder: "canary-2".into(),
-        version: Some("0.3.0".into()),
-    });
+    w.leader = Some(leader("canary-2", "0.3.0", ApiOutcome::Applied));
     let r = w.tick();
     assert_eq!(phase(&w), ReleasePhase::Progressing);
     assert_eq!(r.moves.len(), 5);
+}
+
+#[test]
+fn nothing_moves_before_to_rings_build_records_its_api() {
+    let mut w = World::new(spec(vec![percent(100)]), 5);
+    w.leader = Some(Leader {
+        api: None,
+        ..leader("canary-1", "0.2.0", ApiOutcome::Applied)
+    });
+    let r = w.tick();
+    assert!(r.moves.is_empty());
+    assert_eq!(phase(&w), ReleasePhase::Pending);
+    assert_eq!(
+        condition(&w, CONDITION_API_COMPATIBLE),
+        Some(("Unknown".into(), "Checking".into()))
+    );
+    // A record of another build (the one before a restart) is not this build's.
+    w.leader = Some(Leader {
+        api: Some(api_record("0.1.0", ApiOutcome::Applied)),
+        ..leader("canary-1", "0.2.0", ApiOutcome::Applied)
+    });
+    assert!(w.tick().moves.is_empty());
+    w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Applied));
+    let r = w.tick();
+    assert_eq!(r.moves.len(), 5);
+    assert_eq!(
+        condition(&w, CONDITION_API_COMPATIBLE),
+        Some(("True".into(), "Applied".into()))
+    );
+    assert_eq!(w.status.api, Some(api_record("0.2.0", ApiOutcome::Applied)));
+    let ready: Vec<_> = r
+        .notices
+        .iter()
+        .filter(|n| n.reason == reason::API_READY)
+        .collect();
+    assert_eq!(ready.len(), 1);
+    assert!(!ready[0].warning);
+    assert!(
+        ready[0].message.contains("generation 1→2"),
+        "{}",
+        ready[0].message
+    );
+    // Once started, the record no longer matters: the Lease may be re-written or lost.
+    w.leader = None;
+    w.tick();
+    assert_eq!(w.status.api, Some(api_record("0.2.0", ApiOutcome::Applied)));
+    assert_ne!(phase(&w), ReleasePhase::Pending);
+}
+
+#[test]
+fn a_breaking_api_moves_nothing_says_why_once_and_goes_on_when_fixed() {
+    let mut w = World::new(spec(vec![percent(100)]), 5);
+    w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Breaking));
+    let first = w.tick();
+    let second = w.tick();
+    assert!(first.moves.is_empty() && second.moves.is_empty());
+    assert_eq!(phase(&w), ReleasePhase::Pending);
+    assert_eq!(
+        condition(&w, CONDITION_API_COMPATIBLE),
+        Some(("False".into(), "Breaking".into()))
+    );
+    let message = w.status.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("nothing moves: build 0.2.0's CRDs would break"),
+        "{message}"
+    );
+    assert!(message.contains("team-1/shop-1"), "{message}");
+    let warnings = |r: &ReleaseStep| {
+        r.notices
+            .iter()
+            .filter(|n| n.reason == reason::API_BREAKING && n.warning)
+            .count()
+    };
+    assert_eq!((warnings(&first), warnings(&second)), (1, 0));
+    let since = w
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_API_COMPATIBLE)
+        .map(|c| c.last_transition_time.clone());
+    // The stored object fixed, the build checks again and applies: the release goes on.
+    w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Applied));
+    let r = w.tick();
+    assert_eq!(r.moves.len(), 5);
+    assert_eq!(
+        condition(&w, CONDITION_API_COMPATIBLE),
+        Some(("True".into(), "Applied".into()))
+    );
+    let moved = w
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_API_COMPATIBLE)
+        .map(|c| c.last_transition_time.clone());
+    assert_ne!(since, moved, "a transition moves lastTransitionTime");
+}
+
+#[test]
+fn an_older_build_on_newer_compatible_crds_goes_on() {
+    let mut w = World::new(spec(vec![percent(100)]), 3);
+    w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Newer));
+    assert_eq!(w.tick().moves.len(), 3);
+    assert_eq!(
+        condition(&w, CONDITION_API_COMPATIBLE),
+        Some(("True".into(), "Newer".into()))
+    );
 }
 
 #[test]

@@ -68,6 +68,7 @@ pub(crate) fn operator_check(
     let mut findings: Vec<(Status, String)> = Vec::new();
     for ring in &fleet.rings {
         findings.push(leadership(fleet, ring, assessed, limits));
+        findings.extend(api_behind_finding(ring));
         findings.extend(deployment_finding(ring));
         findings.extend(pod_findings(ring));
     }
@@ -83,6 +84,25 @@ pub(crate) fn operator_check(
         summary,
         findings.into_iter().map(|(_, line)| line).collect(),
     )
+}
+
+/// A ring whose build runs on CRDs that lack fields it writes: the API server drops them.
+fn api_behind_finding(ring: &Ring) -> Option<(Status, String)> {
+    let LeaseSeen::Seen(lease) = &ring.lease else {
+        return None;
+    };
+    let missing = lease.api_behind.as_deref()?;
+    let build = lease
+        .version
+        .as_deref()
+        .map_or_else(String::new, |v| format!(" {v}"));
+    Some((
+        Status::Warn,
+        format!(
+            "ring {}: its build{build} runs on CRDs that lack fields it writes, which the API server drops ({missing}): a release to this ring applies its CRDs, or `express-operator crd | kubectl apply --server-side -f -`",
+            ring.name
+        ),
+    ))
 }
 
 /// Whether an operator leads the ring, from its Lease.
@@ -568,6 +588,7 @@ mod tests {
                 renewed: Some(at(3)),
                 duration_seconds: Some(15),
                 version: None,
+                api_behind: None,
             }),
             deployment: None,
             pods: Vec::new(),
@@ -725,6 +746,7 @@ mod tests {
                         renewed: Some(at(600)),
                         duration_seconds: Some(15),
                         version: None,
+                        api_behind: None,
                     });
                     f
                 },
@@ -734,6 +756,31 @@ mod tests {
         for (case, fleet, verdict) in cases {
             assert_eq!(run(&fleet).verdict, verdict, "{case}");
         }
+    }
+
+    #[test]
+    fn a_build_on_an_api_behind_it_is_a_warning_naming_the_fields() {
+        let mut f = fleet(vec![tenant("a")]);
+        f.rings[0].lease = LeaseSeen::Seen(Lease {
+            namespace: "express-system".into(),
+            name: "express-operator".into(),
+            holder: Some("op".into()),
+            renewed: Some(at(1)),
+            duration_seconds: Some(15),
+            version: Some("0.2.0".into()),
+            api_behind: Some("expressclusters.express.dev: .status.change.recovery".into()),
+        });
+        let report = run(&f);
+        assert_eq!(status_of(&report, OPERATOR), Status::Warn);
+        let check = report.checks.iter().find(|c| c.name == OPERATOR).unwrap();
+        assert!(
+            check
+                .summary
+                .contains("its build 0.2.0 runs on CRDs that lack fields it writes")
+                && check.summary.contains(".status.change.recovery"),
+            "{}",
+            check.summary
+        );
     }
 
     #[test]
@@ -747,6 +794,7 @@ mod tests {
                 renewed: renewed_ago.map(at),
                 duration_seconds: Some(15),
                 version: None,
+                api_behind: None,
             });
             f
         };

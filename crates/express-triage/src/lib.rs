@@ -84,6 +84,8 @@ pub struct ReleaseSeen {
     pub to_ring: String,
     pub phase: ReleaseSeenPhase,
     pub message: Option<String>,
+    /// `toRing`'s build found its CRDs would break this DC: nothing moves (DESIGN section 15).
+    pub api_breaking: bool,
 }
 
 /// The phase of a release of either kind.
@@ -162,6 +164,9 @@ pub struct Lease {
     /// The build the holder reports (`express_api::release::ANNOTATION_LEADER_VERSION`), when
     /// the holder itself wrote it.
     pub version: Option<String>,
+    /// The fields its build writes that the installed CRDs lack, as its leader wrote them
+    /// (`express_api::api_record::ANNOTATION_API_BEHIND`).
+    pub api_behind: Option<String>,
 }
 
 #[derive(Clone, Debug)]

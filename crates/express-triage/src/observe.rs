@@ -335,6 +335,13 @@ pub fn lease(lease: &coordination::Lease) -> Lease {
             .map(|t| t.0),
         duration_seconds: spec.and_then(|s| s.lease_duration_seconds).map(i64::from),
         version: leader_version(lease),
+        api_behind: lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(express_api::api_record::ANNOTATION_API_BEHIND))
+            .filter(|text| !text.is_empty())
+            .cloned(),
     }
 }
 
@@ -358,6 +365,7 @@ pub fn release(release: &impl Released) -> crate::ReleaseSeen {
         to_ring: to_ring.to_owned(),
         phase: release.phase_seen(),
         message: release.message().map(str::to_owned),
+        api_breaking: release.api_breaking(),
     }
 }
 
@@ -367,6 +375,10 @@ pub trait Released: kube::Resource {
     fn rings(&self) -> (&str, &str);
     fn phase_seen(&self) -> crate::ReleaseSeenPhase;
     fn message(&self) -> Option<&str>;
+    /// Whether the build being released found its CRDs would break the DC.
+    fn api_breaking(&self) -> bool {
+        false
+    }
 }
 
 impl Released for express_api::OperatorRelease {
@@ -382,6 +394,14 @@ impl Released for express_api::OperatorRelease {
 
     fn message(&self) -> Option<&str> {
         self.status.as_ref()?.message.as_deref()
+    }
+
+    fn api_breaking(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == express_api::api_record::CONDITION_API_COMPATIBLE && c.status == "False"
+            })
+        })
     }
 }
 

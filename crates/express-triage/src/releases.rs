@@ -41,7 +41,7 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
     let mut troubled: Vec<String> = fleet
         .releases
         .iter()
-        .filter(|r| r.phase.in_trouble())
+        .filter(|r| r.phase.in_trouble() || r.api_breaking)
         .map(describe)
         .collect();
     // A release across DCs that failed or holds: the DCs compared, not this DC's own layer.
@@ -66,7 +66,9 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
         .releases
         .iter()
         .filter(|r| {
-            r.phase != ReleaseSeenPhase::Operator(ReleasePhase::Succeeded) && !r.phase.in_trouble()
+            r.phase != ReleaseSeenPhase::Operator(ReleasePhase::Succeeded)
+                && !r.phase.in_trouble()
+                && !r.api_breaking
         })
         .map(describe)
         .collect();
@@ -89,7 +91,7 @@ pub(crate) fn release_check(fleet: &Fleet, limits: &Thresholds) -> Check {
             RELEASE,
             Status::Warn,
             format!(
-                "{} release(s) rolled back, failed or inconclusive: `kubectl express release` (or `fleet-release`) says why",
+                "{} release(s) rolled back, failed or inconclusive, or refused by the API: `kubectl express release` (or `fleet-release`) says why",
                 troubled.len()
             ),
             troubled,
@@ -138,6 +140,7 @@ mod tests {
             to_ring: "canary".into(),
             phase,
             message: Some("why".into()),
+            api_breaking: false,
         }
     }
 
@@ -188,6 +191,18 @@ mod tests {
                 fleet(vec![], vec![release("RolledBack")]),
                 Status::Warn,
                 "rolled back, failed or inconclusive",
+            ),
+            (
+                "refused by the API",
+                fleet(
+                    vec![],
+                    vec![ReleaseSeen {
+                        api_breaking: true,
+                        ..release("Pending")
+                    }],
+                ),
+                Status::Warn,
+                "refused by the API",
             ),
             (
                 "inconclusive",

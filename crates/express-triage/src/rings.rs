@@ -117,6 +117,7 @@ mod tests {
                 renewed: Some(at(renewed_ago)),
                 duration_seconds: Some(15),
                 version: None,
+                api_behind: None,
             }),
             deployment: None,
             pods: Vec::new(),

@@ -375,6 +375,30 @@ pub(super) fn release_notice(notice: &express_planner::release::Notice) -> Notic
     }
 }
 
+/// The build applied its own CRDs before a release's first move, on the OperatorRelease.
+pub(super) fn crds_applied(summary: String) -> Notice {
+    Notice::normal("CRDsApplied", "apply_crds", summary)
+}
+
+/// The installed CRDs lack fields this build writes (the API server drops them), on the
+/// ring's Lease; and when they no longer do.
+pub(super) fn api_behind(behind: Option<&str>) -> Notice {
+    match behind {
+        Some(fields) => Notice::warning(
+            "APIBehind",
+            "check_crds",
+            format!(
+                "the installed CRDs lack fields this build writes, which the API server drops: {fields}; a release to this ring applies them"
+            ),
+        ),
+        None => Notice::normal(
+            "APICaughtUp",
+            "check_crds",
+            "the installed CRDs declare every field this build writes".into(),
+        ),
+    }
+}
+
 /// A release moved a tenant (forward to the build under test, or back), on its ExpressCluster.
 pub(super) fn tenant_moved(release: &str, ring: &str, back: bool) -> Notice {
     // A reason of its own each way: kube's Recorder counts a repeat of one reason on one object

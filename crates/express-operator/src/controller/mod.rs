@@ -20,6 +20,7 @@ mod index;
 mod moves;
 mod observe;
 mod overlay;
+mod own_api;
 mod reconcile;
 mod record;
 mod recorders;
@@ -99,6 +100,7 @@ pub async fn run(
     // yet keeps only this loop waiting.
     tasks.spawn(release::run(context.clone(), releases, release_wake));
     tasks.spawn(start::keep_publishing(context.clone()));
+    tasks.spawn(own_api::keep_checking(context.clone()));
 
     let concurrency = context.settings.concurrency;
     let queue_metrics = context.metrics.queue.clone();

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use express_api::ExpressCluster;
+use express_api::api_record::{ANNOTATION_API_RECORD, ApiRecord};
 use express_api::keys::{FIELD_MANAGER, LABEL_OPERATOR_RING};
 use express_api::release::{
     ANNOTATION_MOVED_AT, ANNOTATION_PROMOTE, ANNOTATION_PROMOTE_FULL, ANNOTATION_RELEASED_BY,
@@ -40,6 +41,7 @@ use super::caches::Scoped;
 use super::context::Context;
 use super::error::Error;
 use super::events::{self, publish};
+use super::own_api;
 use super::report::status_patch;
 
 /// Runs the releases this instance judges until the controller stops.
@@ -66,6 +68,11 @@ pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wa
         let leading = *leader.borrow_and_update();
         let mut judged = Vec::new();
         for release in releases.in_namespace(Some(&ctx.settings.operator_namespace)) {
+            if leading && release.spec.to_ring == ctx.settings.ring {
+                // This build's CRDs, checked and applied before the release's first move.
+                let recheck_at = own_api::prepare(&ctx, &release).await.map(instant_of);
+                next = [next, recheck_at].into_iter().flatten().min();
+            }
             if !leading || release.spec.from_ring != ctx.settings.ring {
                 continue;
             }
@@ -74,10 +81,7 @@ pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wa
                 Ok((status, wake_at)) => {
                     failures.remove(&name);
                     judged.push((name, status));
-                    wake_at.map(|at| {
-                        let wait = at.as_millisecond() - Timestamp::now().as_millisecond();
-                        Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0))
-                    })
+                    wake_at.map(instant_of)
                 }
                 Err(error) => {
                     warn!(release = %name, %error, "release step failed; retrying with backoff");
@@ -90,6 +94,12 @@ pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wa
         }
         ctx.metrics.release.set(&judged);
     }
+}
+
+/// The clock instant of a timestamp (now, when it is past).
+fn instant_of(at: Timestamp) -> Instant {
+    let wait = at.as_millisecond() - Timestamp::now().as_millisecond();
+    Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0))
 }
 
 /// The leader writes its identity and build on its Lease, so that a release can tell which
@@ -185,6 +195,10 @@ async fn reconcile(
                     version: lease
                         .as_ref()
                         .and_then(express_triage::observe::leader_version),
+                    api: lease
+                        .as_ref()
+                        .and_then(|l| l.annotations().get(ANNOTATION_API_RECORD))
+                        .and_then(|record| ApiRecord::from_annotation(record)),
                 }),
                 Leadership::Vacant => None,
             },

@@ -19,7 +19,7 @@ use tracing::warn;
 use super::caches::{Caches, Scoped, Tasks, Watch, cache, node_key};
 use super::context::{Context, Settings};
 use super::fleet_view::{fleet_view_pause, publish_fleet_view};
-use super::{compact, reconcile, release};
+use super::{compact, own_api, reconcile, release};
 use crate::metrics::{ErrorLabel, Metrics, ResultLabel, RingLabel};
 use crate::runner::Next;
 
@@ -231,6 +231,7 @@ pub(super) async fn follow_leadership(
             .set(i64::from(leading));
         if leading {
             release::announce_build(&context).await;
+            own_api::report_behind(&context).await;
             for key in context.caches.keys(None) {
                 let _ = triggers.send(key);
             }

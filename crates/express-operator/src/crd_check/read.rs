@@ -124,41 +124,67 @@ pub async fn from_context(
     build: &[CustomResourceDefinition],
 ) -> Result<Installed, CheckError> {
     let client = client(kubeconfig, context).await?;
-    let unreadable = |what: String| {
-        move |e: kube::Error| {
-            CheckError::Unreadable(format!("context {context}: cannot read {what}: {e}"))
-        }
-    };
-    let crds_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crds = Vec::new();
-    for wanted in build {
-        let name = wanted.metadata.name.clone().unwrap_or_default();
-        if let Some(crd) = crds_api
-            .get_opt(&name)
-            .await
-            .map_err(unreadable(format!("CustomResourceDefinition {name}")))?
-        {
-            crds.push(crd);
-        }
-    }
+    let (crds, stored) = from_client(&client, build)
+        .await
+        .map_err(|e| CheckError::Unreadable(format!("context {context}: {e}")))?;
     if crds.is_empty() {
         return Err(CheckError::BadInput(format!(
             "context {context} has none of this API's CRDs ({GROUP}): the first install applies them (the chart's crds/, or `express-operator crd | kubectl apply -f -`); there is nothing to check against"
         )));
-    }
-    let mut stored = BTreeMap::new();
-    for crd in &crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        let objects = stored_objects(&client, crd)
-            .await
-            .map_err(unreadable(format!("the {} objects", crd.spec.names.kind)))?;
-        stored.insert(name, objects);
     }
     Ok(Installed {
         crds,
         stored: Some(stored),
         source: Source::Context(context.to_owned()),
     })
+}
+
+/// What could not be read, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {what}: {source}")]
+pub struct Unreadable {
+    pub what: String,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// The CRDs of `build` a cluster has (each read by name: the operator may get only its own)
+/// and, per CRD name, every object it stores of each.
+pub async fn from_client(
+    client: &kube::Client,
+    build: &[CustomResourceDefinition],
+) -> Result<(Vec<CustomResourceDefinition>, BTreeMap<String, Vec<Stored>>), Unreadable> {
+    let crds = installed_crds(client, build).await?;
+    let mut stored = BTreeMap::new();
+    for crd in &crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let objects = stored_objects(client, crd)
+            .await
+            .map_err(|source| Unreadable {
+                what: format!("the {} objects", crd.spec.names.kind),
+                source,
+            })?;
+        stored.insert(name, objects);
+    }
+    Ok((crds, stored))
+}
+
+/// The CRDs of `build` a cluster has, each read by name.
+pub async fn installed_crds(
+    client: &kube::Client,
+    build: &[CustomResourceDefinition],
+) -> Result<Vec<CustomResourceDefinition>, Unreadable> {
+    let crds_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crds = Vec::new();
+    for wanted in build {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        let found = crds_api.get_opt(&name).await.map_err(|source| Unreadable {
+            what: format!("CustomResourceDefinition {name}"),
+            source,
+        })?;
+        crds.extend(found);
+    }
+    Ok(crds)
 }
 
 /// Every object of `crd`'s kind, in every namespace, read at the version it is stored at.

@@ -35,21 +35,7 @@ fn text(report: &Report, source: &Source) -> String {
             Severity::Breaking => "BREAKING",
             Severity::Warning => "warning ",
         };
-        let version = if problem.version.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", problem.version)
-        };
-        let path = if problem.path.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", problem.path)
-        };
-        let _ = writeln!(
-            out,
-            "{severity}  {}{version}{path}: {}",
-            problem.crd, problem.change
-        );
+        let _ = writeln!(out, "{severity}  {}", problem.headline());
         for object in &problem.objects {
             let _ = writeln!(out, "            {object}");
         }

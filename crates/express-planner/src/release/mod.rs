@@ -8,6 +8,10 @@
 //! - **Movable or pinned.** A tenant without a ring label, or whose label a release set
 //!   (`express.dev/released-by`), may be moved; a label set by anyone else pins it. The release
 //!   moves the movable tenants of `fromRing` (and counts the ones it moved already).
+//! - **The API first** ([`api`]). Before the first move, `toRing`'s build must have checked its
+//!   own CRDs against this DC and applied them (or found them current, or newer and
+//!   compatible), as its Lease records: the record becomes `status.api` and condition
+//!   `APICompatible`. A breaking record moves nothing, and says why.
 //! - **Order.** Movable tenants in the order of a stable hash of `namespace/name`: the same
 //!   order after any restart, spread across namespaces. A tenant created mid-release takes its
 //!   place in that order (moved in the wave that reaches it); one deleted leaves the counts.
@@ -23,6 +27,7 @@
 //! - **A person wins.** `spec.paused` stops everything but a rollback request; promote ends
 //!   the bake (`full`: every remaining wave, no more judging); requests are acted on once.
 
+mod api;
 mod census;
 mod judge;
 mod model;

@@ -2,6 +2,7 @@
 //! the tenants, `toRing`'s leader, the rings' health, `now`), the moves, the step, and the
 //! words it uses (the Valid condition, the event reasons). Below every gate of the step.
 
+use express_api::api_record::ApiRecord;
 use express_api::release::{OperatorReleaseSpec, OperatorReleaseStatus};
 use express_triage::rings::RingHealth;
 use k8s_openapi::jiff::Timestamp;
@@ -26,6 +27,9 @@ pub mod reason {
     pub const SUCCEEDED: &str = "Succeeded";
     pub const ROLLED_BACK: &str = "RolledBack";
     pub const REQUEST_IGNORED: &str = "RequestIgnored";
+    pub const API_CHECKING: &str = "Checking";
+    pub const API_BREAKING: &str = "APIBreaking";
+    pub const API_READY: &str = "APIReady";
 }
 
 /// The requests found on the release's annotations.
@@ -42,6 +46,8 @@ pub struct Leader {
     pub holder: String,
     /// The build it reports (none: it has not said).
     pub version: Option<String>,
+    /// What it last did with its own CRDs in this DC, from its Lease (none: not yet checked).
+    pub api: Option<ApiRecord>,
 }
 
 /// Everything one step reads.

@@ -18,7 +18,8 @@ impl Stepper<'_> {
         if problems.is_empty() {
             set_condition(
                 &mut self.status,
-                true,
+                CONDITION_VALID,
+                "True",
                 "Valid",
                 "the spec can be acted on".into(),
                 now,
@@ -33,7 +34,8 @@ impl Stepper<'_> {
         let message = format!("refused: {}", problems.join("; "));
         set_condition(
             &mut self.status,
-            false,
+            CONDITION_VALID,
+            "False",
             reason::INVALID_SPEC,
             message.clone(),
             now,

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::census::{Census, count};
-use super::model::{CONDITION_VALID, Direction, Move, ReleaseSnapshot, ReleaseStep, reason};
+use super::model::{Direction, Move, ReleaseSnapshot, ReleaseStep, reason};
 use crate::gates::Notice;
 
 /// The wave a step works on.
@@ -138,22 +138,23 @@ impl<'a> Stepper<'a> {
     }
 }
 
+/// Sets a condition of the release; its `lastTransitionTime` moves only when its status does.
 pub(super) fn set_condition(
     status: &mut OperatorReleaseStatus,
-    valid: bool,
+    type_: &str,
+    state: &str,
     reason: &str,
     message: String,
     now: Timestamp,
 ) {
-    let state = if valid { "True" } else { "False" };
     let since = status
         .conditions
         .iter()
-        .find(|c| c.type_ == CONDITION_VALID && c.status == state)
+        .find(|c| c.type_ == type_ && c.status == state)
         .map_or(Time(now), |c| c.last_transition_time.clone());
-    status.conditions.retain(|c| c.type_ != CONDITION_VALID);
+    status.conditions.retain(|c| c.type_ != type_);
     status.conditions.push(Condition {
-        type_: CONDITION_VALID.into(),
+        type_: type_.into(),
         status: state.into(),
         reason: reason.into(),
         message,

@@ -31,6 +31,7 @@ impl Stepper<'_> {
                 self.status.message = Some(waiting);
                 return ControlFlow::Break(Some(after(self.s.now, spec.interval_seconds)));
             }
+            self.api_settled()?;
             self.notice(
                 false,
                 reason::STARTED,

@@ -1,0 +1,369 @@
+//! The build's own API in this DC (DESIGN section 15). When a release is about to move tenants
+//! to this ring, this build checks its CRDs against the DC's and every object it stores, applies
+//! them when compatible (server-side apply under [`CRD_FIELD_MANAGER`], marked with its
+//! version so that an older build leaves them), and records what it did on its ring's Lease,
+//! where the release's judge reads it before the first move. Nothing is written when the change
+//! is breaking. Apart from releases, the leader says when the installed CRDs lack fields this
+//! build writes (a gauge, the Lease, a Warning event), instead of losing them in silence.
+//!
+//! Only the leader of `toRing` acts, and only for a release that has not started: the CRDs of a
+//! DC change when its release starts, never before (a FleetRelease's later DCs keep theirs).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crd_compat::{Problem, Report, Severity, Upgrade, missing_fields, upgrade};
+use express_api::api_record::{
+    ANNOTATION_API_BEHIND, ANNOTATION_API_RECORD, ANNOTATION_APPLIED_BY_BUILD, ApiOutcome,
+    ApiRecord, CRD_FIELD_MANAGER, CrdGeneration, PROBLEMS_KEPT,
+};
+use express_api::release::OperatorRelease;
+use express_api::rings;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use super::context::Context;
+use super::events::{self, publish};
+use crate::crd_check::read::{Unreadable, from_client, installed_crds};
+
+/// How often a breaking check is made again while its release waits (a person may fix the
+/// stored objects it names), at the least.
+const RECHECK_AT_LEAST_EVERY: Duration = Duration::from_secs(10);
+
+/// How often the leader compares the installed CRDs with this build's.
+const BEHIND_CHECK_EVERY: Duration = Duration::from_secs(30);
+
+/// Makes sure this build's CRDs were checked (and applied when compatible) for `release`, whose
+/// `toRing` this instance leads; returns when to look again (a breaking record is re-checked).
+pub(super) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<Timestamp> {
+    let status = release.status.clone().unwrap_or_default();
+    let started = status.waves.first().is_some_and(|w| w.started_at.is_some());
+    if started || status.phase().is_final() {
+        return None;
+    }
+    let recheck = RECHECK_AT_LEAST_EVERY.max(Duration::from_secs(release.spec.interval_seconds));
+    let now = Timestamp::now();
+    let created = release.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    if let Some(record) = own_record(ctx).await {
+        // A record from before this release was made is another release's: check again.
+        let fresh = created.is_none_or(|at| record.checked_at.0 >= at);
+        if fresh && record.build == ctx.settings.version {
+            if record.outcome.compatible() {
+                return None;
+            }
+            let due = record.checked_at.0 + SignedDuration::try_from(recheck).unwrap_or_default();
+            if due > now {
+                return Some(due);
+            }
+        }
+    }
+    let record = match check_and_apply(ctx).await {
+        Ok(record) => record,
+        Err(error) => {
+            warn!(release = %release.name_any(), %error, "cannot check this build's CRDs against the DC; trying again");
+            return Some(now + SignedDuration::try_from(recheck).unwrap_or_default());
+        }
+    };
+    info!(release = %release.name_any(), outcome = record.outcome.as_str(), summary = %record.summary(), "checked this build's CRDs against the DC");
+    if record.outcome == ApiOutcome::Applied {
+        publish(
+            ctx,
+            Some(release.object_ref(&())),
+            events::crds_applied(record.summary()),
+        )
+        .await;
+        report_behind(ctx).await;
+    }
+    write_on_lease(
+        ctx,
+        ANNOTATION_API_RECORD,
+        serde_json::to_string(&record).ok(),
+    )
+    .await;
+    (!record.outcome.compatible())
+        .then(|| now + SignedDuration::try_from(recheck).unwrap_or_default())
+}
+
+/// The record on this ring's Lease, if any.
+async fn own_record(ctx: &Context) -> Option<ApiRecord> {
+    let lease = own_lease(ctx).await?;
+    ApiRecord::from_annotation(lease.annotations().get(ANNOTATION_API_RECORD)?)
+}
+
+async fn own_lease(ctx: &Context) -> Option<Lease> {
+    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
+    match api.get_opt(&rings::lease_name(&ctx.settings.ring)).await {
+        Ok(lease) => lease,
+        Err(error) => {
+            warn!(%error, "cannot read the ring's Lease");
+            None
+        }
+    }
+}
+
+/// Sets (or, with `None`, removes) one annotation on this ring's Lease.
+async fn write_on_lease(ctx: &Context, key: &str, value: Option<String>) {
+    let name = rings::lease_name(&ctx.settings.ring);
+    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
+    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+    if let Err(error) = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        warn!(lease = %name, %error, annotation = key, "cannot write on the ring's Lease");
+    }
+}
+
+/// This build's CRDs, marked with its version.
+fn build_crds(version: &str) -> Vec<CustomResourceDefinition> {
+    let mut crds = express_api::crd::all();
+    for crd in &mut crds {
+        crd.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_APPLIED_BY_BUILD.to_owned(), version.to_owned());
+    }
+    crds
+}
+
+/// Reads the DC's CRDs and stored objects, decides, applies when compatible, and says what it
+/// did.
+async fn check_and_apply(ctx: &Context) -> Result<ApiRecord, Unreadable> {
+    let version = &ctx.settings.version;
+    let build = build_crds(version);
+    let (installed, stored) = from_client(&ctx.client, &build).await?;
+    let objects_checked = stored.values().map(|s| s.len() as u64).sum();
+    let before = |name: &str| {
+        installed
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .and_then(|c| c.metadata.generation)
+    };
+    let decided = upgrade(
+        &installed,
+        &build,
+        Some(&stored),
+        version,
+        ANNOTATION_APPLIED_BY_BUILD,
+    );
+    let (outcome, report, mut crds) = match decided {
+        Upgrade::Apply(report) => {
+            let crds = apply(ctx, &build, &installed).await?;
+            let moved = crds.iter().any(|c| c.after != c.before);
+            let outcome = if moved {
+                ApiOutcome::Applied
+            } else {
+                ApiOutcome::Current
+            };
+            (outcome, report, crds)
+        }
+        Upgrade::Leave { report, .. } => (ApiOutcome::Newer, report, Vec::new()),
+        Upgrade::Refuse(report) => (ApiOutcome::Breaking, report, Vec::new()),
+    };
+    if crds.is_empty() {
+        crds = build
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .map(|name| CrdGeneration {
+                before: before(&name),
+                after: None,
+                name,
+            })
+            .collect();
+    }
+    Ok(ApiRecord {
+        outcome,
+        build: version.clone(),
+        crds,
+        objects_checked,
+        problems: kept(&report),
+        checked_at: Time(Timestamp::now()),
+    })
+}
+
+/// Applies every CRD of the build; each one's generation before and after.
+async fn apply(
+    ctx: &Context,
+    build: &[CustomResourceDefinition],
+    installed: &[CustomResourceDefinition],
+) -> Result<Vec<CrdGeneration>, Unreadable> {
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let mut generations = Vec::new();
+    for crd in build {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let before = installed
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name.as_str()))
+            .and_then(|c| c.metadata.generation);
+        let applied = api
+            .patch(
+                &name,
+                &PatchParams::apply(CRD_FIELD_MANAGER).force(),
+                &Patch::Apply(crd),
+            )
+            .await
+            .map_err(|source| Unreadable {
+                what: format!("CustomResourceDefinition {name} (applying it)"),
+                source,
+            })?;
+        generations.push(CrdGeneration {
+            name,
+            before,
+            after: applied.metadata.generation,
+        });
+    }
+    Ok(generations)
+}
+
+/// The first problems of a report, breaking ones first, each with the objects it names.
+fn kept(report: &Report) -> Vec<String> {
+    let mut problems: Vec<&Problem> = report.problems.iter().collect();
+    problems.sort_by_key(|p| std::cmp::Reverse(p.severity));
+    problems
+        .into_iter()
+        .take(PROBLEMS_KEPT)
+        .map(|p| {
+            let mut line = p.headline();
+            if p.severity == Severity::Warning {
+                line.insert_str(0, "warning: ");
+            }
+            if !p.objects.is_empty() {
+                let shown: Vec<&str> = p.objects.iter().take(3).map(String::as_str).collect();
+                line.push_str(&format!(" (objects: {}", shown.join(", ")));
+                if p.objects.len() > shown.len() {
+                    line.push_str(&format!(", {} more", p.objects.len() - shown.len()));
+                }
+                line.push(')');
+            }
+            line
+        })
+        .collect()
+}
+
+/// Says whether the installed CRDs lack fields this build writes: the gauge, the annotation on
+/// this ring's Lease (which doctor reads), and an event on the Lease when that changes.
+pub(super) async fn report_behind(ctx: &Context) {
+    let build = express_api::crd::all();
+    let installed = match installed_crds(&ctx.client, &build).await {
+        Ok(installed) => installed,
+        Err(error) => {
+            warn!(%error, "cannot read the installed CRDs to compare them with this build's");
+            return;
+        }
+    };
+    let missing = missing_fields(&installed, &build);
+    ctx.metrics
+        .rings
+        .api_fields_missing
+        .set(i64::try_from(missing.len()).unwrap_or(i64::MAX));
+    let behind = behind_text(&missing);
+    let Some(lease) = own_lease(ctx).await else {
+        return;
+    };
+    let before = lease.annotations().get(ANNOTATION_API_BEHIND).cloned();
+    if before == behind {
+        return;
+    }
+    if let Some(text) = &behind {
+        warn!(missing = %text, "the installed CRDs lack fields this build writes");
+    }
+    write_on_lease(ctx, ANNOTATION_API_BEHIND, behind.clone()).await;
+    publish(
+        ctx,
+        Some(lease.object_ref(&())),
+        events::api_behind(behind.as_deref()),
+    )
+    .await;
+}
+
+/// While this instance leads, compares the installed CRDs with this build's every
+/// [`BEHIND_CHECK_EVERY`] (a person or another build may apply CRDs at any time).
+pub(super) async fn keep_checking(ctx: std::sync::Arc<Context>) {
+    let mut leader = ctx.leader.clone();
+    let mut ticks = tokio::time::interval(BEHIND_CHECK_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            changed = leader.changed() => if changed.is_err() { return },
+        }
+        if *leader.borrow_and_update() {
+            report_behind(&ctx).await;
+        }
+    }
+}
+
+/// `crd: path, path; crd: ...`, none when nothing is missing.
+fn behind_text(missing: &[Problem]) -> Option<String> {
+    let mut by_crd: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for problem in missing {
+        let what = match (problem.path.is_empty(), problem.version.is_empty()) {
+            (false, _) => problem.path.clone(),
+            (true, false) => format!("version {}", problem.version),
+            (true, true) => "the whole CRD".to_owned(),
+        };
+        by_crd.entry(problem.crd.as_str()).or_default().push(what);
+    }
+    (!by_crd.is_empty()).then(|| {
+        by_crd
+            .into_iter()
+            .map(|(crd, fields)| format!("{crd}: {}", fields.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(crd: &str, version: &str, path: &str, severity: Severity) -> Problem {
+        Problem {
+            crd: crd.into(),
+            version: version.into(),
+            path: path.into(),
+            change: "x".into(),
+            severity,
+            objects: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn what_is_missing_reads_per_crd() {
+        assert_eq!(behind_text(&[]), None);
+        let missing = [
+            problem("a.express.dev", "v1", ".status.x", Severity::Breaking),
+            problem("a.express.dev", "v2", "", Severity::Breaking),
+            problem("b.express.dev", "", "", Severity::Breaking),
+        ];
+        assert_eq!(
+            behind_text(&missing).as_deref(),
+            Some("a.express.dev: .status.x, version v2; b.express.dev: the whole CRD")
+        );
+    }
+
+    #[test]
+    fn kept_problems_put_breaking_first_and_name_a_few_objects() {
+        let mut breaking = problem("a.express.dev", "v1", ".spec.n", Severity::Breaking);
+        breaking.objects = (0..5).map(|i| format!("ns/o{i}")).collect();
+        let report = Report {
+            compatible: false,
+            problems: vec![
+                problem("a.express.dev", "v1", ".spec.m", Severity::Warning),
+                breaking,
+            ],
+        };
+        assert_eq!(
+            kept(&report),
+            vec![
+                "a.express.dev v1 .spec.n: x (objects: ns/o0, ns/o1, ns/o2, 2 more)".to_owned(),
+                "warning: a.express.dev v1 .spec.m: x".to_owned(),
+            ]
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! The API before the first move (DESIGN section 15): `toRing`'s build checks its own CRDs
+//! against this DC and what it stores, applies them when compatible and records what it did on
+//! its ring's Lease. The release waits for that record (from the build it waits for), copies it
+//! into `status.api`, and says it in condition `APICompatible`: True (applied, current, or the
+//! DC's are newer and compatible) lets the first move happen; False (breaking) moves nothing.
+
+use std::ops::ControlFlow;
+
+use express_api::api_record::{ApiRecord, CONDITION_API_COMPATIBLE};
+use express_api::release::ReleasePhase;
+
+use super::model::reason;
+use super::stepper::{Stepper, set_condition};
+use crate::gates::{Gate, after};
+
+impl Stepper<'_> {
+    /// Continues once `toRing`'s build has recorded compatible CRDs in this DC.
+    pub(super) fn api_settled(&mut self) -> Gate {
+        let now = self.s.now;
+        let spec = self.s.spec;
+        let wait = ControlFlow::Break(Some(after(now, spec.interval_seconds)));
+        let Some(record) = self.current_record() else {
+            let message = format!(
+                "waiting for ring {}'s build to check its CRDs against this DC and apply them; nothing moves before",
+                spec.to_ring
+            );
+            set_condition(
+                &mut self.status,
+                CONDITION_API_COMPATIBLE,
+                "Unknown",
+                reason::API_CHECKING,
+                message.clone(),
+                now,
+            );
+            self.status.phase = Some(ReleasePhase::Pending);
+            self.status.message = Some(message);
+            return wait;
+        };
+        let was_breaking = self
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == CONDITION_API_COMPATIBLE && c.status == "False");
+        let summary = record.summary();
+        let compatible = record.outcome.compatible();
+        set_condition(
+            &mut self.status,
+            CONDITION_API_COMPATIBLE,
+            if compatible { "True" } else { "False" },
+            record.outcome.as_str(),
+            summary.clone(),
+            now,
+        );
+        let changed = self.status.api.as_ref() != Some(&record);
+        self.status.api = Some(record);
+        if compatible {
+            if changed {
+                self.notice(false, reason::API_READY, summary);
+            }
+            return ControlFlow::Continue(());
+        }
+        self.status.phase = Some(ReleasePhase::Pending);
+        self.status.message = Some(format!("nothing moves: {summary}"));
+        if !was_breaking {
+            self.notice(true, reason::API_BREAKING, summary);
+        }
+        wait
+    }
+
+    /// The record of the build this release waits for (any record when that build reports
+    /// no version).
+    fn current_record(&self) -> Option<ApiRecord> {
+        let leader = self.s.to_leader.as_ref()?;
+        let record = leader.api.as_ref()?;
+        match &leader.version {
+            Some(version) if *version != record.build => None,
+            _ => Some(record.clone()),
+        }
+    }
+}
