@@ -19,6 +19,7 @@ import pytest
 from conftest import KUBECTL_EXPRESS, eventually, start_sim, stop_sim, tenant_yaml
 from test_fleet import write_kubeconfig
 from test_kubectl import install
+from test_release_api import NODE_CRDS, crd, crd_documents, has_recovery, without_recovery
 from test_rings import RING_LABEL, Operators
 
 DCS = ["dc-a", "dc-b", "dc-c"]
@@ -175,11 +176,21 @@ def test_a_plan_over_two_stages_survives_its_driver_killed_and_can_be_undone(fle
 
 
 def test_an_approval_gate_a_pause_and_an_unreachable_dc(fleet):
+    # dc-b's node CRDs are from before `status.change.recovery`: they change when its stage
+    # starts, never before (DESIGN section 15), so the soak compares DCs on either API.
+    older = fleet.sims["dc-b"]
+    documents = [d for d in crd_documents(without_recovery) if d["metadata"]["name"] in NODE_CRDS]
+    older.kubectl("replace", "-f", "-", input="\n---\n".join(json.dumps(d) for d in documents))
+    generations = {name: crd(older, name)["metadata"]["generation"] for name in NODE_CRDS}
+    assert not has_recovery(crd(older, "frontends.express.dev"))
     plan = fleet.plan_file("gated", approval=True, soak=2)
     waiting = fleet.kx("fleet-release", "run", "-f", plan, "--timeout", "120s")
     assert waiting.returncode == 5, "stopped at the gate"
     assert fleet.status("gated")["phase"] == "WaitingApproval"
     assert fleet.release_phase("dc-b", "gated") is None
+    # dc-a's stage ran and soaked; dc-b's CRDs are as they were.
+    assert {name: crd(older, name)["metadata"]["generation"] for name in NODE_CRDS} == generations
+    assert not has_recovery(crd(older, "frontends.express.dev"))
     approved = fleet.kx("fleet-release", "approve", "gated")
     assert approved.returncode == 0
     driver = fleet.driver("run", "gated", "--timeout", "120s")
@@ -204,6 +215,10 @@ def test_an_approval_gate_a_pause_and_an_unreachable_dc(fleet):
         fleet.sims["dc-c"].process.send_signal(signal.SIGCONT)
     done = fleet.kx("fleet-release", "run", "gated", "--timeout", "150s")
     assert done.returncode == 0, done.stdout
+    # dc-b's stage applied its build's CRDs before its first move.
+    released = [r for r in fleet.releases("dc-b") if r["metadata"]["name"] == "gated"][0]
+    assert released["status"]["api"]["outcome"] == "Applied", released["status"]
+    assert has_recovery(crd(older, "frontends.express.dev"))
     # Home again for the next plan.
     assert fleet.kx("fleet-release", "abort", "--rollback", "gated").returncode == 0
     for dc in DCS:

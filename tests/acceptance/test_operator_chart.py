@@ -57,20 +57,27 @@ def test_defaults_cluster_wide_two_replicas_leader_elected_restricted():
                         "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
     assert find(objects, "PodDisruptionBudget")[0]["spec"]["minAvailable"] == 1
     assert find(objects, "Service", "express-operator-metrics")
-    [cluster_role] = find(objects, "ClusterRole")
+    [cluster_role] = find(objects, "ClusterRole", "express-express-operator")
     assert cluster_role["rules"] == rules("watched-namespaces.yaml")
+    [api] = find(objects, "ClusterRole", "express-express-operator-api")
+    assert api["rules"] == rules("own-api.yaml")
     [own] = find(objects, "Role", "express-operator-self", "express-system")
     assert own["rules"] == rules("operator-namespace.yaml")
     assert find(objects, "ClusterRoleBinding")[0]["subjects"][0]["name"] == "express-operator"
     assert not find(objects, "ServiceMonitor") and not find(objects, "PrometheusRule")
-    for rule in cluster_role["rules"] + own["rules"]:
+    for rule in cluster_role["rules"] + own["rules"] + api["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+    # Its own CRDs only, by name.
+    [crds] = [r for r in api["rules"] if r["resources"] == ["customresourcedefinitions"]]
+    assert sorted(crds["resourceNames"]) == sorted(p.stem for p in (ROOT / "deploy" / "crds").glob("*.yaml"))
     assert "every namespace" in next(v for k, v in manifests.items() if k.endswith("NOTES.txt"))
 
 
 def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
     objects, _ = render({"watchNamespaces": ["tenant-a", "tenant-b"]})
-    assert not find(objects, "ClusterRole") and not find(objects, "ClusterRoleBinding")
+    # Cluster-wide: only its own API (a CRD is one per cluster, and so is what it stores).
+    assert [r["metadata"]["name"] for r in find(objects, "ClusterRole")] == ["express-express-operator-api"]
+    assert [b["roleRef"]["name"] for b in find(objects, "ClusterRoleBinding")] == ["express-express-operator-api"]
     for namespace in ("tenant-a", "tenant-b"):
         [role] = find(objects, "Role", "express-operator", namespace)
         assert role["rules"] == rules("watched-namespaces.yaml")
@@ -190,7 +197,7 @@ def test_each_ring_gets_its_deployment_image_and_budget_sharing_rbac_and_the_met
     assert all(selects(service["spec"]["selector"], labels) for labels in pod_labels.values())
     budgets = find(objects, "PodDisruptionBudget")
     assert {b["metadata"]["name"] for b in budgets} == {"express-operator", "express-operator-canary"}
-    assert len(find(objects, "ClusterRole")) == 1 and len(find(objects, "ServiceAccount")) == 1
+    assert len(find(objects, "ClusterRole")) == 2 and len(find(objects, "ServiceAccount")) == 1
     notes = next(v for k, v in manifests.items() if k.endswith("NOTES.txt"))
     assert "ring canary: 1 replica(s) of 1.3.0-rc.1" in notes and "Lease express-operator-canary" in notes
 

@@ -442,6 +442,46 @@ fn nothing_moves_before_to_rings_build_records_its_api() {
 }
 
 #[test]
+fn a_build_that_never_checks_its_api_fails_the_release_at_the_adoption_deadline() {
+    let mut w = World::new(spec(vec![percent(100)]), 4);
+    w.leader = Some(Leader {
+        api: None,
+        ..leader("canary-1", "0.2.0", ApiOutcome::Applied)
+    });
+    let deadline = w.spec.adoption_deadline_seconds as i64;
+    assert!(w.tick().moves.is_empty());
+    // A tick moves the clock one second: this one is exactly at the deadline.
+    w.now += deadline - 1;
+    w.tick();
+    assert_eq!(
+        phase(&w),
+        ReleasePhase::Pending,
+        "not yet past the deadline"
+    );
+    w.now += 2;
+    let r = w.tick();
+    assert!(r.moves.is_empty());
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+    let why = w.status.rollback_reason.clone().unwrap_or_default();
+    assert!(why.contains("did not check its CRDs"), "{why}");
+    // The same when the build stops leading while it is waited for.
+    let mut gone = World::new(spec(vec![percent(100)]), 4);
+    gone.leader = Some(Leader {
+        api: None,
+        ..leader("canary-1", "0.2.0", ApiOutcome::Applied)
+    });
+    gone.tick();
+    gone.leader = None;
+    gone.now += deadline + 1;
+    gone.tick();
+    assert_eq!(phase(&gone), ReleasePhase::RolledBack);
+    // A record arriving later changes nothing: the release is over.
+    w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Applied));
+    assert!(w.tick().moves.is_empty());
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+}
+
+#[test]
 fn a_breaking_api_moves_nothing_says_why_once_and_goes_on_when_fixed() {
     let mut w = World::new(spec(vec![percent(100)]), 5);
     w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Breaking));

@@ -61,9 +61,9 @@ impl ResourceType {
     }
 
     /// Whether objects of this kind carry a metadata.generation that follows spec changes:
-    /// custom resources and pods do; ConfigMaps, Secrets, Leases... do not.
+    /// custom resources, pods and CRDs themselves do; ConfigMaps, Secrets, Leases... do not.
     pub fn tracks_generation(&self) -> bool {
-        !self.builtin || self.plural == "pods"
+        !self.builtin || self.plural == "pods" || self.plural == "customresourcedefinitions"
     }
 }
 

@@ -2,7 +2,9 @@
 //! against this DC and what it stores, applies them when compatible and records what it did on
 //! its ring's Lease. The release waits for that record (from the build it waits for), copies it
 //! into `status.api`, and says it in condition `APICompatible`: True (applied, current, or the
-//! DC's are newer and compatible) lets the first move happen; False (breaking) moves nothing.
+//! DC's are newer and compatible) lets the first move happen; False (breaking) moves nothing
+//! until a check finds it fixed. No record past `adoptionDeadlineSeconds` (a build that cannot
+//! write, or does not check) fails the release, nothing moved.
 
 use std::ops::ControlFlow;
 
@@ -11,9 +13,35 @@ use express_api::release::ReleasePhase;
 
 use super::model::reason;
 use super::stepper::{Stepper, set_condition};
-use crate::gates::{Gate, after};
+use crate::gates::{Gate, after, seconds_between};
 
 impl Stepper<'_> {
+    /// A build that began to be waited for and never checked (it cannot write, or it stopped
+    /// leading) must not hold the release for ever: past `adoptionDeadlineSeconds` since the
+    /// wait began, the release fails, nothing moved. A release waiting for a ring nobody leads
+    /// yet has not begun this wait.
+    pub(super) fn fail_when_api_overdue(&mut self) -> Gate {
+        let spec = self.s.spec;
+        let now = self.s.now;
+        let waiting_since = self
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_API_COMPATIBLE && c.status == "Unknown")
+            .map(|c| c.last_transition_time.0);
+        match waiting_since {
+            Some(since) if seconds_between(since, now) > spec.adoption_deadline_seconds => {
+                self.begin_rollback(format!(
+                    "ring {}'s build did not check its CRDs against this DC within {}s (adoptionDeadlineSeconds); nothing moved",
+                    spec.to_ring, spec.adoption_deadline_seconds
+                ));
+                self.roll_back();
+                ControlFlow::Break(None)
+            }
+            _ => ControlFlow::Continue(()),
+        }
+    }
+
     /// Continues once `toRing`'s build has recorded compatible CRDs in this DC.
     pub(super) fn api_settled(&mut self) -> Gate {
         let now = self.s.now;

@@ -26,6 +26,7 @@ impl Stepper<'_> {
             .first()
             .is_some_and(|w| w.started_at.is_some());
         if !started {
+            self.fail_when_api_overdue()?;
             if let Some(waiting) = self.leader_awaited() {
                 self.status.phase = Some(ReleasePhase::Pending);
                 self.status.message = Some(waiting);

@@ -77,6 +77,13 @@ pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
             ""
         }
     ));
+    if let Some(api) = &status.api {
+        out.push_str(&format!(
+            "  API: {}: {}\n",
+            api.outcome.as_str(),
+            api.summary()
+        ));
+    }
     let rows: Vec<Vec<String>> = spec
         .waves
         .iter()
