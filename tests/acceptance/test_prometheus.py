@@ -71,7 +71,7 @@ def get(url, accept=None, timeout=5):
 
 
 class Prometheus:
-    def __init__(self, directory, targets, rules):
+    def __init__(self, directory, targets, rules, url=None):
         assert PROMETHEUS, "prometheus is missing: scripts/test.sh installs Debian's prometheus package"
         (directory / "rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
         config = {
@@ -84,7 +84,7 @@ class Prometheus:
             }],
         }
         (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.url = f"http://127.0.0.1:{free_port()}"
+        self.url = url or f"http://127.0.0.1:{free_port()}"
         self.log = directory / "prometheus.log"
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(

@@ -120,6 +120,9 @@ pub struct ReleaseTemplate {
     pub max_hand_overs: u32,
     #[serde(default = "crate::release::default_unhealthy_margin_percent")]
     pub unhealthy_margin_percent: u32,
+    /// Each DC's release reads the operator's vital signs from this Prometheus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::analysis::AnalysisSpec>,
 }
 
 /// One stage: DCs released together, optionally behind a person's approval.
@@ -151,6 +154,7 @@ impl FleetReleaseSpec {
             adoption_deadline_seconds: t.adoption_deadline_seconds,
             max_hand_overs: t.max_hand_overs,
             unhealthy_margin_percent: t.unhealthy_margin_percent,
+            analysis: t.analysis.clone(),
             paused: false,
         }
     }

@@ -6,6 +6,7 @@
 //! It also holds the one object model every reader shares ([`objects`]). This crate owns the
 //! wire format. It does no I/O.
 
+pub mod analysis;
 pub mod api_record;
 pub mod bounce;
 pub mod conditions;

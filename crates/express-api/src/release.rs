@@ -116,6 +116,10 @@ pub struct OperatorReleaseSpec {
     /// Nothing moves, nothing is judged, no bake time passes.
     #[serde(default)]
     pub paused: bool,
+    /// The operator's own vital signs, from Prometheus, `toRing` against `fromRing` in every
+    /// sample of a bake (DESIGN section 16). Without it the judge reads the tenants alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::analysis::AnalysisSpec>,
 }
 
 pub(crate) fn default_bake_seconds() -> u64 {
@@ -234,6 +238,14 @@ pub fn spec_problems(spec: &OperatorReleaseSpec) -> Vec<String> {
             problems.push(format!("{field} must be positive"));
         }
     }
+    if let Some(analysis) = &spec.analysis {
+        problems.extend(
+            analysis
+                .problems()
+                .into_iter()
+                .map(|p| format!("analysis: {p}")),
+        );
+    }
     if spec.unhealthy_margin_percent > 100 {
         problems.push(format!(
             "unhealthyMarginPercent {} must be within 0-100",
@@ -345,6 +357,9 @@ pub struct WaveStatus {
     pub target: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
+    /// When the wave's last tenant was adopted: its analysis window starts there, not before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_at: Option<Time>,
     /// Since when the wave bakes: its last tenant adopted and every sample since ok.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bake_since: Option<Time>,
@@ -416,6 +431,9 @@ pub struct OperatorReleaseStatus {
     /// What `toRing`'s build did with its own CRDs before the first move (DESIGN section 15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<crate::api_record::ApiRecord>,
+    /// The latest analysed sample's signals and a short history (with `spec.analysis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<crate::analysis::AnalysisStatus>,
 }
 
 impl OperatorReleaseStatus {

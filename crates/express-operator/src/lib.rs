@@ -6,6 +6,7 @@ pub mod controller;
 pub mod crd_check;
 #[cfg(feature = "dev")]
 pub mod dev;
+pub mod faults;
 pub mod history;
 pub mod install;
 pub mod leader;

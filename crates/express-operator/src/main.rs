@@ -65,6 +65,11 @@ enum Command {
         /// the alerts do not need them.
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
         per_tenant_metrics: bool,
+        /// Misbehave on purpose, keeping every tenant healthy (a release's analysis must catch
+        /// it): chatty, erring, slow or leaky. Only in builds with the `dev` feature.
+        #[cfg(feature = "dev")]
+        #[arg(long, value_enum, value_name = "NAME")]
+        fault: Option<express_operator::faults::Fault>,
     },
     /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
     #[cfg(feature = "dev")]
@@ -254,7 +259,11 @@ fn main() -> ExitCode {
             kube_qps,
             kube_burst,
             per_tenant_metrics,
+            #[cfg(feature = "dev")]
+            fault,
         } => {
+            #[cfg(not(feature = "dev"))]
+            let fault = None;
             init_tracing();
             let operator_namespace = operator_namespace
                 .or_else(|| std::env::var("POD_NAMESPACE").ok())
@@ -271,10 +280,13 @@ fn main() -> ExitCode {
                             per_tenant: per_tenant_metrics,
                         },
                         operator_namespace,
-                        concurrency,
-                        ApiLimits {
-                            qps: kube_qps,
-                            burst: kube_burst,
+                        Tuning {
+                            concurrency,
+                            limits: ApiLimits {
+                                qps: kube_qps,
+                                burst: kube_burst,
+                            },
+                            fault,
                         },
                     ))
                 })
@@ -318,15 +330,26 @@ struct MetricsOptions {
     per_tenant: bool,
 }
 
+/// How hard the operator works: reconciles at once, its API budget, a fault on purpose.
+struct Tuning {
+    concurrency: usize,
+    limits: ApiLimits,
+    fault: Option<express_operator::faults::Fault>,
+}
+
 async fn run(
     namespaces: Vec<String>,
     leader_elect: bool,
     ring: String,
     metrics_options: MetricsOptions,
     operator_namespace: String,
-    concurrency: usize,
-    limits: ApiLimits,
+    tuning: Tuning,
 ) -> Result<(), Error> {
+    let Tuning {
+        concurrency,
+        limits,
+        fault,
+    } = tuning;
     let MetricsOptions {
         addr: metrics_addr,
         per_tenant,
@@ -374,6 +397,7 @@ async fn run(
         fleet_metrics_every: std::time::Duration::from_secs(15),
         ring,
         version: env!("CARGO_PKG_VERSION").into(),
+        fault,
         compact_heap: Some(controller::HeapCompactor {
             heap: allocator::heap,
             without_thread_cache: allocator::without_thread_cache,

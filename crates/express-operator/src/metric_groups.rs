@@ -14,6 +14,14 @@ use prometheus_client::registry::Registry;
 
 use crate::runner::QueueMetrics;
 
+/// An API request: its verb (`get`, `watch`, `post`, `patch`, `put`, `delete`; a list is a
+/// `get`) and the response's status code (`error` when none came back).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabel {
+    pub verb: String,
+    pub code: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: String,
@@ -199,8 +207,11 @@ impl FleetGauges {
     }
 }
 
-/// The client-side API rate limit (`--kube-qps`, `--kube-burst`).
+/// The API requests the operator sends, and the client-side rate limit (`--kube-qps`,
+/// `--kube-burst`).
 pub struct ApiMetrics {
+    /// Every request sent, by verb and response code (client-go's `rest_client_requests_total`).
+    pub requests: Family<RequestLabel, Counter>,
     /// API requests that had to wait for a token.
     pub throttled: Counter,
     /// How long those requests waited.
@@ -210,6 +221,7 @@ pub struct ApiMetrics {
 impl Default for ApiMetrics {
     fn default() -> Self {
         ApiMetrics {
+            requests: Family::default(),
             throttled: Counter::default(),
             throttle_wait_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
         }
@@ -218,6 +230,11 @@ impl Default for ApiMetrics {
 
 impl ApiMetrics {
     pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "api_requests",
+            "API requests sent, by verb and response code (a release's analysis compares them per reconcile between rings)",
+            self.requests.clone(),
+        );
         registry.register(
             "api_requests_throttled",
             "API requests that waited for a token of the client-side limit (--kube-qps, --kube-burst)",

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
+use express_api::analysis::SignalVerdict;
 use express_api::release::{OperatorReleaseStatus, ReleasePhase};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -28,8 +29,19 @@ pub struct ReleaseVerdictLabel {
     pub verdict: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct ReleaseSignalLabel {
+    pub release: String,
+    pub signal: String,
+}
+
 #[derive(Default)]
 pub struct ReleaseGauges {
+    /// Per analysed signal of the latest sample: 1 when worse, 0 otherwise (ok, quiet, no
+    /// data).
+    pub signal: Family<ReleaseSignalLabel, Gauge>,
+    /// The signal series published, so that those no longer read go.
+    signals_published: Mutex<BTreeSet<ReleaseSignalLabel>>,
     /// The wave being moved or baked, counted from 1.
     pub wave: Family<ReleaseLabel, Gauge>,
     /// 1 for the release's phase, 0 for the others.
@@ -60,6 +72,11 @@ impl ReleaseGauges {
             self.samples.clone(),
         );
         registry.register(
+            "release_signal",
+            "1 when an OperatorRelease's analysis found this vital sign of toRing worse than the baseline in its latest sample, 0 otherwise",
+            self.signal.clone(),
+        );
+        registry.register(
             "release_tenants_moved",
             "Tenants an OperatorRelease moved that are on its toRing now",
             self.tenants_moved.clone(),
@@ -68,6 +85,7 @@ impl ReleaseGauges {
 
     /// Publishes the releases this instance judges, dropping the series of the others.
     pub fn set(&self, releases: &[(String, OperatorReleaseStatus)]) {
+        self.set_signals(releases);
         let Ok(mut published) = self.published.lock() else {
             return;
         };
@@ -107,6 +125,30 @@ impl ReleaseGauges {
                     .set(i64::from(count));
             }
         }
+    }
+
+    /// The latest analysed sample's signals, each 1 when worse; the others' series dropped.
+    fn set_signals(&self, releases: &[(String, OperatorReleaseStatus)]) {
+        let Ok(mut published) = self.signals_published.lock() else {
+            return;
+        };
+        let mut now = BTreeSet::new();
+        for (name, status) in releases {
+            for reading in status.analysis.iter().flat_map(|a| &a.signals) {
+                let label = ReleaseSignalLabel {
+                    release: name.clone(),
+                    signal: reading.signal.clone(),
+                };
+                self.signal
+                    .get_or_create(&label)
+                    .set(i64::from(reading.verdict == SignalVerdict::Worse));
+                now.insert(label);
+            }
+        }
+        for gone in published.difference(&now) {
+            self.signal.remove(gone);
+        }
+        *published = now;
     }
 
     fn forget(&self, name: &str) {
@@ -159,6 +201,26 @@ mod tests {
             "express_operator_release_phase{release=\"to-0-2-0\",phase=\"Progressing\"} 0"
         ));
         assert!(text.contains("express_operator_release_tenants_moved{release=\"to-0-2-0\"} 3"));
+        let analysed = OperatorReleaseStatus {
+            analysis: Some(express_api::analysis::AnalysisStatus {
+                signals: vec![express_api::analysis::SignalReading {
+                    signal: "reconcileErrorRatio".into(),
+                    canary: Some(0.2),
+                    baseline: Some(0.0),
+                    verdict: SignalVerdict::Worse,
+                    reason: String::new(),
+                }],
+                ..Default::default()
+            }),
+            ..OperatorReleaseStatus::default()
+        };
+        gauges.set(&[("to-0-2-0".into(), analysed)]);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap_or_default();
+        assert!(
+            text.contains("express_operator_release_signal{release=\"to-0-2-0\",signal=\"reconcileErrorRatio\"} 1"),
+            "{text}"
+        );
         gauges.set(&[]);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap_or_default();

@@ -22,6 +22,7 @@ use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 use tower::{Layer, Service, ServiceExt as _};
 
+use crate::metric_groups::RequestLabel;
 use crate::metrics::Metrics;
 
 /// The operator's budget of API requests.
@@ -161,7 +162,7 @@ impl<S> Service<Request<Body>> for Throttle<S>
 where
     S: Service<Request<Body>> + Clone + Send + 'static,
     S::Future: Send,
-    S::Response: Send,
+    S::Response: Send + ResponseCode,
     S::Error: Send,
 {
     type Response = S::Response;
@@ -176,11 +177,16 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let mut inner = self.inner.clone();
+        let metrics = self.metrics.clone();
+        let verb = verb_of(&request);
         if is_watch(&request) {
-            return Box::pin(async move { inner.ready().await?.call(request).await });
+            return Box::pin(async move {
+                let answered = inner.ready().await?.call(request).await;
+                count(&metrics, verb, &answered);
+                answered
+            });
         }
         let limiter = self.limiter.clone();
-        let metrics = self.metrics.clone();
         Box::pin(async move {
             if limiter.check().is_err() {
                 metrics.api.throttled.inc();
@@ -191,8 +197,52 @@ where
                     .throttle_wait_seconds
                     .observe(waiting.elapsed().as_secs_f64());
             }
-            inner.ready().await?.call(request).await
+            let answered = inner.ready().await?.call(request).await;
+            count(&metrics, verb, &answered);
+            answered
         })
+    }
+}
+
+/// The verb a request is counted under: its method, lowercased, `watch` for a watch.
+fn verb_of<B>(request: &Request<B>) -> &'static str {
+    if is_watch(request) {
+        return "watch";
+    }
+    match *request.method() {
+        http::Method::GET => "get",
+        http::Method::POST => "post",
+        http::Method::PUT => "put",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+/// Counts one request by verb and the response's code.
+fn count<R: ResponseCode, E>(metrics: &Metrics, verb: &str, answered: &Result<R, E>) {
+    let code = match answered {
+        Ok(response) => response.code().to_string(),
+        Err(_) => "error".to_owned(),
+    };
+    metrics
+        .api
+        .requests
+        .get_or_create(&RequestLabel {
+            verb: verb.to_owned(),
+            code,
+        })
+        .inc();
+}
+
+/// A response's status code, whatever its body.
+pub trait ResponseCode {
+    fn code(&self) -> u16;
+}
+
+impl<B> ResponseCode for http::Response<B> {
+    fn code(&self) -> u16 {
+        self.status().as_u16()
     }
 }
 

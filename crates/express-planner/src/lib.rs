@@ -8,6 +8,7 @@
 //! may act on a tenant at all.
 
 pub mod action;
+pub mod analysis;
 pub mod bounce;
 pub mod fleet_release;
 pub mod gates;

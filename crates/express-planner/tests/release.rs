@@ -4,10 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use express_api::analysis::{Signal, SignalVerdict, Worse};
 use express_api::api_record::{ApiOutcome, ApiRecord, CONDITION_API_COMPATIBLE, CrdGeneration};
 use express_api::release::{
     OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase, SampleVerdict, Wave,
 };
+use express_planner::analysis::{Analysis, SignalSeries, floor};
 use express_planner::release::{
     Direction, Leader, ReleaseSnapshot, ReleaseStep, ReleaseTenant, Requests, judge, reason,
     sample_due, step,
@@ -179,6 +181,7 @@ fn spec(waves: Vec<Wave>) -> OperatorReleaseSpec {
         max_hand_overs: 100,
         unhealthy_margin_percent: 10,
         paused: false,
+        analysis: None,
     }
 }
 
@@ -253,6 +256,8 @@ struct World {
     sick: Option<(usize, usize)>,
     /// toRing adopts what it is given.
     adopts: bool,
+    /// What the operator would read of the vital signs when a sample is due.
+    vital: Option<Analysis>,
     now: i64,
     moves_forward: std::collections::HashMap<String, usize>,
     moves_back: std::collections::HashMap<String, usize>,
@@ -268,6 +273,7 @@ impl World {
             leader: Some(leader("canary-1", "0.2.0", ApiOutcome::Current)),
             sick: Some((0, 0)),
             adopts: true,
+            vital: None,
             now: 0,
             moves_forward: Default::default(),
             moves_back: Default::default(),
@@ -295,6 +301,7 @@ impl World {
             tenants: &self.tenants,
             to_leader: self.leader.clone(),
             health: due.then(|| self.ring_health()),
+            analysis: if due { self.vital.clone() } else { None },
             now,
         };
         step(&snapshot)
@@ -537,6 +544,84 @@ fn an_older_build_on_newer_compatible_crds_goes_on() {
     assert_eq!(
         condition(&w, CONDITION_API_COMPATIBLE),
         Some(("True".into(), "Newer".into()))
+    );
+}
+
+fn vital(canary: f64, baseline: f64) -> Analysis {
+    let values = |center: f64| (0..30).map(|i| center + f64::from(i % 3) * 0.1).collect();
+    Analysis {
+        baseline: "ring default".into(),
+        signals: Ok(vec![SignalSeries {
+            name: Signal::ApiRequestsPerReconcile.as_str().into(),
+            worse: Worse::Higher,
+            floor: floor(Signal::ApiRequestsPerReconcile),
+            canary: Ok(values(canary)),
+            baseline: Ok(values(baseline)),
+            quiet: false,
+        }]),
+    }
+}
+
+#[test]
+fn a_worse_vital_sign_fails_samples_and_rolls_back_naming_the_signal() {
+    let mut w = World::new(spec(vec![percent(100)]), 4);
+    w.spec.failure_limit = 1;
+    w.vital = Some(vital(15.0, 5.0));
+    for _ in 0..40 {
+        w.tick();
+        if phase(&w) == ReleasePhase::RolledBack {
+            break;
+        }
+    }
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+    let why = w.status.rollback_reason.clone().unwrap_or_default();
+    assert!(why.contains("apiRequestsPerReconcile"), "{why}");
+    let analysis = w.status.analysis.clone().unwrap_or_default();
+    assert_eq!(analysis.baseline, "ring default");
+    assert_eq!(analysis.signals[0].verdict, SignalVerdict::Worse);
+    assert!(analysis.signals[0].canary > analysis.signals[0].baseline);
+    assert!(
+        analysis
+            .history
+            .iter()
+            .all(|h| h.worse == ["apiRequestsPerReconcile"])
+    );
+}
+
+#[test]
+fn healthy_vital_signs_let_the_release_succeed_and_no_data_holds_it() {
+    let mut w = World::new(spec(vec![percent(100)]), 4);
+    w.vital = Some(vital(5.0, 5.0));
+    for _ in 0..200 {
+        w.tick();
+    }
+    assert_eq!(phase(&w), ReleasePhase::Succeeded);
+    assert_eq!(w.status.samples.failed, 0);
+    assert!(
+        w.status
+            .analysis
+            .as_ref()
+            .is_some_and(|a| a.signals[0].verdict == SignalVerdict::Ok)
+    );
+
+    let mut held = World::new(spec(vec![percent(100)]), 4);
+    held.vital = Some(Analysis {
+        baseline: "ring default".into(),
+        signals: Err("connection refused".into()),
+    });
+    for _ in 0..30 {
+        held.tick();
+    }
+    assert_eq!(phase(&held), ReleasePhase::Inconclusive);
+    let last = held
+        .status
+        .last_samples
+        .last()
+        .map(|s| s.reason.clone())
+        .unwrap_or_default();
+    assert!(
+        last.contains("no data: Prometheus: connection refused"),
+        "{last}"
     );
 }
 

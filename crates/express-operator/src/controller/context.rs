@@ -33,6 +33,8 @@ pub struct Settings {
     /// The allocator's means to give memory back after a burst (`compact`); None leaves the
     /// caches where they were allocated.
     pub compact_heap: Option<HeapCompactor>,
+    /// A misbehaviour on purpose (`--fault`, builds with the `dev` feature only).
+    pub fault: Option<crate::faults::Fault>,
 }
 
 /// The operator's own namespace when nothing says otherwise.
@@ -51,6 +53,7 @@ impl Settings {
             ring: express_api::rings::DEFAULT_RING.into(),
             version: env!("CARGO_PKG_VERSION").into(),
             compact_heap: None,
+            fault: None,
         }
     }
 

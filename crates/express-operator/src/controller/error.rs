@@ -54,6 +54,10 @@ pub enum Error {
         release: String,
         source: kube::Error,
     },
+    #[error(
+        "fault {fault} injected after the reconcile did its work (a dev build run with --fault)"
+    )]
+    InjectedFault { fault: &'static str },
 }
 
 impl Error {
@@ -71,6 +75,7 @@ impl Error {
             Error::Restamp { .. } => "restamp",
             Error::RecordRelease { .. } => "record_release",
             Error::MoveTenant { .. } => "move_tenant",
+            Error::InjectedFault { .. } => "injected_fault",
         }
     }
 }

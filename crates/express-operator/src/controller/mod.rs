@@ -27,6 +27,7 @@ mod recorders;
 mod release;
 mod report;
 mod start;
+mod vital_signs;
 
 pub use caches::{Caches, Scoped, Tasks};
 pub use context::{Context, DEFAULT_OPERATOR_NAMESPACE, Settings};
@@ -101,6 +102,9 @@ pub async fn run(
     tasks.spawn(release::run(context.clone(), releases, release_wake));
     tasks.spawn(start::keep_publishing(context.clone()));
     tasks.spawn(own_api::keep_checking(context.clone()));
+    if context.settings.fault == Some(crate::faults::Fault::Leaky) {
+        tasks.spawn(crate::faults::leak_forever());
+    }
 
     let concurrency = context.settings.concurrency;
     let queue_metrics = context.metrics.queue.clone();

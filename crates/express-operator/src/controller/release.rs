@@ -41,8 +41,8 @@ use super::caches::Scoped;
 use super::context::Context;
 use super::error::Error;
 use super::events::{self, publish};
-use super::own_api;
 use super::report::status_patch;
+use super::{own_api, vital_signs};
 
 /// Runs the releases this instance judges until the controller stops.
 pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wake: Arc<Notify>) {
@@ -213,6 +213,19 @@ async fn reconcile(
     } else {
         None
     };
+    // The vital signs, when a sample is due and the wave has baked long enough to judge.
+    let analysis = match (&spec.analysis, health.is_some()) {
+        (Some(wanted), true) => {
+            let from_drives = tenants
+                .iter()
+                .any(|t| t.driven_by.as_deref() == Some(spec.from_ring.as_str()));
+            match express_planner::analysis::window(spec, &status, from_drives, now) {
+                Some(window) => Some(vital_signs::read(ctx, wanted, &window).await),
+                None => None,
+            }
+        }
+        _ => None,
+    };
     let decided = step(&ReleaseSnapshot {
         name: &name,
         generation: release.metadata.generation,
@@ -222,6 +235,7 @@ async fn reconcile(
         tenants: &tenants,
         to_leader,
         health,
+        analysis,
         now,
     });
 

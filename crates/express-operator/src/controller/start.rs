@@ -269,7 +269,14 @@ pub(super) async fn keep_publishing(context: Arc<Context>) {
 /// runner, which retries it with backoff.
 pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> Result<Next, ()> {
     let started = Instant::now();
-    let result = reconcile::reconcile(context, key).await;
+    let fault = context.settings.fault;
+    crate::faults::before_reconcile(fault, &context.client, key).await;
+    let mut result = reconcile::reconcile(context, key).await;
+    if result.is_ok() && crate::faults::fails_this_reconcile(fault) {
+        result = Err(super::error::Error::InjectedFault {
+            fault: fault.map_or("", crate::faults::Fault::as_str),
+        });
+    }
     let metrics = &context.metrics;
     metrics
         .work

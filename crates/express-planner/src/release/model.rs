@@ -65,6 +65,9 @@ pub struct ReleaseSnapshot<'a> {
     /// Each ring's health (`fromRing`, `toRing`) when a sample is due ([`sample_due`]) and the
     /// fleet could be read; `Err` says what could not be read; `None`: not read this time.
     pub health: Option<Result<(RingHealth, RingHealth), String>>,
+    /// The operator's vital signs over the window [`crate::analysis::window`] chose, read when
+    /// a sample is due and the release has `spec.analysis` (none: not read this step).
+    pub analysis: Option<crate::analysis::Analysis>,
     pub now: Timestamp,
 }
 

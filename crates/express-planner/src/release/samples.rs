@@ -4,6 +4,9 @@
 
 use std::ops::ControlFlow;
 
+use express_api::analysis::{
+    AnalysisSample, AnalysisStatus, HISTORY_KEPT, SignalReading, SignalVerdict,
+};
 use express_api::release::{ReleasePhase, Sample, SampleCounts, SampleVerdict};
 use express_triage::rings::RingHealth;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -12,6 +15,7 @@ use super::judge::judge;
 use super::model::{SAMPLES_KEPT, reason};
 use super::schedule::next_sample;
 use super::stepper::{Stepper, Wave};
+use crate::analysis::analyse;
 use crate::gates::{Gate, after};
 
 impl Stepper<'_> {
@@ -29,6 +33,7 @@ impl Stepper<'_> {
             return ControlFlow::Continue(last);
         };
         let (verdict, why) = self.judge_sample(health, wave);
+        let (verdict, why) = self.with_vital_signs(verdict, why);
         self.keep_sample(verdict, &why);
         match verdict {
             SampleVerdict::Failed => {
@@ -100,6 +105,39 @@ impl Stepper<'_> {
         }
     }
 
+    /// The tenants' verdict joined with the operator's vital signs, when they were read: a
+    /// failure on either side fails the sample, else no data on either holds it.
+    fn with_vital_signs(&mut self, verdict: SampleVerdict, why: String) -> (SampleVerdict, String) {
+        let Some(analysis) = &self.s.analysis else {
+            return (verdict, why);
+        };
+        let (readings, signals, said) = analyse(analysis);
+        let status = self
+            .status
+            .analysis
+            .get_or_insert_with(AnalysisStatus::default);
+        status.at = Some(Time(self.s.now));
+        status.baseline.clone_from(&analysis.baseline);
+        status.history.push(AnalysisSample {
+            at: Time(self.s.now),
+            worse: named(&readings, SignalVerdict::Worse),
+            no_data: named(&readings, SignalVerdict::NoData),
+        });
+        let excess = status.history.len().saturating_sub(HISTORY_KEPT);
+        status.history.drain(..excess);
+        status.signals = readings;
+        let rank = |v: SampleVerdict| match v {
+            SampleVerdict::Failed => 2,
+            SampleVerdict::Inconclusive => 1,
+            SampleVerdict::Ok => 0,
+        };
+        match rank(signals).cmp(&rank(verdict)) {
+            std::cmp::Ordering::Greater => (signals, said),
+            std::cmp::Ordering::Less => (verdict, why),
+            std::cmp::Ordering::Equal => (verdict, format!("{why}; {said}")),
+        }
+    }
+
     /// Counts the sample and keeps the last [`SAMPLES_KEPT`].
     fn keep_sample(&mut self, verdict: SampleVerdict, why: &str) {
         let counts: &mut SampleCounts = &mut self.status.samples;
@@ -131,4 +169,13 @@ impl Stepper<'_> {
         });
         holding
     }
+}
+
+/// The names of the signals with this verdict.
+fn named(readings: &[SignalReading], verdict: SignalVerdict) -> Vec<String> {
+    readings
+        .iter()
+        .filter(|r| r.verdict == verdict)
+        .map(|r| r.signal.clone())
+        .collect()
 }

@@ -140,6 +140,9 @@ impl Stepper<'_> {
                 return ControlFlow::Break(None);
             }
         } else if wave_in && !holding {
+            if self.status.waves[index].adopted_at.is_none() {
+                self.status.waves[index].adopted_at = Some(Time(now));
+            }
             let promoted = self.status.waves[index].promoted;
             if last == Some(SampleVerdict::Ok) && self.status.waves[index].bake_since.is_none() {
                 self.status.waves[index].bake_since = Some(Time(now));
@@ -161,6 +164,7 @@ impl Stepper<'_> {
             bake_end = baked;
         } else if !wave_in {
             self.status.waves[index].bake_since = None;
+            self.status.waves[index].adopted_at = None;
         }
         ControlFlow::Continue(bake_end)
     }

@@ -138,6 +138,32 @@ pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
             ));
         }
     }
+    if let Some(analysis) = status.analysis.as_ref().filter(|a| !a.signals.is_empty()) {
+        out.push_str(&format!(
+            "\nVital signs ({} against {}):\n",
+            ago(analysis.at.as_ref().map(|t| t.0), now),
+            analysis.baseline
+        ));
+        let figure =
+            |value: Option<f64>| value.map_or_else(|| NONE.to_owned(), |v| format!("{v:.4}"));
+        let rows: Vec<Vec<String>> = analysis
+            .signals
+            .iter()
+            .map(|s| {
+                vec![
+                    s.signal.clone(),
+                    figure(s.canary),
+                    figure(s.baseline),
+                    s.verdict.as_str().to_owned(),
+                    s.reason.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["SIGNAL", "CANARY", "BASELINE", "VERDICT", "WHY"],
+            &rows,
+        ));
+    }
     if let Some(reason) = &status.rollback_reason {
         out.push_str(&format!("\nRolled back: {reason}\n"));
     }

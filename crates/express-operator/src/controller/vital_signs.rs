@@ -1,0 +1,368 @@
+//! The operator's vital signs for a release's sample (DESIGN section 16), read from
+//! Prometheus: for each signal, the canary ring's values and the baseline's over the window the
+//! planner chose ([`express_planner::analysis::window`]), one `query_range` each. The judging is
+//! the planner's; this module only reads.
+//!
+//! A ring's series are told apart by joining every series with the ring's build info on the
+//! scrape target (`* on(instance) group_left() express_operator_build_info{ring="R"}`, which is
+//! always 1): no series needs a ring label of its own, and a Prometheus that scrapes several
+//! rings' pods under one job still tells them apart.
+
+use std::time::Duration;
+
+use express_api::analysis::{
+    AnalysisSpec, CustomSignal, RING_PLACEHOLDER, SecretKey, Signal, Worse,
+};
+use express_planner::analysis::{
+    Analysis, AnalysisWindow, CUSTOM_FLOOR, EffectFloor, SignalSeries, floor,
+};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+
+use super::context::Context;
+
+/// How long one query may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every signal of `spec` over `window`, or why Prometheus could not be read at all.
+pub(super) async fn read(ctx: &Context, spec: &AnalysisSpec, window: &AnalysisWindow) -> Analysis {
+    Analysis {
+        baseline: window.describe_baseline(),
+        signals: signals(ctx, spec, window).await,
+    }
+}
+
+async fn signals(
+    ctx: &Context,
+    spec: &AnalysisSpec,
+    window: &AnalysisWindow,
+) -> Result<Vec<SignalSeries>, String> {
+    let prometheus = Prometheus::new(ctx, spec).await?;
+    let range = window.step_seconds * 4;
+    let (baseline_ring, baseline_start, baseline_end) = window.baseline_span();
+    let canary = Span {
+        ring: &window.canary_ring,
+        start: window.start,
+        end: window.end,
+        step: window.step_seconds,
+    };
+    let baseline = Span {
+        ring: baseline_ring,
+        start: baseline_start,
+        end: baseline_end,
+        step: window.step_seconds,
+    };
+    // Quiet: a side that did not reconcile in its span leaves a per-reconcile signal nothing
+    // to compare (an idle ring is no regression, and no evidence either).
+    let reconciles = |ring: &str| {
+        format!(
+            "sum({})",
+            of_ring(
+                "rate(express_operator_reconciles_total[RANGE])",
+                ring,
+                range
+            )
+        )
+    };
+    let busy = |values: &Result<Vec<f64>, String>| {
+        values.as_ref().is_ok_and(|v| v.iter().any(|x| *x > 0.0))
+    };
+    let canary_busy = busy(&prometheus.values(&canary, &reconciles(canary.ring)).await?);
+    let baseline_busy = busy(
+        &prometheus
+            .values(&baseline, &reconciles(baseline.ring))
+            .await?,
+    );
+    let mut out = Vec::new();
+    for signal in spec.signals() {
+        // A slope needs several of the heap's figures (published every 5 s): a longer range.
+        let range = if signal == Signal::MemoryGrowth {
+            range.max(30)
+        } else {
+            range
+        };
+        let query = |ring: &str| builtin_query(signal, ring, range);
+        let per_reconcile = signal != Signal::MemoryGrowth;
+        out.push(SignalSeries {
+            name: signal.as_str().into(),
+            worse: Worse::Higher,
+            floor: floor(signal),
+            canary: prometheus.values(&canary, &query(canary.ring)).await?,
+            baseline: prometheus.values(&baseline, &query(baseline.ring)).await?,
+            quiet: per_reconcile && !(canary_busy && baseline_busy),
+        });
+    }
+    for custom in &spec.custom {
+        out.push(custom_series(&prometheus, custom, &canary, &baseline).await?);
+    }
+    Ok(out)
+}
+
+async fn custom_series(
+    prometheus: &Prometheus,
+    custom: &CustomSignal,
+    canary: &Span<'_>,
+    baseline: &Span<'_>,
+) -> Result<SignalSeries, String> {
+    let query = |ring: &str| custom.query.replace(RING_PLACEHOLDER, ring);
+    let floor: EffectFloor = CUSTOM_FLOOR;
+    Ok(SignalSeries {
+        name: custom.name.clone(),
+        worse: custom.worse,
+        floor,
+        canary: prometheus.values(canary, &query(canary.ring)).await?,
+        baseline: prometheus.values(baseline, &query(baseline.ring)).await?,
+        quiet: false,
+    })
+}
+
+/// A built-in signal's PromQL for one ring; `range` is the rate window in seconds.
+fn builtin_query(signal: Signal, ring: &str, range: u64) -> String {
+    let sum = |expr: &str| format!("sum({})", of_ring(expr, ring, range));
+    match signal {
+        Signal::ApiRequestsPerReconcile => format!(
+            "{} / {}",
+            sum("rate(express_operator_api_requests_total[RANGE])"),
+            sum("rate(express_operator_reconciles_total[RANGE])")
+        ),
+        Signal::ReconcileErrorRatio => format!(
+            "({} or vector(0)) / {}",
+            sum("rate(express_operator_reconciles_total{result=\"error\"}[RANGE])"),
+            sum("rate(express_operator_reconciles_total[RANGE])")
+        ),
+        Signal::ReconcileLatencyP95 => format!(
+            "histogram_quantile(0.95, sum by (le) ({}))",
+            of_ring(
+                "rate(express_operator_reconcile_duration_seconds_bucket[RANGE])",
+                ring,
+                range
+            )
+        ),
+        Signal::MemoryGrowth => sum(
+            "deriv(express_operator_heap_bytes{allocator=\"jemalloc\",state=\"resident\"}[RANGE])",
+        ),
+    }
+}
+
+/// `expr` (with `RANGE` for the rate window) kept to the scrape targets of `ring`.
+fn of_ring(expr: &str, ring: &str, range: u64) -> String {
+    format!(
+        "({}) * on(instance) group_left() express_operator_build_info{{ring=\"{ring}\"}}",
+        expr.replace("RANGE", &format!("{range}s"))
+    )
+}
+
+/// One side of a comparison: a ring over a span.
+struct Span<'a> {
+    ring: &'a str,
+    start: Timestamp,
+    end: Timestamp,
+    step: u64,
+}
+
+type HttpClient = Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Empty<Bytes>,
+>;
+
+/// A Prometheus to ask, with its bearer token if any.
+struct Prometheus {
+    client: HttpClient,
+    address: String,
+    token: Option<String>,
+}
+
+impl Prometheus {
+    async fn new(ctx: &Context, spec: &AnalysisSpec) -> Result<Prometheus, String> {
+        let source = &spec.prometheus;
+        let token = match &source.bearer_token_secret {
+            Some(secret) => Some(secret_text(ctx, secret, "token").await?.trim().to_owned()),
+            None => None,
+        };
+        let tls = match &source.ca_secret {
+            Some(secret) => {
+                let pem = secret_text(ctx, secret, "ca.crt").await?;
+                tls_trusting(&pem)?
+            }
+            None => {
+                hyper_rustls::ConfigBuilderExt::with_native_roots(rustls::ClientConfig::builder())
+                    .map_err(|e| format!("cannot load the system's CA roots: {e}"))?
+                    .with_no_client_auth()
+            }
+        };
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Prometheus {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            address: source.address.trim_end_matches('/').to_owned(),
+            token,
+        })
+    }
+
+    /// The values of `query` over `span` (`Ok(Err)`: the ring's series are missing; `Err`:
+    /// Prometheus could not be asked).
+    async fn values(
+        &self,
+        span: &Span<'_>,
+        query: &str,
+    ) -> Result<Result<Vec<f64>, String>, String> {
+        let url = format!(
+            "{}/api/v1/query_range?query={}&start={}&end={}&step={}",
+            self.address,
+            encode(query),
+            span.start.as_second(),
+            span.end.as_second(),
+            span.step
+        );
+        let mut request = hyper::Request::get(&url);
+        if let Some(token) = &self.token {
+            request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = request
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| format!("{url}: {e}"))?;
+        let response = tokio::time::timeout(QUERY_TIMEOUT, self.client.request(request))
+            .await
+            .map_err(|_| {
+                format!(
+                    "{}: no answer within {}s",
+                    self.address,
+                    QUERY_TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|e| format!("{}: {e}", self.address))?;
+        let status = response.status();
+        let body = tokio::time::timeout(QUERY_TIMEOUT, response.into_body().collect())
+            .await
+            .map_err(|_| format!("{}: the answer did not finish", self.address))?
+            .map_err(|e| format!("{}: {e}", self.address))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(format!(
+                "{} answered {status}: {}",
+                self.address,
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            ));
+        }
+        Ok(points(&body).map_err(|why| format!("ring {}: {why} ({query})", span.ring)))
+    }
+}
+
+/// The points of a `query_range` answer with one series (none: the ring's series are missing).
+fn points(body: &[u8]) -> Result<Vec<f64>, String> {
+    let answer: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("not a Prometheus answer: {e}"))?;
+    let series = answer
+        .pointer("/data/result")
+        .and_then(serde_json::Value::as_array)
+        .ok_or("not a Prometheus answer: no data.result")?;
+    let Some(first) = series.first() else {
+        return Err("no series in the window".into());
+    };
+    Ok(first
+        .get("values")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|pair| pair.get(1)?.as_str()?.parse::<f64>().ok())
+        .collect())
+}
+
+/// Percent-encodes a query parameter's value.
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 3);
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// One key of a Secret in the operator's namespace, as text.
+async fn secret_text(
+    ctx: &Context,
+    secret: &SecretKey,
+    default_key: &str,
+) -> Result<String, String> {
+    let key = secret.key.as_deref().unwrap_or(default_key);
+    let namespace = &ctx.settings.operator_namespace;
+    let found = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(&secret.name)
+        .await
+        .map_err(|e| format!("Secret {namespace}/{}: {e}", secret.name))?
+        .ok_or_else(|| format!("Secret {namespace}/{} not found", secret.name))?;
+    let bytes = found
+        .data
+        .and_then(|mut data| data.remove(key))
+        .ok_or_else(|| format!("Secret {namespace}/{} has no key {key}", secret.name))?;
+    String::from_utf8(bytes.0)
+        .map_err(|_| format!("Secret {namespace}/{} key {key} is not text", secret.name))
+}
+
+/// A TLS configuration trusting the PEM certificates given (and nothing else).
+fn tls_trusting(pem: &str) -> Result<rustls::ClientConfig, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+        let certificate = certificate.map_err(|e| format!("the CA is not PEM: {e}"))?;
+        roots
+            .add(certificate)
+            .map_err(|e| format!("the CA cannot be used: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("the CA Secret holds no certificate".into());
+    }
+    Ok(rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_is_told_by_its_build_info_and_the_range_is_filled_in() {
+        let query = builtin_query(Signal::ReconcileErrorRatio, "canary", 20);
+        assert_eq!(
+            query,
+            "(sum((rate(express_operator_reconciles_total{result=\"error\"}[20s])) * on(instance) group_left() express_operator_build_info{ring=\"canary\"}) or vector(0)) / sum((rate(express_operator_reconciles_total[20s])) * on(instance) group_left() express_operator_build_info{ring=\"canary\"})"
+        );
+        assert!(
+            builtin_query(Signal::ReconcileLatencyP95, "x", 8)
+                .starts_with("histogram_quantile(0.95, sum by (le) (")
+        );
+    }
+
+    #[test]
+    fn answers_become_points_and_missing_series_say_so() {
+        let answer = br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"0.5"],[2,"NaN"],[3,"2"]]}]}}"#;
+        let got = points(answer).unwrap_or_default();
+        assert_eq!(got.len(), 3);
+        assert_eq!((got[0], got[2]), (0.5, 2.0));
+        assert!(got[1].is_nan());
+        let empty = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+        assert_eq!(points(empty), Err("no series in the window".into()));
+        assert!(points(b"<html>").is_err());
+    }
+
+    #[test]
+    fn queries_are_encoded() {
+        assert_eq!(encode("a b{c=\"d\"}[5s]"), "a%20b%7Bc%3D%22d%22%7D%5B5s%5D");
+    }
+}

@@ -1,0 +1,215 @@
+//! Each verdict of a signal beside its twin, the sample's verdict from its signals, the
+//! window's rules; and the property the note reports: the same distribution on both sides
+//! never fails at the default floors.
+
+use express_api::analysis::{Signal, SignalVerdict, Worse};
+use express_api::release::SampleVerdict;
+use proptest::prelude::*;
+
+use super::*;
+
+fn series(canary: Vec<f64>, baseline: Vec<f64>, signal: Signal) -> SignalSeries {
+    SignalSeries {
+        name: signal.as_str().into(),
+        worse: Worse::Higher,
+        floor: floor(signal),
+        canary: Ok(canary),
+        baseline: Ok(baseline),
+        quiet: false,
+    }
+}
+
+/// `n` values around `center`, spread by `spread` (a fixed zig-zag: no randomness in rows).
+fn around(center: f64, spread: f64, n: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| center + spread * (((i * 7) % 11) as f64 / 10.0 - 0.5))
+        .collect()
+}
+
+#[test]
+fn each_signal_is_worse_only_past_chance_and_its_floor() {
+    use Signal::*;
+    let rows: Vec<(&str, SignalSeries, SignalVerdict)> = vec![
+        (
+            "3x the requests per reconcile",
+            series(
+                around(15.0, 1.0, 30),
+                around(5.0, 1.0, 30),
+                ApiRequestsPerReconcile,
+            ),
+            SignalVerdict::Worse,
+        ),
+        (
+            "20% more requests: under the relative floor",
+            series(
+                around(6.0, 0.5, 30),
+                around(5.0, 0.5, 30),
+                ApiRequestsPerReconcile,
+            ),
+            SignalVerdict::Ok,
+        ),
+        (
+            "a fifth of reconciles failing against none",
+            series(around(0.22, 0.04, 30), vec![0.0; 30], ReconcileErrorRatio),
+            SignalVerdict::Worse,
+        ),
+        (
+            "2% failing against none: under the absolute floor",
+            series(around(0.02, 0.01, 30), vec![0.0; 30], ReconcileErrorRatio),
+            SignalVerdict::Ok,
+        ),
+        (
+            "300 ms slower",
+            series(
+                around(0.4, 0.05, 30),
+                around(0.1, 0.05, 30),
+                ReconcileLatencyP95,
+            ),
+            SignalVerdict::Worse,
+        ),
+        (
+            "20 ms slower on a 10 ms baseline: under the absolute floor",
+            series(
+                around(0.03, 0.005, 30),
+                around(0.01, 0.005, 30),
+                ReconcileLatencyP95,
+            ),
+            SignalVerdict::Ok,
+        ),
+        (
+            "growing 2 MiB a minute",
+            series(
+                around(35_000.0, 5_000.0, 30),
+                around(0.0, 5_000.0, 30),
+                MemoryGrowth,
+            ),
+            SignalVerdict::Worse,
+        ),
+        (
+            "the same memory slope",
+            series(
+                around(100.0, 5_000.0, 30),
+                around(0.0, 5_000.0, 30),
+                MemoryGrowth,
+            ),
+            SignalVerdict::Ok,
+        ),
+        (
+            "much better than the baseline",
+            series(
+                around(1.0, 0.2, 30),
+                around(9.0, 0.2, 30),
+                ApiRequestsPerReconcile,
+            ),
+            SignalVerdict::Ok,
+        ),
+        (
+            "a large shift on three points: not beyond chance",
+            series(
+                vec![9.0, 1.0, 20.0],
+                vec![1.0, 8.0, 2.0],
+                ApiRequestsPerReconcile,
+            ),
+            SignalVerdict::Ok,
+        ),
+    ];
+    for (name, s, want) in rows {
+        let got = read_signal(&s);
+        assert_eq!(got.verdict, want, "{name}: {got:?}");
+        assert!(got.canary.is_some() && got.baseline.is_some(), "{name}");
+    }
+}
+
+#[test]
+fn quiet_and_no_data_are_neither_ok_nor_worse() {
+    let mut quiet = series(vec![], vec![], Signal::ReconcileErrorRatio);
+    quiet.quiet = true;
+    assert_eq!(read_signal(&quiet).verdict, SignalVerdict::Quiet);
+    let mut missing = series(vec![1.0], vec![], Signal::ReconcileErrorRatio);
+    missing.baseline = Err("ring default: no series express_operator_reconciles_total".into());
+    let read = read_signal(&missing);
+    assert_eq!(read.verdict, SignalVerdict::NoData);
+    assert!(read.reason.contains("ring default"), "{read:?}");
+    let empty = series(vec![], vec![1.0], Signal::ReconcileErrorRatio);
+    assert_eq!(read_signal(&empty).verdict, SignalVerdict::NoData);
+}
+
+#[test]
+fn lower_is_worse_when_a_custom_signal_says_so() {
+    let mut s = series(
+        around(50.0, 2.0, 20),
+        around(100.0, 2.0, 20),
+        Signal::ApiRequestsPerReconcile,
+    );
+    s.floor = CUSTOM_FLOOR;
+    assert_eq!(read_signal(&s).verdict, SignalVerdict::Ok);
+    s.worse = Worse::Lower;
+    assert_eq!(read_signal(&s).verdict, SignalVerdict::Worse);
+}
+
+#[test]
+fn a_sample_fails_on_a_worse_signal_holds_on_no_data_and_is_ok_otherwise() {
+    let worse = series(
+        around(15.0, 1.0, 30),
+        around(5.0, 1.0, 30),
+        Signal::ApiRequestsPerReconcile,
+    );
+    let fine = series(
+        around(5.0, 1.0, 30),
+        around(5.0, 1.0, 30),
+        Signal::ReconcileLatencyP95,
+    );
+    let mut missing = fine.clone();
+    missing.canary = Err("ring canary: no series".into());
+    let mut quiet = fine.clone();
+    quiet.quiet = true;
+    let of = |signals: Vec<SignalSeries>| {
+        analyse(&Analysis {
+            baseline: "ring default".into(),
+            signals: Ok(signals),
+        })
+    };
+    let (readings, verdict, why) = of(vec![worse.clone(), missing.clone()]);
+    assert_eq!((readings.len(), verdict), (2, SampleVerdict::Failed));
+    assert!(
+        why.starts_with("signal worse than ring default: apiRequestsPerReconcile"),
+        "{why}"
+    );
+    let (_, verdict, why) = of(vec![fine.clone(), missing]);
+    assert_eq!(verdict, SampleVerdict::Inconclusive);
+    assert!(why.contains("ring canary: no series"), "{why}");
+    assert_eq!(of(vec![fine, quiet]).1, SampleVerdict::Ok);
+    let (readings, verdict, why) = analyse(&Analysis {
+        baseline: "ring default".into(),
+        signals: Err("connection refused".into()),
+    });
+    assert!(readings.is_empty());
+    assert_eq!(verdict, SampleVerdict::Inconclusive);
+    assert_eq!(why, "no data: Prometheus: connection refused");
+}
+
+proptest! {
+    /// The same distribution on both sides (any centre, noise up to ±10% of it, any sizes)
+    /// never fails at the default floors: noise that small cannot shift the medians apart by
+    /// more than a fifth, and every relative floor is above that (a quarter of 90%, or more).
+    #[test]
+    fn the_same_distribution_never_fails(
+        center in 0.001f64..1e6,
+        canary_noise in proptest::collection::vec(-0.1f64..0.1, 3..60),
+        baseline_noise in proptest::collection::vec(-0.1f64..0.1, 3..60),
+        signal in proptest::sample::select(Signal::ALL.to_vec()),
+    ) {
+        let values = |noise: &[f64]| noise.iter().map(|n| center * (1.0 + n)).collect::<Vec<_>>();
+        let s = series(values(&canary_noise), values(&baseline_noise), signal);
+        prop_assert_ne!(read_signal(&s).verdict, SignalVerdict::Worse);
+    }
+
+    /// Any values, finite or not, any sizes: a verdict, never a panic.
+    #[test]
+    fn any_values_get_a_verdict(
+        canary in proptest::collection::vec(proptest::num::f64::ANY, 0..20),
+        baseline in proptest::collection::vec(proptest::num::f64::ANY, 0..20),
+    ) {
+        let _ = read_signal(&series(canary, baseline, Signal::MemoryGrowth));
+    }
+}

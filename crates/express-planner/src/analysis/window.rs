@@ -1,0 +1,99 @@
+//! Which window a sample's signals are read over, and against what. A wave is judged on what
+//! it does, not on its hand-over: the window starts once the wave's tenants are all adopted
+//! (never before), and spans at most `windowSeconds`. The baseline is `fromRing` over the same
+//! window while it still drives tenants; once it drives none (the last wave, nothing pinned),
+//! `toRing` is compared with its own values before the wave began, as a FleetRelease's last
+//! stage is compared with itself.
+
+use express_api::release::{OperatorReleaseSpec, OperatorReleaseStatus};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::gates::seconds_between;
+
+/// A window shorter than this is not judged yet: the sample rests on the tenants.
+pub const SHORTEST_WINDOW_SECONDS: u64 = 15;
+
+/// What the canary is compared with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Baseline {
+    /// Another ring over the same window.
+    Ring(String),
+    /// The canary ring itself, over a window as long that ends when the wave began.
+    Before {
+        ring: String,
+        wave: usize,
+        until: Timestamp,
+    },
+}
+
+/// The window of one sample's analysis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnalysisWindow {
+    pub canary_ring: String,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    /// Seconds between the points read.
+    pub step_seconds: u64,
+    pub baseline: Baseline,
+}
+
+impl AnalysisWindow {
+    /// The baseline's ring and span.
+    pub fn baseline_span(&self) -> (&str, Timestamp, Timestamp) {
+        match &self.baseline {
+            Baseline::Ring(ring) => (ring, self.start, self.end),
+            Baseline::Before { ring, until, .. } => {
+                let length = self.end.duration_since(self.start);
+                (ring, until.checked_sub(length).unwrap_or(*until), *until)
+            }
+        }
+    }
+
+    /// The baseline in words.
+    pub fn describe_baseline(&self) -> String {
+        match &self.baseline {
+            Baseline::Ring(ring) => format!("ring {ring}"),
+            Baseline::Before { ring, wave, .. } => {
+                format!("ring {ring} before wave {}", wave + 1)
+            }
+        }
+    }
+}
+
+/// The window to read now, if the release has analysis and its wave has been adopted long
+/// enough. `from_ring_drives_tenants`: whether `fromRing` still drives any tenant.
+pub fn window(
+    spec: &OperatorReleaseSpec,
+    status: &OperatorReleaseStatus,
+    from_ring_drives_tenants: bool,
+    now: Timestamp,
+) -> Option<AnalysisWindow> {
+    let analysis = spec.analysis.as_ref()?;
+    let index = status.wave as usize;
+    let wave = status.waves.get(index)?;
+    let adopted_at = wave.adopted_at.as_ref()?.0;
+    let length = seconds_between(adopted_at, now).min(analysis.window_seconds());
+    if length < SHORTEST_WINDOW_SECONDS {
+        return None;
+    }
+    let baseline = if from_ring_drives_tenants {
+        Baseline::Ring(spec.from_ring.clone())
+    } else {
+        Baseline::Before {
+            ring: spec.to_ring.clone(),
+            wave: index,
+            until: wave.started_at.as_ref().map_or(adopted_at, |t| t.0),
+        }
+    };
+    Some(AnalysisWindow {
+        canary_ring: spec.to_ring.clone(),
+        start: now
+            .checked_sub(SignedDuration::from_secs(
+                i64::try_from(length).unwrap_or(i64::MAX),
+            ))
+            .unwrap_or(now),
+        end: now,
+        step_seconds: (analysis.window_seconds() / 20).clamp(1, 60),
+        baseline,
+    })
+}
