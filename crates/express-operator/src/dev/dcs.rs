@@ -14,6 +14,9 @@ use kube::api::Api;
 use kubesim::kubelet::KubeletConfig;
 use kubesim::{Config, KubeSim};
 
+use futures::FutureExt as _;
+
+use super::prometheus::{self, DemoPrometheus};
 use super::tenants::{DevError, create_pinned_tenant};
 use crate::controller::{self, Settings};
 use crate::install::{create_namespace, install_crds};
@@ -45,6 +48,8 @@ struct Dc {
     sim: KubeSim,
     client: kube::Client,
     operators: Vec<tokio::task::JoinHandle<()>>,
+    /// Where each ring's operator serves `/metrics` (the demo's Prometheus scrapes them).
+    metrics: Vec<std::net::SocketAddr>,
 }
 
 fn context_name(index: usize) -> String {
@@ -75,6 +80,7 @@ async fn start_dc(index: usize, startup_seconds: f64) -> Result<Dc, DevError> {
     install_crds(&client).await?;
     create_namespace(&client, crate::controller::DEFAULT_OPERATOR_NAMESPACE).await?;
     let mut operators = Vec::new();
+    let mut served = Vec::new();
     for ring in RINGS {
         let operator = sim.client_with_agent(&agent(ring))?;
         let mut settings = Settings::cluster_wide(&format!("{context}-{ring}"), 8);
@@ -87,10 +93,20 @@ async fn start_dc(index: usize, startup_seconds: f64) -> Result<Dc, DevError> {
         )
         .await
         .map_err(|e| DevError::Lease(e.to_string()))?;
+        let metrics = Metrics::new();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| DevError::Demo(format!("cannot serve {context}'s {ring} metrics: {e}")))?;
+        served.push(listener.local_addr().map_err(|e| {
+            DevError::Demo(format!("cannot serve {context}'s {ring} metrics: {e}"))
+        })?);
+        operators.push(tokio::spawn(
+            crate::metrics::serve_on(listener, metrics.clone()).map(|_| ()),
+        ));
         operators.push(tokio::spawn(async move {
             // The election lives as long as its operator.
             let _election = election;
-            controller::run(operator, settings, Metrics::new(), leader).await;
+            controller::run(operator, settings, metrics, leader).await;
         }));
     }
     for (namespace, ring) in TENANTS {
@@ -101,6 +117,7 @@ async fn start_dc(index: usize, startup_seconds: f64) -> Result<Dc, DevError> {
         sim,
         client,
         operators,
+        metrics: served,
     })
 }
 
@@ -156,7 +173,7 @@ fn kubeconfig(dcs: &[Dc]) -> String {
 
 /// The demo's plan: the first DC alone, then the rest together; a DC made to fail gets a stage
 /// of its own before the rest, so that the plan stops before them. Short bakes and soak.
-fn plan(contexts: &[String], fail_in: Option<&str>) -> String {
+fn plan(contexts: &[String], fail_in: Option<&str>, prometheus: Option<&str>) -> String {
     let (first, rest) = contexts
         .split_first()
         .map_or((None, &[][..]), |(f, r)| (Some(f), r));
@@ -180,6 +197,19 @@ fn plan(contexts: &[String], fail_in: Option<&str>) -> String {
     if !others.is_empty() {
         stages.push(("rest".into(), others));
     }
+    // With a Prometheus, each wave bakes long enough for one analysed sample (the window
+    // starts 15 s after the wave is adopted). The demo's operators share one process (memory
+    // is not theirs alone) and kubesim's clients (their requests are not counted): the demo
+    // compares reconcile errors and latency.
+    let (bake, analysis) = match prometheus {
+        Some(url) => (
+            17,
+            format!(
+                "\n    analysis:\n      prometheus: {{address: \"{url}\"}}\n      windowSeconds: 30\n      signals: [reconcileErrorRatio, reconcileLatencyP95]"
+            ),
+        ),
+        None => (2, String::new()),
+    };
     let stages: Vec<String> = stages
         .iter()
         .map(|(name, contexts)| {
@@ -197,10 +227,10 @@ spec:
   toRing: canary
   release:
     waves: [{{tenants: 1}}, {{percent: 100}}]
-    bakeSeconds: 2
+    bakeSeconds: {bake}
     intervalSeconds: 1
     failureLimit: 1
-    adoptionDeadlineSeconds: 15
+    adoptionDeadlineSeconds: 15{analysis}
   stages:
 {}
   soakSeconds: 5
@@ -243,8 +273,20 @@ pub async fn run(options: DcsOptions) -> Result<(), DevError> {
         }
     }
     write(&options.kubeconfig, &kubeconfig(&dcs))?;
+    let prometheus = if options.demo {
+        demo_prometheus(&options.kubeconfig, &dcs)?
+    } else {
+        None
+    };
     let plan_path = options.kubeconfig.with_extension("fleet-release.yaml");
-    write(&plan_path, &plan(&contexts, options.fail_in.as_deref()))?;
+    write(
+        &plan_path,
+        &plan(
+            &contexts,
+            options.fail_in.as_deref(),
+            prometheus.as_ref().map(|p| p.url.as_str()),
+        ),
+    )?;
     println!(
         "{} DCs ready in {:.1}s ({}), each a kubesim behind its own token with operator rings default (leading every tenant) and canary (the same build, driving nothing yet), tenants team-a/shop, team-b/shop and team-pinned/shop (pinned to ring default); kubeconfig: {}",
         dcs.len(),
@@ -255,20 +297,31 @@ pub async fn run(options: DcsOptions) -> Result<(), DevError> {
     let kc = options.kubeconfig.display();
     let plan_shown = plan_path.display();
     if options.demo {
-        if let Some(failing) = &options.fail_in
-            && let Some(dc) = dcs.iter().find(|d| &d.context == failing)
-        {
-            dc.sim.faults().stop_writes_after(&agent("canary"), 0);
-            println!("{failing}: the canary build cannot write (kubesim refuses its writes)");
-        }
+        let failing = options
+            .fail_in
+            .as_ref()
+            .and_then(|name| dcs.iter().find(|d| &d.context == name));
         println!("demo: releasing ring canary across the DCs ({plan_shown})");
-        let code = kubectl_express::verbs::fleet_release::run_plan(
+        let plan_run = kubectl_express::verbs::fleet_release::run_plan(
             &plan_path,
             &options.kubeconfig,
-            Duration::from_secs(110),
+            Duration::from_secs(if prometheus.is_some() { 160 } else { 110 }),
             Duration::from_secs(5),
-        )
-        .await;
+        );
+        tokio::pin!(plan_run);
+        let code = match failing {
+            // The failing DC's canary stops writing once its release exists: it led its ring
+            // until then, as a build that breaks under load does.
+            Some(dc) => tokio::select! {
+                code = &mut plan_run => code,
+                () = stop_writes_when_released(dc) => plan_run.await,
+            },
+            None => plan_run.await,
+        };
+        if prometheus.is_some() {
+            print_vital_signs(&dcs).await;
+        }
+        drop(prometheus);
         stop(dcs);
         return match code.map(|code| code.number()) {
             Ok(0) => {
@@ -304,6 +357,87 @@ pub async fn run(options: DcsOptions) -> Result<(), DevError> {
     let _ = tokio::signal::ctrl_c().await;
     stop(dcs);
     Ok(())
+}
+
+/// The demo's Prometheus, scraping every operator of every DC; none (and why, said) without
+/// a `prometheus` binary.
+fn demo_prometheus(kubeconfig: &Path, dcs: &[Dc]) -> Result<Option<DemoPrometheus>, DevError> {
+    match prometheus::find() {
+        Err(why) => {
+            println!("demo: the release's analysis (the operators' vital signs) is skipped: {why}");
+            Ok(None)
+        }
+        Ok(binary) => {
+            let targets: Vec<std::net::SocketAddr> =
+                dcs.iter().flat_map(|d| d.metrics.iter().copied()).collect();
+            let started =
+                DemoPrometheus::start(&binary, &kubeconfig.with_extension("prometheus"), &targets)?;
+            println!(
+                "demo: prometheus at {} scrapes every ring's operator; each DC's release compares ring canary with ring default on reconcile errors and p95 latency",
+                started.url
+            );
+            Ok(Some(started))
+        }
+    }
+}
+
+/// Makes `dc`'s canary build unable to write once the plan's release reaches it.
+async fn stop_writes_when_released(dc: &Dc) {
+    let api: Api<express_api::OperatorRelease> = Api::namespaced(
+        dc.client.clone(),
+        crate::controller::DEFAULT_OPERATOR_NAMESPACE,
+    );
+    while !matches!(api.get_opt(PLAN).await, Ok(Some(_))) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    dc.sim.faults().stop_writes_after(&agent("canary"), 0);
+    println!(
+        "{}: the canary build cannot write from its release on (kubesim refuses its writes)",
+        dc.context
+    );
+}
+
+/// Each DC's release's last analysed signals.
+async fn print_vital_signs(dcs: &[Dc]) {
+    for dc in dcs {
+        let api: Api<express_api::OperatorRelease> = Api::namespaced(
+            dc.client.clone(),
+            crate::controller::DEFAULT_OPERATOR_NAMESPACE,
+        );
+        let Ok(Some(release)) = api.get_opt(PLAN).await else {
+            println!("{}: no release", dc.context);
+            continue;
+        };
+        let analysis = release.status.and_then(|s| s.analysis).unwrap_or_default();
+        if analysis.signals.is_empty() {
+            println!(
+                "{}: no analysed sample (its waves did not bake long enough)",
+                dc.context
+            );
+            continue;
+        }
+        let shown: Vec<String> = analysis
+            .signals
+            .iter()
+            .map(|s| {
+                let figure =
+                    |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
+                format!(
+                    "{} {} (canary {}, baseline {})",
+                    s.signal,
+                    s.verdict.as_str(),
+                    figure(s.canary),
+                    figure(s.baseline)
+                )
+            })
+            .collect();
+        println!(
+            "{}: vital signs against {}: {}",
+            dc.context,
+            analysis.baseline,
+            shown.join("; ")
+        );
+    }
 }
 
 /// Stops every operator and server it started: nothing is left running.

@@ -87,10 +87,14 @@ pub struct Analysis {
 /// One signal's verdict, with the medians shown beside it.
 pub fn read_signal(series: &SignalSeries) -> SignalReading {
     let middle = |side: &Result<Vec<f64>, String>| {
-        side.as_ref()
-            .ok()
-            .filter(|v| !v.is_empty())
-            .map(|v| median(&mut v.clone()))
+        let mut finite: Vec<f64> = side
+            .as_ref()
+            .ok()?
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite())
+            .collect();
+        (!finite.is_empty()).then(|| median(&mut finite))
     };
     let mut reading = SignalReading {
         signal: series.name.clone(),

@@ -132,6 +132,17 @@ fn quiet_and_no_data_are_neither_ok_nor_worse() {
     assert!(read.reason.contains("ring default"), "{read:?}");
     let empty = series(vec![], vec![1.0], Signal::ReconcileErrorRatio);
     assert_eq!(read_signal(&empty).verdict, SignalVerdict::NoData);
+    // Points that are not numbers (a ratio over no reconcile) are no values, and no median.
+    let gaps = series(
+        vec![f64::NAN, 2.0, f64::NAN],
+        vec![f64::NAN],
+        Signal::ReconcileErrorRatio,
+    );
+    let read = read_signal(&gaps);
+    assert_eq!(
+        (read.verdict, read.canary, read.baseline),
+        (SignalVerdict::NoData, Some(2.0), None)
+    );
 }
 
 #[test]
