@@ -138,34 +138,41 @@ pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
             ));
         }
     }
-    if let Some(analysis) = status.analysis.as_ref().filter(|a| !a.signals.is_empty()) {
-        out.push_str(&format!(
-            "\nVital signs ({} against {}):\n",
-            ago(analysis.at.as_ref().map(|t| t.0), now),
-            analysis.baseline
-        ));
-        let figure =
-            |value: Option<f64>| value.map_or_else(|| NONE.to_owned(), |v| format!("{v:.4}"));
-        let rows: Vec<Vec<String>> = analysis
-            .signals
-            .iter()
-            .map(|s| {
-                vec![
-                    s.signal.clone(),
-                    figure(s.canary),
-                    figure(s.baseline),
-                    s.verdict.as_str().to_owned(),
-                    s.reason.clone(),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            &["SIGNAL", "CANARY", "BASELINE", "VERDICT", "WHY"],
-            &rows,
-        ));
-    }
+    out.push_str(&vital_signs(&status, now));
     if let Some(reason) = &status.rollback_reason {
         out.push_str(&format!("\nRolled back: {reason}\n"));
     }
+    out
+}
+
+/// The latest analysed sample's signals as a table (nothing without analysis).
+fn vital_signs(status: &express_api::OperatorReleaseStatus, now: Timestamp) -> String {
+    let mut out = String::new();
+    let Some(analysis) = status.analysis.as_ref().filter(|a| !a.signals.is_empty()) else {
+        return out;
+    };
+    out.push_str(&format!(
+        "\nVital signs ({} against {}):\n",
+        ago(analysis.at.as_ref().map(|t| t.0), now),
+        analysis.baseline
+    ));
+    let figure = |value: Option<f64>| value.map_or_else(|| NONE.to_owned(), |v| format!("{v:.4}"));
+    let rows: Vec<Vec<String>> = analysis
+        .signals
+        .iter()
+        .map(|s| {
+            vec![
+                s.signal.clone(),
+                figure(s.canary),
+                figure(s.baseline),
+                s.verdict.as_str().to_owned(),
+                s.reason.clone(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["SIGNAL", "CANARY", "BASELINE", "VERDICT", "WHY"],
+        &rows,
+    ));
     out
 }
