@@ -16,24 +16,12 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "acceptance"))
 
 import test_release_analysis as analysis  # noqa: E402
-from conftest import eventually, stop_process, stop_sim, tenant_yaml  # noqa: E402
-from test_kubectl import install  # noqa: E402
-from test_prometheus import Prometheus  # noqa: E402
+from conftest import eventually  # noqa: E402
 
 
 def one_run(index):
-    dc = analysis.Dc(pathlib.Path(tempfile.mkdtemp(prefix=f"analysis-run-{index}-")))
+    dc = analysis.Dc.ready(pathlib.Path(tempfile.mkdtemp(prefix=f"analysis-run-{index}-")))
     try:
-        install(dc.sim)
-        dc.sim.kubectl("create", "namespace", "express-system")
-        dc.start("default")
-        dc.start("canary")
-        documents = [tenant_yaml(ns, cluster_labels={analysis.RING_LABEL: "default"} if ns == analysis.PINNED
-                                 else None) for ns in analysis.TENANTS]
-        dc.sim.kubectl("apply", "-f", "-", input="\n---\n".join(documents))
-        dc.home()
-        dc.prometheus = Prometheus(dc.directory, [f"127.0.0.1:{p}" for p in dc.ports.values()], {"groups": []})
-        dc.traffic = analysis.Traffic(dc.sim)
         started = time.time()
         dc.release("healthy", bake=36)
         eventually(lambda: dc.status("healthy").get("phase") in ("Succeeded", "RolledBack"), timeout=180,
@@ -45,13 +33,7 @@ def one_run(index):
               f"{analysed} analysed, last signals {verdicts}", flush=True)
         return status["phase"] == "Succeeded" and status["samples"]["failed"] == 0
     finally:
-        if dc.traffic:
-            dc.traffic.close()
-        for process in dc.operators.values():
-            stop_process(process)
-        if dc.prometheus:
-            dc.prometheus.stop()
-        stop_sim(dc.sim)
+        dc.close()
 
 
 def main():

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from conftest import KUBECTL_EXPRESS, eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
+from conftest import eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
 from test_kubectl import install
 from test_prometheus import Prometheus, free_port, scrape
 from test_release import RELEASED_BY, kx
@@ -58,6 +58,38 @@ class Dc:
             pod_name=f"{ring}-{self.lives}", metrics_addr=f"127.0.0.1:{self.ports[ring]}")
         eventually(lambda: scrape(f"http://127.0.0.1:{self.ports[ring]}/metrics"), timeout=30, what=f"{ring} serving")
 
+    @classmethod
+    def ready(cls, directory):
+        """Both rings running, the tenants home on default (one pinned), Prometheus scraping
+        both rings, the trickle of changes flowing."""
+        d = cls(directory)
+        try:
+            install(d.sim)
+            d.sim.kubectl("create", "namespace", "express-system")
+            d.start("default")
+            d.start("canary")
+            documents = [tenant_yaml(ns, cluster_labels={RING_LABEL: "default"} if ns == PINNED else None)
+                         for ns in TENANTS]
+            d.sim.kubectl("apply", "-f", "-", input="\n---\n".join(documents))
+            d.home()
+            d.prometheus = Prometheus(directory, [f"127.0.0.1:{p}" for p in d.ports.values()], {"groups": []})
+            d.traffic = Traffic(d.sim)
+        except BaseException:
+            d.close()
+            raise
+        return d
+
+    def close(self):
+        if self.traffic:
+            self.traffic.close()
+        for process in self.operators.values():
+            stop_process(process)
+        if self.prometheus:
+            self.prometheus.stop()
+        stop_sim(self.sim)
+        for log in sorted(self.directory.glob("operator-*.log")):
+            print(f"--- {log.name}\n{log.read_text()[-3000:]}")
+
     def restart_canary(self, *flags):
         stop_process(self.operators.pop("canary"))
         self.start("canary", *flags)
@@ -87,30 +119,11 @@ class Dc:
 
 @pytest.fixture(scope="module")
 def dc(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("analysis")
-    d = Dc(directory)
+    d = Dc.ready(tmp_path_factory.mktemp("analysis"))
     try:
-        install(d.sim)
-        d.sim.kubectl("create", "namespace", "express-system")
-        d.start("default")
-        d.start("canary")
-        documents = [tenant_yaml(ns, cluster_labels={RING_LABEL: "default"} if ns == PINNED else None)
-                     for ns in TENANTS]
-        d.sim.kubectl("apply", "-f", "-", input="\n---\n".join(documents))
-        d.home()
-        d.prometheus = Prometheus(directory, [f"127.0.0.1:{p}" for p in d.ports.values()], {"groups": []})
-        d.traffic = Traffic(d.sim)
         yield d
     finally:
-        if d.traffic:
-            d.traffic.close()
-        for process in d.operators.values():
-            stop_process(process)
-        if d.prometheus:
-            d.prometheus.stop()
-        stop_sim(d.sim)
-        for log in sorted(directory.glob("operator-*.log")):
-            print(f"--- {log.name}\n{log.read_text()[-3000:]}")
+        d.close()
 
 
 def signals(status):
