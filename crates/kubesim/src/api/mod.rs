@@ -314,6 +314,29 @@ fn generation_relevant(rt: &ResourceType, object: &Value) -> Value {
     copy
 }
 
+/// Whether two JSON values mean the same, as the API server compares decoded objects: numbers
+/// by value (`100` and `100.0` are one number to a Go client and to the server's structs, though
+/// not to `serde_json::Value`'s `==`).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_value(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, p)| y.get(key).is_some_and(|q| same_value(p, q)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Whether a write changes what `metadata.generation` follows.
+fn generation_moves(rt: &ResourceType, current: &Value, next: &Value) -> bool {
+    !same_value(&generation_relevant(rt, next), &generation_relevant(rt, current))
+}
+
 /// Compares two versions of an object ignoring what every write changes anyway.
 fn same_content(a: &Value, b: &Value) -> bool {
     let strip = |v: &Value| {
@@ -324,7 +347,7 @@ fn same_content(a: &Value, b: &Value) -> bool {
         }
         copy
     };
-    strip(a) == strip(b)
+    same_value(&strip(a), &strip(b))
 }
 
 impl Cluster {
@@ -506,4 +529,21 @@ fn decode_continue(token: &str) -> Result<(String, String, u64), ApiError> {
     let (namespace, name, revision): (String, String, u64) =
         serde_json::from_slice(&bytes).map_err(|_| invalid())?;
     Ok((namespace, name, revision))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_compared_by_value_as_the_api_server_does() {
+        assert!(same_value(
+            &json!({"spec": {"maximum": 100, "items": [1, 2.5]}}),
+            &json!({"spec": {"maximum": 100.0, "items": [1.0, 2.5]}})
+        ));
+        assert!(!same_value(&json!({"maximum": 100}), &json!({"maximum": 100.5})));
+        assert!(!same_value(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+        assert!(!same_value(&json!([1]), &json!([1, 1])));
+        assert!(!same_value(&json!("100"), &json!(100)));
+    }
 }

@@ -11,7 +11,7 @@ use crate::registry::{ResourceType, established_crd_status};
 use crate::store::EventType;
 
 use super::{
-    CRD_KEY, Cluster, POD_KEY, PatchType, WriteOptions, generation_relevant, meta_mut, name_of,
+    CRD_KEY, Cluster, POD_KEY, PatchType, WriteOptions, generation_moves, meta_mut, name_of,
     other_uid, same_content,
 };
 
@@ -152,9 +152,7 @@ impl Cluster {
         next["kind"] = current["kind"].clone();
         let name = name_of(current).to_owned();
         self.admit(rt, &mut next, Some(current), &name, options)?;
-        if rt.tracks_generation()
-            && generation_relevant(rt, &next) != generation_relevant(rt, current)
-        {
+        if rt.tracks_generation() && generation_moves(rt, current, &next) {
             let generation = current["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut next).insert("generation".into(), json!(generation));
         }
