@@ -334,7 +334,10 @@ fn same_value(a: &Value, b: &Value) -> bool {
 
 /// Whether a write changes what `metadata.generation` follows.
 fn generation_moves(rt: &ResourceType, current: &Value, next: &Value) -> bool {
-    !same_value(&generation_relevant(rt, next), &generation_relevant(rt, current))
+    !same_value(
+        &generation_relevant(rt, next),
+        &generation_relevant(rt, current),
+    )
 }
 
 /// Compares two versions of an object ignoring what every write changes anyway.
@@ -541,7 +544,10 @@ mod tests {
             &json!({"spec": {"maximum": 100, "items": [1, 2.5]}}),
             &json!({"spec": {"maximum": 100.0, "items": [1.0, 2.5]}})
         ));
-        assert!(!same_value(&json!({"maximum": 100}), &json!({"maximum": 100.5})));
+        assert!(!same_value(
+            &json!({"maximum": 100}),
+            &json!({"maximum": 100.5})
+        ));
         assert!(!same_value(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
         assert!(!same_value(&json!([1]), &json!([1, 1])));
         assert!(!same_value(&json!("100"), &json!(100)));
