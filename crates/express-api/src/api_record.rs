@@ -72,6 +72,10 @@ pub struct ApiRecord {
     pub outcome: ApiOutcome,
     /// The build that checked (its leader's version).
     pub build: String,
+    /// The uid of the release it was checked for: another release's record (an earlier
+    /// release to the same ring) is not this one's, whatever the clocks say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_uid: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub crds: Vec<CrdGeneration>,
     /// Stored objects validated against the build's schemas.
@@ -152,6 +156,7 @@ mod tests {
         ApiRecord {
             outcome,
             build: "0.2.0".into(),
+            release_uid: Some("u1".into()),
             crds: vec![
                 CrdGeneration {
                     name: "expressclusters.express.dev".into(),

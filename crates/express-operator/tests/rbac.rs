@@ -265,17 +265,19 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
     .await;
 
     // An OperatorRelease the default ring judges: a canary ring whose leader holds its Lease
-    // (by hand: no canary operator runs here; its build's CRDs recorded as current) but never
-    // adopts, so the release moves the tenant, samples both rings, fails at the adoption
-    // deadline and moves it back.
+    // (by hand: no canary operator runs here; its build's CRDs recorded as current for this
+    // release, written while the release is paused) but never adopts, so the release moves the
+    // tenant, samples both rings, fails at the adoption deadline and moves it back.
     let now = k8s_openapi::jiff::Timestamp::now();
-    let record = json!({"outcome": "Current", "build": "0.1.0", "checkedAt": now.to_string()});
-    Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), OPERATOR_NS)
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        env.client.clone(),
+        OPERATOR_NS,
+    );
+    leases
         .create(
             &kube::api::PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": {"name": "express-operator-canary",
-                             "annotations": {"express.dev/api-record": record.to_string()}},
+                "metadata": {"name": "express-operator-canary"},
                 "spec": {"holderIdentity": "canary-1", "leaseDurationSeconds": 3600,
                          "acquireTime": now.to_string(), "renewTime": now.to_string()}
             }))
@@ -283,7 +285,8 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
         )
         .await
         .unwrap();
-    Api::<express_api::OperatorRelease>::namespaced(env.client.clone(), OPERATOR_NS)
+    let releases = Api::<express_api::OperatorRelease>::namespaced(env.client.clone(), OPERATOR_NS);
+    let created = releases
         .create(
             &kube::api::PostParams::default(),
             &serde_json::from_value(json!({
@@ -291,9 +294,28 @@ async fn measure(mode: Mode) -> BTreeMap<Access, BTreeSet<String>> {
                 "metadata": {"name": "to-canary"},
                 "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 100}],
                          "bakeSeconds": 1, "intervalSeconds": 1, "failureLimit": 0,
-                         "adoptionDeadlineSeconds": 1}
+                         "adoptionDeadlineSeconds": 1, "paused": true}
             }))
             .unwrap(),
+        )
+        .await
+        .unwrap();
+    let record = json!({"outcome": "Current", "build": "0.1.0", "checkedAt": now.to_string(),
+                        "releaseUid": created.metadata.uid});
+    leases
+        .patch(
+            "express-operator-canary",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                express_api::api_record::ANNOTATION_API_RECORD: record.to_string()}}})),
+        )
+        .await
+        .unwrap();
+    releases
+        .patch(
+            "to-canary",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
         )
         .await
         .unwrap();

@@ -210,6 +210,8 @@ fn fleet(n: usize) -> Vec<ReleaseTenant> {
         .collect()
 }
 
+const RELEASE_UID: &str = "3f1c-release";
+
 /// A live leader of toRing reporting `version`, whose check of its CRDs ended in `outcome`.
 fn leader(holder: &str, version: &str, outcome: ApiOutcome) -> Leader {
     Leader {
@@ -223,6 +225,7 @@ fn api_record(build: &str, outcome: ApiOutcome) -> ApiRecord {
     ApiRecord {
         outcome,
         build: build.into(),
+        release_uid: Some(RELEASE_UID.into()),
         crds: vec![CrdGeneration {
             name: "expressclusters.express.dev".into(),
             before: Some(1),
@@ -294,6 +297,7 @@ impl World {
         let due = sample_due(&self.spec, &self.status, now);
         let snapshot = ReleaseSnapshot {
             name: "to-0-2-0",
+            uid: Some(RELEASE_UID),
             generation: Some(1),
             spec: &self.spec,
             status: &self.status,
@@ -415,6 +419,14 @@ fn nothing_moves_before_to_rings_build_records_its_api() {
         condition(&w, CONDITION_API_COMPATIBLE),
         Some(("Unknown".into(), "Checking".into()))
     );
+    // A record made for another release (an earlier one to the same ring) is not this one's.
+    let mut earlier = api_record("0.2.0", ApiOutcome::Current);
+    earlier.release_uid = Some("an-earlier-release".into());
+    w.leader = Some(Leader {
+        api: Some(earlier),
+        ..leader("canary-1", "0.2.0", ApiOutcome::Applied)
+    });
+    assert!(w.tick().moves.is_empty());
     // A record of another build (the one before a restart) is not this build's.
     w.leader = Some(Leader {
         api: Some(api_record("0.1.0", ApiOutcome::Applied)),

@@ -48,11 +48,10 @@ pub(super) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<
     }
     let recheck = RECHECK_AT_LEAST_EVERY.max(Duration::from_secs(release.spec.interval_seconds));
     let now = Timestamp::now();
-    let created = release.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let uid = release.metadata.uid.clone();
     if let Some(record) = own_record(ctx).await {
-        // A record from before this release was made is another release's: check again.
-        let fresh = created.is_none_or(|at| record.checked_at.0 >= at);
-        if fresh && record.build == ctx.settings.version {
+        // Another release's record (an earlier release to this ring) is not this one's.
+        if record.release_uid == uid && record.build == ctx.settings.version {
             if record.outcome.compatible() {
                 return None;
             }
@@ -63,7 +62,10 @@ pub(super) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<
         }
     }
     let record = match check_and_apply(ctx).await {
-        Ok(record) => record,
+        Ok(record) => ApiRecord {
+            release_uid: uid,
+            ..record
+        },
         Err(error) => {
             warn!(release = %release.name_any(), %error, "cannot check this build's CRDs against the DC; trying again");
             return Some(now + SignedDuration::try_from(recheck).unwrap_or_default());
@@ -179,6 +181,7 @@ async fn check_and_apply(ctx: &Context) -> Result<ApiRecord, Unreadable> {
     Ok(ApiRecord {
         outcome,
         build: version.clone(),
+        release_uid: None,
         crds,
         objects_checked,
         problems: kept(&report),

@@ -228,6 +228,7 @@ async fn reconcile(
     };
     let decided = step(&ReleaseSnapshot {
         name: &name,
+        uid: release.metadata.uid.as_deref(),
         generation: release.metadata.generation,
         spec,
         status: &status,

@@ -27,13 +27,25 @@ use kube::api::Api;
 use super::context::Context;
 
 /// How long one query may take.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one sample's reading may take in all: the releases' loop waits for it, so a
+/// Prometheus that accepts connections and never answers must not hold every release.
+const READ_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Every signal of `spec` over `window`, or why Prometheus could not be read at all.
 pub(super) async fn read(ctx: &Context, spec: &AnalysisSpec, window: &AnalysisWindow) -> Analysis {
+    let signals = tokio::time::timeout(READ_TIMEOUT, signals(ctx, spec, window))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "{}: the signals were not read within {}s",
+                spec.prometheus.address,
+                READ_TIMEOUT.as_secs()
+            ))
+        });
     Analysis {
         baseline: window.describe_baseline(),
-        signals: signals(ctx, spec, window).await,
+        signals,
     }
 }
 

@@ -95,11 +95,14 @@ impl Stepper<'_> {
         wait
     }
 
-    /// The record of the build this release waits for (any record when that build reports
-    /// no version).
+    /// The record the build this release waits for made for this release (any build's when
+    /// that build reports no version).
     fn current_record(&self) -> Option<ApiRecord> {
         let leader = self.s.to_leader.as_ref()?;
         let record = leader.api.as_ref()?;
+        if self.s.uid.is_some() && record.release_uid.as_deref() != self.s.uid {
+            return None;
+        }
         match &leader.version {
             Some(version) if *version != record.build => None,
             _ => Some(record.clone()),

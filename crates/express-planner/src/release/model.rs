@@ -54,6 +54,8 @@ pub struct Leader {
 #[derive(Clone, Debug)]
 pub struct ReleaseSnapshot<'a> {
     pub name: &'a str,
+    /// The release's uid: `toRing`'s record of its CRDs counts only when made for it.
+    pub uid: Option<&'a str>,
     pub generation: Option<i64>,
     pub spec: &'a OperatorReleaseSpec,
     pub status: &'a OperatorReleaseStatus,
