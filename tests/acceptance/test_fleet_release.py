@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -230,7 +231,16 @@ def test_a_build_that_cannot_write_in_the_second_stage_stops_the_plan(fleet):
     # The canary build of dc-b writes nothing: its release's own judge rolls it back.
     sim = fleet.sims["dc-b"]
     agent = next(a for a in sim.control("GET", "counters/agents") if a.endswith("(ring canary)"))
-    sim.control("POST", "write-stops", {"agent": agent, "after": 0})
+
+    # From its release on (it led its ring until then, as a build that breaks under load does;
+    # a build that never led would hold the stage until its deadline instead).
+    def stop_writes_once_released():
+        eventually(lambda: fleet.release_phase("dc-b", "blocked") is not None, timeout=200,
+                   what="dc-b's release")
+        sim.control("POST", "write-stops", {"agent": agent, "after": 0})
+
+    stopper = threading.Thread(target=stop_writes_once_released, daemon=True)
+    stopper.start()
     try:
         failed = fleet.kx("fleet-release", "run", "-f", plan, "--timeout", "240s")
         assert failed.returncode == 1, failed.stdout
@@ -244,6 +254,7 @@ def test_a_build_that_cannot_write_in_the_second_stage_stops_the_plan(fleet):
         # dc-a passed its soak before: it stays released until a person says otherwise.
         assert fleet.release_phase("dc-a", "blocked") == "Succeeded"
     finally:
+        stopper.join(timeout=210)
         # Lifted: a stop this far off never comes.
         sim.control("POST", "write-stops", {"agent": agent, "after": 10**9})
     assert fleet.kx("fleet-release", "abort", "--rollback", "blocked").returncode == 0
