@@ -136,7 +136,7 @@ def test_a_release_applies_its_builds_crds_before_its_first_move_and_succeeds(dc
     assert api["checkedAt"] <= released["waves"][0]["startedAt"], released
     compatible = condition(sim, "to-canary", "APICompatible")
     assert (compatible["status"], compatible["reason"]) == ("True", "Applied"), compatible
-    assert release_events(sim, "CRDsApplied"), "the apply is an event on the release"
+    eventually(lambda: release_events(sim, "CRDsApplied"), timeout=15, what="the apply, an event on the release")
     shown = kx(sim, "release", "to-canary").stdout
     assert "API: Applied: build 0.1.0 applied its CRDs (" in shown, shown
     assert "backends.express.dev generation 1→2" in shown and "frontends.express.dev generation 1→2" in shown, shown
@@ -166,8 +166,9 @@ def test_a_build_whose_crds_would_break_a_stored_object_moves_nothing_and_says_w
     assert "team-long/shop" in refused["message"] and ".spec.clusterName" in refused["message"], refused
     assert status(sim, "to-canary")["phase"] == "Pending"
     assert status(sim, "to-canary")["message"].startswith("nothing moves: "), status(sim, "to-canary")
-    warnings = release_events(sim, "APIBreaking")
-    assert warnings and warnings[0]["type"] == "Warning", warnings
+    # The event follows the status write that made the condition: wait for it too.
+    warnings = eventually(lambda: release_events(sim, "APIBreaking"), timeout=15, what="the APIBreaking event")
+    assert warnings[0]["type"] == "Warning", warnings
     doctor = kx(sim, "doctor").stdout
     assert "refused by the API" in doctor and "team-long/shop" in doctor, doctor
     # Nothing else in the DC changed: no tenant moved, the CRD as it was.
