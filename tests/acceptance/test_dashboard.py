@@ -373,8 +373,17 @@ def test_a_release_shows_on_the_fleet_page_and_pauses_through_its_confirmation(w
          "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 100}]}}))
     browser.get(dashboard.url + "/")
     # The doctor's read (every 15 s) brings it.
-    eventually(lambda: read(browser, '#releases tr[data-release="to-canary"] td.phase', "text") == [["Pending"]],
+    # Its phase sits inside its cell (a badge in the cell, not the cell as a badge).
+    eventually(lambda: read(browser, '#releases tr[data-release="to-canary"] td.phase-cell', "text") == [["Pending"]],
                timeout=45, what="the release on the fleet page")
+    assert browser.execute_script(
+        "return getComputedStyle(document.querySelector("
+        "'#releases tr[data-release=\"to-canary\"] td.phase-cell')).display") == "table-cell"
+    # Its name links to its page, which says what happens next.
+    href = read(browser, '#releases tr[data-release="to-canary"] td a', "href")[0][0]
+    assert href.endswith("/releases/to-canary"), href
+    page = urllib.request.urlopen(dashboard.url + "/api/releases/to-canary", timeout=10)
+    assert "waits for ring canary's build" in json.loads(page.read())["next"]
     dialog = click_action(browser, "/api/releases/to-canary/actions/pause")
     text = browser.find_element(By.ID, "confirm-text").text
     assert "OperatorRelease to-canary" in text and "ring default to ring canary" in text and "Nothing moves" in text, text

@@ -1,5 +1,5 @@
-//! The dashboard's actions (pause, resume, abort, retry, bounce, and an OperatorRelease's
-//! requests): the same [`crate::write::control`] and [`crate::write::release`] functions the CLI verbs call,
+//! The dashboard's actions (pause, resume, abort, retry, bounce, an OperatorRelease's requests
+//! and a FleetRelease's): the same [`crate::write::control`] and [`crate::write::release`] functions the CLI verbs call,
 //! in the DC the request names.
 //!
 //! Across DCs each button carries a token of its own, bound to (context, tenant, action)
@@ -13,9 +13,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::dcs::{Dc, dc_refusal};
-use super::links::{Binding, TOKEN_HEADER};
-use super::state::{AppState, refuse};
+use super::links::{Binding, TOKEN_HEADER, fleet_release_binding};
+use super::state::{AppState, COPY_READ_DEADLINE, refuse};
 use crate::exit::{Code, Exit};
+use crate::fleet_release::dcs::Dcs;
+use crate::fleet_release::requests::{Ask, request};
 use crate::read::live::no_cluster;
 use crate::write::control::{self, Done, Request as ControlRequest, Scope};
 use crate::write::release::{self, Request as ReleaseRequest};
@@ -358,4 +360,116 @@ pub(super) async fn bounce_action(
             .await
             .map(|(_, done)| done),
     )
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct FleetReleaseAction {
+    name: String,
+    action: String,
+}
+
+/// A FleetRelease's approve, pause, resume, abort or abort-rollback, written on the copy of
+/// every DC of the plan this dashboard serves, as `kubectl express fleet-release` writes it
+/// (pause and abort take the step at once). A DC it could not write is named in the answer's
+/// warning; if it wrote none, the action failed.
+pub(super) async fn fleet_release_action(
+    State(shared): State<AppState>,
+    Path(FleetReleaseAction { name, action }): Path<FleetReleaseAction>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(refused) = parse_request(&body, &action, &[]) {
+        return *refused;
+    }
+    let ask = match action.as_str() {
+        "approve" => Ask::Approve,
+        "pause" => Ask::Pause,
+        "resume" => Ask::Resume,
+        "abort" => Ask::Abort { rollback: false },
+        "abort-rollback" => Ask::Abort { rollback: true },
+        other => {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                &format!(
+                    "no action {other:?}: expected approve, pause, resume, abort or abort-rollback"
+                ),
+            );
+        }
+    };
+    if let Some(signer) = shared.fleet_signer() {
+        let sent = headers
+            .get(TOKEN_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !signer.verifies(&fleet_release_binding(&name, &action), sent) {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "wrong token for {action} on fleetrelease/{name}: a confirmation is good for \
+                     its own plan and action only"
+                ),
+            );
+        }
+    }
+    let clients = shared.acting_clients();
+    if clients.is_empty() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this dashboard acts in no DC of a plan: serve the plan's contexts (--context a,b,c), \
+             not read-only, or use `kubectl express fleet-release`",
+        );
+    }
+    // The plan as the newest copy has it: the step needs its stages.
+    let namespace = &shared.settings.operator_namespace;
+    let mut plan = None;
+    for client in clients.values() {
+        if let Ok(Ok(Some(copy))) = tokio::time::timeout(
+            COPY_READ_DEADLINE,
+            crate::read::fleet_release::copy(client, namespace, &name),
+        )
+        .await
+        {
+            plan = Some(copy);
+            break;
+        }
+    }
+    let Some(plan) = plan else {
+        return refuse(
+            StatusCode::NOT_FOUND,
+            &format!("no DC this dashboard acts in holds a FleetRelease {name} in {namespace}"),
+        );
+    };
+    let dcs = Dcs::with_clients(
+        &plan.spec,
+        namespace,
+        &name,
+        COPY_READ_DEADLINE,
+        &clients,
+        "not served by this dashboard (or read-only, or unreadable)",
+    );
+    let asked = request(&dcs, &plan.spec, ask).await;
+    let reached = plan.spec.contexts().count() > asked.unreached.len();
+    let mut message = asked.summary(&name, ask);
+    for notice in &asked.notices {
+        message.push('\n');
+        message.push_str(notice);
+    }
+    if !reached {
+        return refuse(
+            StatusCode::BAD_GATEWAY,
+            &format!("{message}\n{}", asked.not_written(ask).unwrap_or_default()),
+        );
+    }
+    axum::Json(serde_json::json!({
+        "message": message,
+        "warning": asked.not_written(ask),
+        "requestId": asked.id,
+        "phase": asked.phase.map(|p| p.as_str()),
+        "unreached": asked
+            .unreached
+            .iter()
+            .map(|(context, why)| serde_json::json!({"context": context, "why": why}))
+            .collect::<Vec<_>>(),
+    }))
+    .into_response()
 }

@@ -6,6 +6,7 @@
 //! within `--context-timeout`) to say why, and the next change its watches see makes it live
 //! again. The stores keep what they last held while a DC is down, so its rows stay, stale.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -16,12 +17,14 @@ use kube::Client;
 use tokio::sync::watch;
 
 use super::model::fleet::{DcDoctor, Health};
+use super::model::release::{Trail, TrailPoint, UNHEALTHY_SIGNAL};
 use super::model::rows::{self, DoctorBanner, TenantRow};
 use crate::contexts::across::{ContextError, Scope};
 use crate::contexts::select::Loaded;
 use crate::read::live;
 
-/// How often a DC's doctor runs (it reads Leases, Deployments and events).
+/// How often a DC's doctor runs by default (it reads Leases, Deployments, events and the
+/// releases): `--doctor-interval`.
 pub const DOCTOR_EVERY: Duration = Duration::from_secs(15);
 /// A DC's rows are built again at most this often when nothing changes (for their ages).
 const ROWS_FRESH: Duration = Duration::from_secs(5);
@@ -45,6 +48,8 @@ pub struct Dc {
     /// doctor and the tenant pages (turning a DC's cached objects into views is most of what
     /// drawing its fleet costs).
     objects: Mutex<Option<(u64, Arc<Objects>)>>,
+    /// Each OperatorRelease's readings over time, by name (the release pages' charts).
+    trails: Mutex<HashMap<String, Trail>>,
 }
 
 struct State {
@@ -85,6 +90,7 @@ impl Dc {
             changes: AtomicU64::new(0),
             rows: Mutex::new(None),
             objects: Mutex::new(None),
+            trails: Mutex::new(HashMap::new()),
         }
     }
 
@@ -156,6 +162,72 @@ impl Dc {
             });
         }
         rows
+    }
+
+    /// What the dashboard has read of release `name` over time.
+    pub fn trail(&self, name: &str) -> Trail {
+        self.trails
+            .lock()
+            .ok()
+            .and_then(|t| t.get(name).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Records one reading of each release: both rings' share of unhealthy tenants as the
+    /// doctor sees them now, and the analysis' signals as the judge last read them. Releases
+    /// gone from the DC lose their trail.
+    fn record_releases(
+        &self,
+        releases: &[express_api::OperatorRelease],
+        fleet: &express_triage::Fleet,
+        now: Timestamp,
+    ) {
+        let Ok(mut trails) = self.trails.lock() else {
+            return;
+        };
+        trails.retain(|name, _| {
+            releases
+                .iter()
+                .any(|r| r.metadata.name.as_deref() == Some(name))
+        });
+        for release in releases {
+            let (Some(name), uid) = (
+                release.metadata.name.clone(),
+                release.metadata.uid.clone().unwrap_or_default(),
+            ) else {
+                continue;
+            };
+            let trail = trails.entry(name).or_default();
+            if trail.uid != uid {
+                *trail = Trail {
+                    uid,
+                    ..Trail::default()
+                };
+            }
+            // A release over reads the same forever: its chart stops where it ended.
+            if release
+                .status
+                .as_ref()
+                .is_some_and(|s| s.phase().is_final())
+                && !trail.points.is_empty()
+            {
+                continue;
+            }
+            let limits = express_triage::Thresholds::default();
+            let share = |ring: &str| {
+                let health = express_triage::rings::ring_health(fleet, ring, &limits);
+                (health.tenants > 0).then(|| health.unhealthy_percent())
+            };
+            trail.record(TrailPoint {
+                at: now,
+                signal: UNHEALTHY_SIGNAL.to_owned(),
+                canary: share(&release.spec.to_ring),
+                stable: share(&release.spec.from_ring),
+            });
+            for point in Trail::analysis_points(release) {
+                trail.record(point);
+            }
+        }
     }
 
     pub(super) fn bump(&self, all: &watch::Sender<u64>) {
@@ -355,13 +427,14 @@ pub async fn probe(dc: &Dc, deadline: Duration) -> Result<(), ContextError> {
     }
 }
 
-/// Runs `dc`'s doctor every [`DOCTOR_EVERY`] while it is live; in the fleet (`deadline` set), a
+/// Runs `dc`'s doctor every `every` while it is live; in the fleet (`deadline` set), a
 /// probe first, so that a DC that hangs without failing its watches is named too.
 pub async fn doctor(
     dc: Arc<Dc>,
     operator_namespace: String,
     all: Arc<watch::Sender<u64>>,
     deadline: Option<Duration>,
+    every: Duration,
 ) {
     loop {
         if let Some(deadline) = deadline
@@ -383,6 +456,10 @@ pub async fn doctor(
             )
             .await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
+            // Every release in full, for the release pages' readings (none before the CRD).
+            if let Ok(releases) = crate::read::release::list(client, &operator_namespace).await {
+                dc.record_releases(&releases, &fleet, Timestamp::now());
+            }
             // The copies of the releases across DCs, for their stages (none before their CRD).
             let plans = crate::read::fleet_release::copies(client, &operator_namespace)
                 .await
@@ -397,7 +474,7 @@ pub async fn doctor(
                 dc.bump(&all);
             }
         }
-        tokio::time::sleep(DOCTOR_EVERY).await;
+        tokio::time::sleep(every).await;
     }
 }
 

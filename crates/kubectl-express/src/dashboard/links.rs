@@ -88,6 +88,27 @@ impl Binding<'_> {
     }
 }
 
+/// A FleetRelease's page: one for the plan, whichever DCs hold its copies.
+pub fn fleet_release_href(name: &str) -> String {
+    format!("/fleet-releases/{}", encode(name))
+}
+
+/// A FleetRelease's API (its JSON, stream, and `actions/ACTION`).
+pub fn fleet_release_api(name: &str) -> String {
+    format!("/api/fleet-releases/{}", encode(name))
+}
+
+/// What a FleetRelease action's token is bound to: the plan, in no one DC (it acts on every
+/// DC of the plan the dashboard serves).
+pub fn fleet_release_binding<'a>(name: &str, action: &'a str) -> Binding<'a> {
+    Binding {
+        context: "",
+        target: format!("fleetrelease/{name}"),
+        action,
+        scope: None,
+    }
+}
+
 /// Where a page's actions go and how they are vouched for: the single DC (the page's own
 /// token, checked by the guard), or one DC of several (the URL names it, and each button has
 /// its token).
@@ -124,6 +145,16 @@ impl<'a> Acting<'a> {
 
     pub fn release_url(&self, name: &str, action: &str) -> String {
         format!("/api{}/releases/{name}/actions/{action}", self.prefix())
+    }
+
+    /// An OperatorRelease's page, in this DC.
+    pub fn release_href(&self, name: &str) -> String {
+        format!("{}/releases/{}", self.prefix(), encode(name))
+    }
+
+    /// An OperatorRelease's API (its JSON and stream), in this DC.
+    pub fn release_api(&self, name: &str) -> String {
+        format!("/api{}/releases/{}", self.prefix(), encode(name))
     }
 
     /// The token a button for `action` on `target` carries (None: the page's token serves).

@@ -5,7 +5,8 @@
 //! In layers, each importing only those below it:
 //! - [`links`]: where links and actions go and the tokens that vouch for them;
 //! - [`model`]: what the pages and the JSON API show, pure (the one fleet view, the tenant
-//!   page, the graphs); [`layout`] lays a prerequisite graph out and [`svg`] draws it;
+//!   page, the graphs, the release pages); [`layout`] lays a prerequisite graph out and
+//!   [`svg`] draws it; [`chart`] draws a release's signal over time;
 //! - [`pages`]: the HTML (server-rendered with `maud`, plus a small script of our own);
 //! - [`dcs`]: each DC's watches, health and doctor;
 //! - [`state`]: what every handler shares (the DCs, tokens, the render cache, the refusals);
@@ -15,6 +16,7 @@
 //! - [`server`]: the router and starting the server.
 
 pub mod actions;
+pub mod chart;
 pub mod dcs;
 pub mod guard;
 pub mod layout;

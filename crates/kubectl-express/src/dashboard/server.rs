@@ -31,7 +31,7 @@ use super::guard::guard;
 use super::model::fleet::{FleetQuery, Health};
 use super::pages;
 pub use super::state::Settings;
-use super::state::{AppState, TenantPath, no_dc, refuse, shared};
+use super::state::{AppState, ReleasePath, TenantPath, no_dc, refuse, shared};
 use super::streams;
 use crate::exit::Exit;
 use crate::read::live::{self, no_cluster};
@@ -76,6 +76,7 @@ pub async fn serve(
         Health::Live,
     ));
     let operator_namespace = settings.operator_namespace.clone();
+    let every = settings.doctor_every;
     let (shared, bump) = shared(settings, scope, vec![dc.clone()], false);
 
     // The watches: every change wakes the live pages. A failing watch retries with backoff.
@@ -91,7 +92,7 @@ pub async fn serve(
         }
     });
     // The doctor: its verdict on the fleet the watches hold, with what only it reads.
-    tokio::spawn(dcs::doctor(dc, operator_namespace, bump, None));
+    tokio::spawn(dcs::doctor(dc, operator_namespace, bump, None, every));
     listen(shared, listener, ready).await
 }
 
@@ -116,6 +117,7 @@ pub async fn serve_fleet(
         }
     );
     let operator_namespace = settings.operator_namespace.clone();
+    let every = settings.doctor_every;
     let (shared, bump) = shared(settings, scope, dcs.clone(), true);
     for (dc, watched) in watches {
         tokio::spawn(dcs::follow(
@@ -129,6 +131,7 @@ pub async fn serve_fleet(
             operator_namespace.clone(),
             bump.clone(),
             Some(start.deadline),
+            every,
         ));
     }
     dcs::settled(&dcs, start.deadline).await;
@@ -140,6 +143,16 @@ fn router(shared: AppState) -> Router {
         .route("/", get(fleet_page))
         .route("/api/tenants", get(fleet_json))
         .route("/api/stream", get(streams::fleet_stream))
+        .route("/fleet-releases/{name}", get(fleet_release_page))
+        .route("/api/fleet-releases/{name}", get(fleet_release_json))
+        .route(
+            "/api/fleet-releases/{name}/stream",
+            get(streams::fleet_release_stream),
+        )
+        .route(
+            "/api/fleet-releases/{name}/actions/{action}",
+            post(actions::fleet_release_action),
+        )
         .merge(in_dc())
         .nest("/dcs/{context}", pages_in_dc())
         .nest("/api/dcs/{context}", api_in_dc())
@@ -155,7 +168,9 @@ fn in_dc() -> Router<AppState> {
 }
 
 fn pages_in_dc() -> Router<AppState> {
-    Router::new().route("/tenants/{namespace}/{cluster}", get(tenant_page))
+    Router::new()
+        .route("/tenants/{namespace}/{cluster}", get(tenant_page))
+        .route("/releases/{name}", get(release_page))
 }
 
 fn api_in_dc() -> Router<AppState> {
@@ -173,6 +188,8 @@ fn api_in_dc() -> Router<AppState> {
             "/tenants/{namespace}/{cluster}/nodes/{node}/actions/bounce",
             post(actions::bounce_action),
         )
+        .route("/releases/{name}", get(release_json))
+        .route("/releases/{name}/stream", get(streams::release_stream))
         .route(
             "/releases/{name}/actions/{action}",
             post(actions::release_action),
@@ -248,6 +265,67 @@ async fn tenant_json(
     }
 }
 
+async fn release_page(
+    State(shared): State<AppState>,
+    Path(ReleasePath { context, name }): Path<ReleasePath>,
+) -> Response {
+    let dc = match shared.dc(context.as_deref()) {
+        Ok(dc) => dc,
+        Err(_) => {
+            let chrome = shared.fleet_chrome();
+            let page = pages::not_found(&chrome, &no_dc(context.as_deref()));
+            return (StatusCode::NOT_FOUND, Html(page.into_string())).into_response();
+        }
+    };
+    let chrome = shared.chrome(&dc);
+    match shared.release(&dc, &name).await {
+        Ok(view) => {
+            Html(pages::release::release_page(&chrome, &view).into_string()).into_response()
+        }
+        Err(why) => (
+            StatusCode::NOT_FOUND,
+            Html(pages::not_found(&chrome, &why).into_string()),
+        )
+            .into_response(),
+    }
+}
+
+async fn release_json(
+    State(shared): State<AppState>,
+    Path(ReleasePath { context, name }): Path<ReleasePath>,
+) -> Response {
+    let dc = match shared.dc(context.as_deref()) {
+        Ok(dc) => dc,
+        Err(refused) => return *refused,
+    };
+    match shared.release(&dc, &name).await {
+        Ok(view) => axum::Json(view).into_response(),
+        Err(why) => refuse(StatusCode::NOT_FOUND, &why),
+    }
+}
+
+async fn fleet_release_page(State(shared): State<AppState>, Path(name): Path<String>) -> Response {
+    let chrome = shared.fleet_chrome();
+    match shared.fleet_release(&name).await {
+        Ok(view) => Html(
+            pages::release::fleet_release_page(&chrome, shared.fleet_signer(), &view).into_string(),
+        )
+        .into_response(),
+        Err(why) => (
+            StatusCode::NOT_FOUND,
+            Html(pages::not_found(&chrome, &why).into_string()),
+        )
+            .into_response(),
+    }
+}
+
+async fn fleet_release_json(State(shared): State<AppState>, Path(name): Path<String>) -> Response {
+    match shared.fleet_release(&name).await {
+        Ok(view) => axum::Json(view).into_response(),
+        Err(why) => refuse(StatusCode::NOT_FOUND, &why),
+    }
+}
+
 async fn script() -> Response {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
@@ -282,6 +360,7 @@ mod tests {
             operator_namespace: "express-system".into(),
             read_only: false,
             allowed_hosts: vec![HOST.into()],
+            doctor_every: crate::dashboard::dcs::DOCTOR_EVERY,
         };
         let dcs = if contexts.is_empty() {
             vec![Arc::new(Dc::new(

@@ -2,7 +2,7 @@
 //! tokens, the change counter the live pages follow, and the fleet page's render cache; the DC
 //! a request names and the refusals every handler answers with.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,8 @@ use tokio::sync::watch;
 use super::dcs::{Dc, dc_refusal};
 use super::links::{Acting, Signer, new_token};
 use super::model::fleet::{self, DcInput, FleetQuery, FleetView};
+use super::model::fleet_release::FleetReleaseView;
+use super::model::release::ReleaseView;
 use super::model::tenant::{self, TenantView};
 use super::pages::{self, Chrome};
 
@@ -28,6 +30,8 @@ pub struct Settings {
     pub read_only: bool,
     /// `Host` values requests may carry ("127.0.0.1:3110", "localhost:3110").
     pub allowed_hosts: Vec<String>,
+    /// How often each DC's doctor runs (and the release pages' charts gain a point).
+    pub doctor_every: Duration,
 }
 
 pub(super) struct Shared {
@@ -57,6 +61,9 @@ struct FleetUpdate {
     at: Instant,
     data: Arc<String>,
 }
+
+/// How long one DC may take to give its copy of a FleetRelease for a page.
+pub(super) const COPY_READ_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Queries whose last render is kept; more are dropped all at once (a view nobody watches
 /// costs nothing to render again).
@@ -126,6 +133,12 @@ impl Shared {
                 signer: Some(&self.signer),
             },
         }
+    }
+
+    /// Across DCs, the signer of the FleetRelease buttons' own tokens (the single DC's page
+    /// token serves its buttons).
+    pub(super) fn fleet_signer(&self) -> Option<&Signer> {
+        self.fleet_mode.then_some(&self.signer)
     }
 
     /// The single DC's page token.
@@ -220,6 +233,68 @@ impl Shared {
                 .contains(&ClusterKey::new(namespace, cluster))
     }
 
+    /// An OperatorRelease of `dc` as its page shows it, read now (Err: why not).
+    pub(super) async fn release(&self, dc: &Dc, name: &str) -> Result<ReleaseView, String> {
+        let Some(client) = &dc.client else {
+            return Err("no client for this context".into());
+        };
+        let release = crate::read::release::get(client, &self.settings.operator_namespace, name)
+            .await
+            .map_err(|e| e.message)?;
+        Ok(ReleaseView::of(
+            dc.name(),
+            &release,
+            &dc.trail(name),
+            Timestamp::now(),
+        ))
+    }
+
+    /// The clients of the DCs an action across DCs may write to: served, readable, not
+    /// read-only. The single DC has no context name a plan could name: none.
+    pub(super) fn acting_clients(&self) -> BTreeMap<String, kube::Client> {
+        self.dcs
+            .iter()
+            .filter(|dc| self.fleet_mode && !self.settings.read_only && dc_refusal(dc).is_none())
+            .filter_map(|dc| Some((dc.context.clone()?, dc.client.clone()?)))
+            .collect()
+    }
+
+    /// The newest copy of FleetRelease `name` among the DCs that can be read (the copy a
+    /// driver wrote last), as its page shows it (Err: no DC holds it, or none answered).
+    pub(super) async fn fleet_release(&self, name: &str) -> Result<FleetReleaseView, String> {
+        let namespace = &self.settings.operator_namespace;
+        let reads = self.dcs.iter().filter_map(|dc| {
+            let client = dc.client.clone()?;
+            Some(async move {
+                tokio::time::timeout(
+                    COPY_READ_DEADLINE,
+                    crate::read::fleet_release::copy(&client, namespace, name),
+                )
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten()
+            })
+        });
+        let newest = futures::future::join_all(reads)
+            .await
+            .into_iter()
+            .flatten()
+            .max_by_key(|copy| {
+                copy.status
+                    .as_ref()
+                    .and_then(|s| s.updated_at.as_ref())
+                    .map(|t| t.0)
+            });
+        let Some(plan) = newest else {
+            return Err(format!(
+                "no DC of this dashboard holds a FleetRelease {name} in namespace {namespace}"
+            ));
+        };
+        let served: Vec<String> = self.acting_clients().into_keys().collect();
+        Ok(FleetReleaseView::of(&plan, &served, Timestamp::now()))
+    }
+
     /// One listing of a namespace's events, for a page or an API answer.
     pub(super) async fn events(&self, dc: &Dc, namespace: &str) -> Vec<Arc<Event>> {
         let Some(client) = &dc.client else {
@@ -267,6 +342,14 @@ pub(super) fn no_dc(context: Option<&str>) -> String {
             "this dashboard serves several contexts: its tenants are under /dcs/CONTEXT/".to_owned()
         }
     }
+}
+
+/// An OperatorRelease's path: in one DC (`/dcs/CONTEXT/...`), or in the single one.
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct ReleasePath {
+    #[serde(default)]
+    pub(super) context: Option<String>,
+    pub(super) name: String,
 }
 
 /// A tenant's path: in one DC (`/dcs/CONTEXT/...`), or in the single one.

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use super::dcs::Dc;
 use super::model::fleet::FleetQuery;
 use super::pages::{self, update};
-use super::state::{AppState, TenantPath, no_dc};
+use super::state::{AppState, ReleasePath, TenantPath, no_dc};
 use crate::read::live::no_cluster;
 
 /// Changes arriving this close together are sent as one update.
@@ -89,6 +89,79 @@ fn rendered_updates(
         },
     );
     sse(&instance, stream)
+}
+
+/// A release is read again this often while its page is open: one GET of one object (a
+/// FleetRelease: one per DC), cheaper than a watch per page and as live as a person needs.
+const RELEASE_POLL: Duration = Duration::from_secs(2);
+
+/// Updates of a page whose view is read anew each [`RELEASE_POLL`]: `render` gives its parts.
+/// A read that fails keeps the page as it was (the next one may answer); the stream ends when
+/// the page goes.
+fn polled_updates<F, Fut>(instance: &str, render: F) -> Updates
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<String, String>> + Send,
+{
+    let render = Arc::new(render);
+    let stream = futures::stream::unfold((String::new(), true), move |(mut last, first)| {
+        let render = render.clone();
+        async move {
+            let mut first = first;
+            loop {
+                if !first {
+                    tokio::time::sleep(RELEASE_POLL).await;
+                }
+                first = false;
+                if let Ok(data) = render().await
+                    && data != last
+                {
+                    last = data.clone();
+                    let event = SseEvent::default().event("update").data(data);
+                    return Some((event, (last, false)));
+                }
+            }
+        }
+    });
+    sse(instance, stream)
+}
+
+pub(super) async fn release_stream(
+    State(shared): State<AppState>,
+    Path(ReleasePath { context, name }): Path<ReleasePath>,
+) -> Updates {
+    let instance = shared.instance.clone();
+    let dc = match shared.dc(context.as_deref()) {
+        Ok(dc) => dc,
+        Err(_) => return gone(&instance, no_dc(context.as_deref())),
+    };
+    polled_updates(&instance, move || {
+        let (shared, dc, name) = (shared.clone(), dc.clone(), name.clone());
+        async move {
+            let view = shared.release(&dc, &name).await?;
+            let chrome = shared.chrome(&dc);
+            Ok(update(pages::release::release_parts(&chrome, &view)))
+        }
+    })
+}
+
+pub(super) async fn fleet_release_stream(
+    State(shared): State<AppState>,
+    Path(name): Path<String>,
+) -> Updates {
+    let instance = shared.instance.clone();
+    polled_updates(&instance, move || {
+        let (shared, name) = (shared.clone(), name.clone());
+        async move {
+            let view = shared.fleet_release(&name).await?;
+            let chrome = shared.fleet_chrome();
+            Ok(update(pages::release::fleet_release_parts(
+                &chrome,
+                shared.fleet_signer(),
+                &view,
+            )))
+        }
+    })
 }
 
 /// A tenant stream that can only say the tenant is not there.

@@ -90,28 +90,7 @@ pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
         .enumerate()
         .map(|(i, wave)| {
             let seen = status.waves.get(i);
-            let state = match seen {
-                Some(w) if w.finished_at.is_some() => {
-                    if w.promoted { "promoted" } else { "baked" }.to_owned()
-                }
-                // A rolled-back release's last wave neither moves nor bakes any more.
-                Some(_) if status.phase() == ReleasePhase::RolledBack => "stopped".into(),
-                Some(w) => match &w.bake_since {
-                    Some(since) => {
-                        let left =
-                            spec.bake_seconds as i64 - (now.as_second() - since.0.as_second());
-                        format!(
-                            "baking, {} left",
-                            express_api::bounce::format_duration(u64::try_from(left).unwrap_or(0))
-                        )
-                    }
-                    None if i == status.wave as usize && !status.phase().is_final() => {
-                        "moving".into()
-                    }
-                    None => NONE.into(),
-                },
-                None => "waiting".into(),
-            };
+            let state = wave_state(spec, &status, i, now);
             vec![
                 (i + 1).to_string(),
                 wave.to_string(),
@@ -143,6 +122,36 @@ pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
         out.push_str(&format!("\nRolled back: {reason}\n"));
     }
     out
+}
+
+/// Where wave `index` stands, in the words the CLI and the dashboard share: "waiting",
+/// "moving", "baking, 1m left", "baked", "promoted", "stopped" (a rolled-back release's last
+/// wave), "-".
+pub fn wave_state(
+    spec: &express_api::OperatorReleaseSpec,
+    status: &express_api::OperatorReleaseStatus,
+    index: usize,
+    now: Timestamp,
+) -> String {
+    match status.waves.get(index) {
+        Some(w) if w.finished_at.is_some() => {
+            if w.promoted { "promoted" } else { "baked" }.to_owned()
+        }
+        // A rolled-back release's last wave neither moves nor bakes any more.
+        Some(_) if status.phase() == ReleasePhase::RolledBack => "stopped".into(),
+        Some(w) => match &w.bake_since {
+            Some(since) => {
+                let left = spec.bake_seconds as i64 - (now.as_second() - since.0.as_second());
+                format!(
+                    "baking, {} left",
+                    express_api::bounce::format_duration(u64::try_from(left).unwrap_or(0))
+                )
+            }
+            None if index == status.wave as usize && !status.phase().is_final() => "moving".into(),
+            None => NONE.into(),
+        },
+        None => "waiting".into(),
+    }
 }
 
 /// The latest analysed sample's signals as a table (nothing without analysis).

@@ -37,6 +37,10 @@ pub struct Args {
     /// loopback names; required to listen on another address.
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
     allowed_hosts: Vec<String>,
+    /// Seconds between two runs of each DC's doctor: its banner, and a point on each release
+    /// page's chart.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS")]
+    doctor_interval: u64,
     #[command(flatten)]
     operator: OperatorNamespace,
     #[command(flatten)]
@@ -154,6 +158,7 @@ async fn bind(args: &Args) -> Result<(tokio::net::TcpListener, Settings), Exit> 
         operator_namespace: args.operator.namespace.clone(),
         read_only: args.read_only,
         allowed_hosts: allowed_hosts(bound, &args.allowed_hosts),
+        doctor_every: std::time::Duration::from_secs(args.doctor_interval.max(1)),
     };
     Ok((listener, settings))
 }

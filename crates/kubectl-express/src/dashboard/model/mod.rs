@@ -6,10 +6,14 @@
 //! - [`rows`]: one tenant as a row, and a DC's doctor banner with its operator releases;
 //! - [`fleet`]: the one fleet page, over one DC or several;
 //! - [`tenant`]: the tenant page, with its graphs from [`graph`];
+//! - [`release`] and [`fleet_release`]: the release pages (an OperatorRelease's waves and
+//!   charts, a FleetRelease's stages);
 //! - [`shown`]: how ages and phases read.
 
 pub mod fleet;
+pub mod fleet_release;
 pub mod graph;
+pub mod release;
 pub mod rows;
 pub mod shown;
 pub mod tenant;

@@ -98,6 +98,8 @@ pub struct FleetReleaseRow {
     pub message: String,
     /// When a driver last wrote the copy: across DCs the newest copy is shown.
     pub updated_at: Option<String>,
+    /// The one line a person needs first: the DC in trouble or the stage waiting (empty: none).
+    pub attention: String,
     pub data_centers: Vec<FleetDcRow>,
 }
 
@@ -119,6 +121,13 @@ impl FleetReleaseRow {
             phase: status.phase().as_str().to_owned(),
             message: status.message.clone().unwrap_or_default(),
             updated_at: status.updated_at.as_ref().map(|t| t.0.to_string()),
+            // The time only counts the soak down, which the line does not say.
+            attention: super::fleet_release::FleetReleaseView::of(
+                plan,
+                &[],
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            )
+            .attention,
             data_centers: plan
                 .spec
                 .contexts()
@@ -148,13 +157,6 @@ pub struct ReleaseRow {
     pub to_ring: String,
     pub phase: String,
     pub message: String,
-}
-
-impl ReleaseRow {
-    /// Succeeded or rolled back: nothing more to ask of it.
-    pub fn over(&self) -> bool {
-        self.phase == "Succeeded" || self.phase == "RolledBack"
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -7,10 +7,10 @@
 
 use maud::{Markup, html};
 
-use super::{Chrome, action, cluster_class, page as shell, progress};
+use super::release::{fleet_release_link, phase_badge, release_actions};
+use super::{Chrome, cluster_class, page as shell, progress};
 use crate::dashboard::links::{Acting, encode};
 use crate::dashboard::model::fleet::{Count, FleetQuery, FleetSort, FleetView, PAGE_SIZE};
-use crate::dashboard::model::rows::ReleaseRow;
 
 /// Past this many namespaces the filter takes a typed name: a list of thousands would weigh
 /// more than the page's rows.
@@ -100,14 +100,17 @@ fn fleet_releases(view: &FleetView) -> Markup {
         h2 { "Releases across DCs" }
         @for plan in &view.fleet_releases {
             div class="fleet-release" data-fleet-release=(plan.name) data-phase=(plan.phase) {
-                p { strong { (plan.name) } " " span class=(format!("phase {}", plan.phase)) { (plan.phase) } " — " (plan.message) }
+                p { strong { (fleet_release_link(&plan.name)) } " " (phase_badge(&plan.phase)) " — " (plan.message) }
+                @if !plan.attention.is_empty() {
+                    p class="attention" { strong { "Look here first: " } (plan.attention) }
+                }
                 table class="stages" {
                     thead { tr { th { "Stage" } th { "DC" } th { "State" } th { "Its release" } } }
                     tbody {
                         @for dc in &plan.data_centers {
                             tr data-context=(dc.context) data-state=(dc.state) {
                                 td { (dc.stage) } td { (dc.context) }
-                                td class=(format!("state {}", dc.state)) { (dc.state) }
+                                td { span class=(format!("state {}", dc.state)) { (dc.state) } }
                                 td { (dc.release) }
                             }
                         }
@@ -138,14 +141,14 @@ fn releases(view: &FleetView, chrome: &Chrome<'_>) -> Markup {
                     @let r = &dc_release.release;
                     tr data-release=(r.name) data-context=[across.then_some(&dc_release.context)] {
                         @if across { td class="dc" { (dc_release.context) } }
-                        td { (r.name) }
+                        td { a href=(Acting::of(&dc_release.context, chrome.acting.signer).release_href(&r.name)) { (r.name) } }
                         td { "ring " (r.from_ring) " → ring " (r.to_ring) }
-                        td class=(format!("phase {}", r.phase)) { (r.phase) }
+                        td class="phase-cell" { (phase_badge(&r.phase)) }
                         td class="message" { (r.message) }
                         @if !chrome.read_only {
                             td class="actions" {
-                                @if dc_release.actions && !r.over() {
-                                    (release_actions(r, Acting::of(&dc_release.context, chrome.acting.signer)))
+                                @if dc_release.actions {
+                                    (release_actions(&r.name, &r.from_ring, &r.to_ring, &r.phase, Acting::of(&dc_release.context, chrome.acting.signer)))
                                 }
                             }
                         }
@@ -153,36 +156,6 @@ fn releases(view: &FleetView, chrome: &Chrome<'_>) -> Markup {
                 }
             }
         }
-    }
-}
-
-fn release_actions(r: &ReleaseRow, acting: Acting<'_>) -> Markup {
-    let target = format!("release/{}", r.name);
-    let button = |name: &str, label: &str, confirm: String| {
-        let confirm = match acting.context {
-            Some(context) => format!("{context} / {}: {confirm}", r.name),
-            None => confirm,
-        };
-        let token = acting.token(&target, name, None);
-        action(
-            &acting.release_url(&r.name, name),
-            "{}",
-            label,
-            &confirm,
-            None,
-            token,
-        )
-    };
-    let rings = format!("ring {} to ring {}", r.from_ring, r.to_ring);
-    html! {
-        @if r.phase == "Paused" {
-            (button("resume", "Resume", format!("Resume OperatorRelease {} ({rings})? Moves and judging go on.", r.name)))
-        } @else {
-            (button("pause", "Pause", format!("Pause OperatorRelease {} ({rings})? Nothing moves, nothing is judged, no bake time passes.", r.name)))
-        }
-        (button("promote", "Promote", format!("Promote OperatorRelease {}: end the current wave's bake now?", r.name)))
-        (button("promote-full", "Promote all", format!("Promote OperatorRelease {} in full: every remaining wave now, no more baking or judging?", r.name)))
-        (button("abort", "Abort", format!("Abort OperatorRelease {}: every tenant it moved goes back to ring {}?", r.name, r.from_ring)))
     }
 }
 
@@ -489,6 +462,7 @@ mod tests {
             phase: "Soaking".into(),
             message: "soaking stage 0".into(),
             updated_at: Some(updated.into()),
+            attention: String::new(),
             data_centers: ["dc-a", "dc-b"]
                 .iter()
                 .map(|c| FleetDcRow {

@@ -4,10 +4,11 @@
 //! confirmation shows; the script only asks and posts.
 //!
 //! This module is the shell every page shares (its head, header, confirmation dialog, action
-//! buttons, the update format and the assets); [`fleet`] is the one fleet page and [`tenant`]
-//! the tenant page.
+//! buttons, the update format and the assets); [`fleet`] is the one fleet page, [`tenant`]
+//! the tenant page and [`release`] the release pages.
 
 pub mod fleet;
+pub mod release;
 pub mod tenant;
 
 use maud::{DOCTYPE, Markup, html};

@@ -4,10 +4,6 @@
 //! person's requests; `plan -f PLAN` says what would happen, touching nothing; without an
 //! action, the plan's stages and DCs as the copy in one DC has them.
 
-mod dcs;
-mod drive;
-mod requests;
-
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -16,11 +12,12 @@ use express_api::fleet_release::{DcState, FleetRelease, FleetReleaseSpec, spec_p
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use self::dcs::Dcs;
-use self::requests::{Ask, ask};
 use crate::contexts::across::ContextError;
 use crate::contexts::select::{Loaded, load};
 use crate::exit::{Code, Exit};
+use crate::fleet_release::dcs::{self, Dcs};
+use crate::fleet_release::drive;
+use crate::fleet_release::requests::{Ask, Asked, request as ask_dcs};
 use crate::read::fleet_release as read;
 use crate::runtime::block_on_threads;
 use crate::show::fleet_release::{render, render_list};
@@ -425,4 +422,27 @@ fn dry_run(target: &Target, path: &PathBuf) -> Result<ExitCode, Exit> {
         Err(why) => eprintln!("kubectl-express fleet-release plan: {why}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The CLI's request: exit 0 once written everywhere, 1 naming each DC it had to change that
+/// could not be reached.
+async fn ask(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> ExitCode {
+    let asked: Asked = ask_dcs(dcs, spec, ask).await;
+    for (context, why) in &asked.unreached {
+        eprintln!(
+            "kubectl-express fleet-release {}: {context}: {why}",
+            ask.name()
+        );
+    }
+    for notice in &asked.notices {
+        println!("{notice}");
+    }
+    println!("{}", asked.summary(&dcs.name, ask));
+    match asked.not_written(ask) {
+        None => ExitCode::SUCCESS,
+        Some(why) => {
+            eprintln!("kubectl-express fleet-release {why}");
+            ExitCode::FAILURE
+        }
+    }
 }

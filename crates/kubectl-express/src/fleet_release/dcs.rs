@@ -86,6 +86,36 @@ impl Dcs {
         })
     }
 
+    /// The plan's DCs with the clients a caller already holds (the dashboard's): a DC of the
+    /// plan it has none for is its [`ContextError`] (`why`), acted on by nobody here.
+    pub fn with_clients(
+        spec: &FleetReleaseSpec,
+        namespace: &str,
+        name: &str,
+        deadline: Duration,
+        held: &BTreeMap<String, Client>,
+        why: &str,
+    ) -> Dcs {
+        let contexts: Vec<String> = spec.contexts().map(|(_, c)| c.to_owned()).collect();
+        let clients = contexts
+            .iter()
+            .map(|context| {
+                let client = held
+                    .get(context)
+                    .cloned()
+                    .ok_or_else(|| ContextError::Config(why.to_owned()));
+                (context.clone(), client)
+            })
+            .collect();
+        Dcs {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            deadline,
+            contexts,
+            clients: Arc::new(clients),
+        }
+    }
+
     /// Runs `work` on every DC with a client, all at once, each within the deadline; a DC
     /// without a client, or past the deadline, is its [`ContextError`].
     pub async fn each<T, F, Fut>(&self, work: F) -> Vec<(String, Result<T, ContextError>)>

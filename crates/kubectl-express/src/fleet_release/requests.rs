@@ -4,7 +4,6 @@
 //! acted on by the running driver, or by the next `run NAME`.
 
 use std::collections::BTreeMap;
-use std::process::ExitCode;
 
 use express_api::fleet_release::{
     ANNOTATION_ABORT, ANNOTATION_ABORT_ROLLBACK, ANNOTATION_APPROVE, ANNOTATION_PAUSE,
@@ -36,7 +35,7 @@ impl Ask {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Ask::Pause => "pause",
             Ask::Resume => "resume",
@@ -52,9 +51,50 @@ impl Ask {
     }
 }
 
-/// Writes the request on every copy, and for pause and abort takes the step: exit 0 once
-/// written, 1 naming each DC it had to change that could not be reached.
-pub async fn ask(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> ExitCode {
+/// What a request did: its id, the phase the step wrote (pause and abort), the step's notices,
+/// and each DC it had to change that it could not reach, with why.
+pub struct Asked {
+    pub id: String,
+    pub phase: Option<express_api::fleet_release::FleetPhase>,
+    pub notices: Vec<String>,
+    pub unreached: Vec<(String, String)>,
+}
+
+impl Asked {
+    /// The line saying what was asked, as the CLI prints it and the dashboard shows it.
+    pub fn summary(&self, name: &str, ask: Ask) -> String {
+        format!(
+            "fleetrelease/{name}: {} requested (id {}){}",
+            ask.name(),
+            self.id,
+            match (self.phase, ask.at_once()) {
+                (Some(phase), _) => format!(": {phase}"),
+                (None, false) =>
+                    ": acted on by the running driver, or the next `fleet-release run NAME`".into(),
+                _ => String::new(),
+            }
+        )
+    }
+
+    /// The DCs not written, in words (None: every DC was).
+    pub fn not_written(&self, ask: Ask) -> Option<String> {
+        (!self.unreached.is_empty()).then(|| {
+            format!(
+                "{} not written in {} (they cannot be reached; ask again, or the next driver acts there)",
+                ask.name(),
+                self.unreached
+                    .iter()
+                    .map(|(context, _)| context.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+}
+
+/// Writes the request on every copy, and for pause and abort takes the step. The CLI and the
+/// dashboard both call this.
+pub async fn request(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> Asked {
     let request = Request {
         id: request_id(),
         at: Timestamp::now(),
@@ -64,7 +104,7 @@ pub async fn ask(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> ExitCode {
         annotations.insert(ANNOTATION_ABORT_ROLLBACK, rollback.to_string());
     }
     let (namespace, name) = (dcs.namespace.as_str(), dcs.name.as_str());
-    let mut unreached: Vec<String> = Vec::new();
+    let mut unreached: Vec<(String, String)> = Vec::new();
     for (context, result) in dcs
         .each(|_, client| {
             let (namespace, name) = (namespace.to_owned(), name.to_owned());
@@ -78,45 +118,26 @@ pub async fn ask(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> ExitCode {
         .await
     {
         if let Err(why) = result {
-            eprintln!(
-                "kubectl-express fleet-release {}: {context}: {why}",
-                ask.name()
-            );
-            unreached.push(context);
+            unreached.push((context, why.to_string()));
         }
     }
-    let mut phase = None;
+    let mut asked = Asked {
+        id: request.id,
+        phase: None,
+        notices: Vec::new(),
+        unreached,
+    };
     if ask.at_once() {
         let (decided, missed) = once(dcs, spec, false).await;
-        for notice in &decided.notices {
-            println!("{}", notice.message);
-        }
-        phase = Some(decided.status.phase());
+        asked.notices = decided.notices.iter().map(|n| n.message.clone()).collect();
+        asked.phase = Some(decided.status.phase());
         for context in missed {
-            if !unreached.contains(&context) {
-                unreached.push(context);
+            if !asked.unreached.iter().any(|(c, _)| *c == context) {
+                asked
+                    .unreached
+                    .push((context, "the step could not act there".into()));
             }
         }
     }
-    println!(
-        "fleetrelease/{name}: {} requested (id {}){}",
-        ask.name(),
-        request.id,
-        match (phase, ask.at_once()) {
-            (Some(phase), _) => format!(": {phase}"),
-            (None, false) =>
-                ": acted on by the running driver, or the next `fleet-release run NAME`".into(),
-            _ => String::new(),
-        }
-    );
-    if unreached.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!(
-            "kubectl-express fleet-release {}: not written in {} (they cannot be reached; ask again, or the next driver acts there)",
-            ask.name(),
-            unreached.join(", ")
-        );
-        ExitCode::FAILURE
-    }
+    asked
 }
