@@ -263,6 +263,25 @@ mod tests {
     }
 
     #[test]
+    fn a_fleet_release_token_is_good_for_its_plan_and_action_only() {
+        let signer = Signer::new();
+        let approve = signer.token(&fleet_release_binding("to-canary", "approve"));
+        assert!(signer.verifies(&fleet_release_binding("to-canary", "approve"), &approve));
+        for other in [
+            fleet_release_binding("to-canary", "abort-rollback"),
+            fleet_release_binding("other-plan", "approve"),
+            // The OperatorRelease of the same name in one DC is another target.
+            binding("dc-a", "release/to-canary", "approve"),
+        ] {
+            assert!(!signer.verifies(&other, &approve), "{other:?}");
+        }
+        assert_eq!(
+            fleet_release_api("to canary"),
+            "/api/fleet-releases/to%20canary"
+        );
+    }
+
+    #[test]
     fn tokens_differ_and_compare_in_full() {
         assert_ne!(new_token(), new_token());
         assert_eq!(new_token().len(), 32);

@@ -208,6 +208,14 @@ async fn fleet_json(State(shared): State<AppState>, Query(query): Query<FleetQue
     axum::Json(shared.fleet(&query.normalized())).into_response()
 }
 
+/// The DC a page names, or the page saying there is none.
+fn page_dc(shared: &AppState, context: Option<&str>) -> Result<Arc<Dc>, Box<Response>> {
+    shared.dc(context).map_err(|_| {
+        let page = pages::not_found(&shared.fleet_chrome(), &no_dc(context));
+        Box::new((StatusCode::NOT_FOUND, Html(page.into_string())).into_response())
+    })
+}
+
 async fn tenant_page(
     State(shared): State<AppState>,
     Path(TenantPath {
@@ -216,13 +224,9 @@ async fn tenant_page(
         cluster,
     }): Path<TenantPath>,
 ) -> Response {
-    let dc = match shared.dc(context.as_deref()) {
+    let dc = match page_dc(&shared, context.as_deref()) {
         Ok(dc) => dc,
-        Err(_) => {
-            let chrome = shared.fleet_chrome();
-            let page = pages::not_found(&chrome, &no_dc(context.as_deref()));
-            return (StatusCode::NOT_FOUND, Html(page.into_string())).into_response();
-        }
+        Err(page) => return *page,
     };
     // Only a tenant the watches know costs an API request.
     let events = if shared.knows(&dc, &namespace, &cluster) {
@@ -269,13 +273,9 @@ async fn release_page(
     State(shared): State<AppState>,
     Path(ReleasePath { context, name }): Path<ReleasePath>,
 ) -> Response {
-    let dc = match shared.dc(context.as_deref()) {
+    let dc = match page_dc(&shared, context.as_deref()) {
         Ok(dc) => dc,
-        Err(_) => {
-            let chrome = shared.fleet_chrome();
-            let page = pages::not_found(&chrome, &no_dc(context.as_deref()));
-            return (StatusCode::NOT_FOUND, Html(page.into_string())).into_response();
-        }
+        Err(page) => return *page,
     };
     let chrome = shared.chrome(&dc);
     match shared.release(&dc, &name).await {

@@ -141,3 +141,40 @@ pub async fn request(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> Asked {
     }
     asked
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_request_did_is_said_once_for_the_cli_and_the_dashboard() {
+        let mut asked = Asked {
+            id: "cli-1".into(),
+            phase: None,
+            notices: Vec::new(),
+            unreached: Vec::new(),
+        };
+        assert_eq!(
+            asked.summary("to-canary", Ask::Approve),
+            "fleetrelease/to-canary: approve requested (id cli-1): acted on by the running \
+             driver, or the next `fleet-release run NAME`"
+        );
+        assert_eq!(asked.not_written(Ask::Approve), None);
+        asked.phase = Some(express_api::fleet_release::FleetPhase::Paused);
+        asked.unreached = vec![
+            ("dc-b".into(), "timed out".into()),
+            ("dc-c".into(), "refused".into()),
+        ];
+        assert_eq!(
+            asked.summary("to-canary", Ask::Pause),
+            "fleetrelease/to-canary: pause requested (id cli-1): Paused"
+        );
+        assert_eq!(
+            asked.not_written(Ask::Abort { rollback: true }).as_deref(),
+            Some(
+                "abort --rollback not written in dc-b, dc-c (they cannot be reached; ask again, \
+                 or the next driver acts there)"
+            )
+        );
+    }
+}
