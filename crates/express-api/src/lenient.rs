@@ -274,6 +274,11 @@ impl<K> Lenient<K> {
     pub fn undecodable(&self) -> Option<&Arc<Undecodable>> {
         self.decoded.as_ref().err().map(|(_, why)| why)
     }
+
+    /// The object, or why it could not be decoded, without a copy.
+    pub fn into_decoded(self) -> Result<Arc<K>, Arc<Undecodable>> {
+        self.decoded.map_err(|(_, why)| why)
+    }
 }
 
 impl<K: Resource> Lenient<K> {

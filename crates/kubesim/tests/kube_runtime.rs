@@ -1,5 +1,5 @@
 //! kubesim under kube-runtime: a reflector that stays in sync across a forced watch drop and a
-//! 410, a Controller reconciling a custom resource with owned children, the finalizer helper,
+//! 410, one filled by a streaming list, a Controller reconciling a custom resource with owned children, the finalizer helper,
 //! the events Recorder, and a Lease held by one of two contenders with hand-over.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // tests fail loudly on unexpected values
 
@@ -122,6 +122,55 @@ async fn reflector_stays_in_sync_across_watch_drops_and_410() {
         sim.counters().count("list", "configmaps") > lists_before,
         "the reflector listed again after the 410"
     );
+}
+
+/// A reflector filled by a streaming list (KEP-3157: one watch with `sendInitialEvents`, its
+/// initial events closed by the bookmark annotated `k8s.io/initial-events-end`), as the
+/// dashboard's watches fill on a server that serves them: no LIST at all, the whole store
+/// before "ready", and the same objects after the watch drops.
+#[tokio::test]
+async fn a_streaming_list_fills_a_reflector_without_a_list_and_follows_changes() {
+    let (sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..25 {
+        cms.create(&PostParams::default(), &config_map(&format!("cm-{i}")))
+            .await
+            .expect("create");
+    }
+    let lists_before = sim.counters().count("list", "configmaps");
+    let (reader, writer) = reflector::store();
+    let stream = reflector(
+        writer,
+        watcher(cms.clone(), watcher::Config::default().streaming_lists()).default_backoff(),
+    )
+    .applied_objects();
+    tokio::spawn(stream.for_each(|_| async {}));
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .expect("ready in time")
+        .expect("ready");
+    // Ready only once the initial events ended: every object at once.
+    assert_eq!(reader.state().len(), 25);
+    assert_eq!(
+        sim.counters().count("list", "configmaps"),
+        lists_before,
+        "filled by the watch alone"
+    );
+    cms.create(&PostParams::default(), &config_map("late"))
+        .await
+        .expect("create");
+    eventually("a change after the initial events", async || {
+        reader.state().len() == 26
+    })
+    .await;
+    sim.faults().close_watches();
+    cms.delete("cm-0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("a delete after the watch dropped", async || {
+        reader.state().len() == 25 && !reader.state().iter().any(|c| c.name_any() == "cm-0")
+    })
+    .await;
 }
 
 #[tokio::test]

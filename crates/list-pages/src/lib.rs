@@ -52,8 +52,37 @@ fn expired(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 410)
 }
 
-/// The pager over any source of pages (`fetch` gets the continue token, None for the first).
-pub async fn paged<K, F, Fut>(mut fetch: F) -> Result<ObjectList<K>, kube::Error>
+/// The pager over any source of pages (`fetch` gets the continue token, None for the first):
+/// every page's items in one list.
+pub async fn paged<K, F, Fut>(fetch: F) -> Result<ObjectList<K>, kube::Error>
+where
+    K: Clone,
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = Result<ObjectList<K>, kube::Error>>,
+{
+    let whole = paged_fold(
+        fetch,
+        || None,
+        |whole: &mut Option<ObjectList<K>>, page| match whole {
+            None => *whole = Some(page),
+            Some(whole) => whole.items.extend(page.items),
+        },
+    )
+    .await?;
+    let mut whole = whole.unwrap_or_else(|| unreachable_empty());
+    whole.metadata.continue_ = None;
+    Ok(whole)
+}
+
+/// The pager handing each page to `fold` as it arrives, so that a caller keeps what it makes
+/// of a page (client-go's `EachListItem`), never the page: a list of 10,000 tenants' pods is
+/// then never whole in memory. A list that starts over (an expired token) starts again from
+/// `init()`, so nothing is folded twice.
+pub async fn paged_fold<K, T, F, Fut>(
+    mut fetch: F,
+    init: impl Fn() -> T,
+    mut fold: impl FnMut(&mut T, ObjectList<K>),
+) -> Result<T, kube::Error>
 where
     K: Clone,
     F: FnMut(Option<String>) -> Fut,
@@ -61,7 +90,7 @@ where
 {
     let mut started_over = false;
     'list: loop {
-        let mut whole: Option<ObjectList<K>> = None;
+        let mut folded = init();
         let mut token: Option<String> = None;
         loop {
             let page = match fetch(token.clone()).await {
@@ -84,17 +113,10 @@ where
                 Err(error) => return Err(error),
             };
             let next = page.metadata.continue_.clone().filter(|t| !t.is_empty());
-            match &mut whole {
-                None => whole = Some(page),
-                Some(whole) => whole.items.extend(page.items),
-            }
+            fold(&mut folded, page);
             match next {
                 Some(next) => token = Some(next),
-                None => {
-                    let mut whole = whole.unwrap_or_else(|| unreachable_empty());
-                    whole.metadata.continue_ = None;
-                    return Ok(whole);
-                }
+                None => return Ok(folded),
             }
         }
     }
@@ -183,6 +205,31 @@ mod tests {
         assert_eq!(got.unwrap_err(), 503);
         let (got, asked) = run(vec![status(403)]).await;
         assert_eq!((got.unwrap_err(), asked.len()), (403, 1));
+    }
+
+    #[tokio::test]
+    async fn each_page_is_folded_as_it_arrives_and_a_list_started_over_folds_afresh() {
+        let script = Mutex::new(VecDeque::from(vec![
+            page(&["a"], Some("t1")),
+            status(410),
+            page(&["a", "b"], Some("t2")),
+            page(&["c"], None),
+        ]));
+        let sizes = paged_fold(
+            |_| {
+                let next = script
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .expect("a request too many");
+                async move { next }
+            },
+            Vec::new,
+            |sizes: &mut Vec<usize>, page| sizes.push(page.items.len()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(sizes, [2, 1], "the page of the first try is not kept");
     }
 
     #[tokio::test]

@@ -317,8 +317,13 @@ pub async fn open(
             Ok((client, default)) => {
                 let namespace =
                     (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
-                let watched =
-                    live::Watched::fleet(&client, namespace.as_deref(), operator_namespace);
+                let listing = live::FirstListing::of(&client, start.deadline).await;
+                let watched = live::Watched::fleet(
+                    &client,
+                    namespace.as_deref(),
+                    operator_namespace,
+                    listing,
+                );
                 let dc = Arc::new(Dc::new(
                     Some(context.clone()),
                     namespace,

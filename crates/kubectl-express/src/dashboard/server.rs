@@ -60,8 +60,13 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Exit> {
-    let mut watched =
-        live::Watched::fleet(&client, namespace.as_deref(), &settings.operator_namespace);
+    let listing = live::FirstListing::of(&client, Duration::from_secs(10)).await;
+    let mut watched = live::Watched::fleet(
+        &client,
+        namespace.as_deref(),
+        &settings.operator_namespace,
+        listing,
+    );
     watched.ready().await.map_err(Exit::failure)?;
     let scope = match &namespace {
         Some(namespace) => format!("namespace {namespace}"),

@@ -43,17 +43,44 @@ pub(crate) async fn list<K>(
 where
     K: WatchedKind,
 {
-    let items = pages::paged(|token| {
-        let mut page = params.clone().limit(pages::PAGE_SIZE);
-        if let Some(token) = token {
-            page = page.continue_token(&token);
-        }
-        lenient_page(&api, page)
-    })
+    list_views(api, params, what, undecodable, |object| object).await
+}
+
+/// Lists one kind a page at a time, turning each page's objects into their views as the page
+/// arrives (`view`) and letting the page go: a DC's decoded objects are never all in memory
+/// at once, only one page of them and the views.
+pub(crate) async fn list_views<K, V>(
+    api: Api<Lenient<K>>,
+    params: &ListParams,
+    what: &str,
+    undecodable: &mut Vec<Arc<Undecodable>>,
+    view: impl Fn(Arc<K>) -> Arc<V>,
+) -> Result<Vec<Arc<V>>, String>
+where
+    K: WatchedKind,
+{
+    let (views, bad) = pages::paged_fold(
+        |token| {
+            let mut page = params.clone().limit(pages::PAGE_SIZE);
+            if let Some(token) = token {
+                page = page.continue_token(&token);
+            }
+            lenient_page(&api, page)
+        },
+        || (Vec::new(), Vec::new()),
+        |(views, bad): &mut (Vec<Arc<V>>, Vec<Arc<Undecodable>>), page| {
+            for entry in page.items {
+                match entry.into_decoded() {
+                    Ok(object) => views.push(view(object)),
+                    Err(why) => bad.push(why),
+                }
+            }
+        },
+    )
     .await
-    .map_err(|e| format!("cannot list {what}: {e}"))?
-    .items;
-    Ok(split(items.iter(), undecodable))
+    .map_err(|e| format!("cannot list {what}: {e}"))?;
+    undecodable.extend(bad);
+    Ok(views)
 }
 
 /// One page of a list, read in one pass over its text when every object on it decodes
@@ -121,55 +148,55 @@ pub async fn load(
     }
     Ok(Objects {
         clusters: list(scoped(client, namespace), &all, "ExpressClusters", &mut bad).await?,
-        backends: node_views(
-            list::<Backend>(scoped(client, namespace), &all, "Backends", &mut bad).await?,
-        ),
-        frontends: node_views(
-            list::<Frontend>(scoped(client, namespace), &all, "Frontends", &mut bad).await?,
-        ),
-        pods: views(
-            list::<Pod>(scoped(client, namespace), &ours, "pods", &mut bad).await?,
-            |pod| PodView::from(pod),
-        ),
+        backends: list_views::<Backend, _>(
+            scoped(client, namespace),
+            &all,
+            "Backends",
+            &mut bad,
+            node_view,
+        )
+        .await?,
+        frontends: list_views::<Frontend, _>(
+            scoped(client, namespace),
+            &all,
+            "Frontends",
+            &mut bad,
+            node_view,
+        )
+        .await?,
+        pods: list_views::<Pod, _>(scoped(client, namespace), &ours, "pods", &mut bad, |pod| {
+            Arc::new(PodView::from(&*pod))
+        })
+        .await?,
         config_maps,
         // Read whole: `revisions` and `diff` compare the specs they keep.
         revisions: match reading {
             Reading::Listing => Vec::new(),
-            Reading::Everything => views(
-                list::<ControllerRevision>(
+            Reading::Everything => {
+                list_views::<ControllerRevision, _>(
                     scoped(client, namespace),
                     &ours,
                     "ControllerRevisions",
                     &mut bad,
+                    |revision| Arc::new(RevisionView::with_body(&revision)),
                 )
-                .await?,
-                RevisionView::with_body,
-            ),
+                .await?
+            }
         },
         undecodable: bad,
     })
 }
 
-/// The views of decoded objects, as [`Objects`] holds them.
-fn views<K, V>(objects: Vec<Arc<K>>, view: impl Fn(&K) -> V) -> Vec<Arc<V>> {
-    objects.iter().map(|o| Arc::new(view(o))).collect()
-}
-
-/// The views of listed nodes, each moving its node's spec and status when the list held the
-/// only reference to it (it does once its page is gone), cloning them otherwise.
-fn node_views<N>(nodes: Vec<Arc<N>>) -> Vec<Arc<NodeView>>
+/// A listed node's view, moving its spec and status when the page held the only reference
+/// to it (it does: the page is being let go), cloning them otherwise.
+fn node_view<N>(node: Arc<N>) -> Arc<NodeView>
 where
     NodeView: From<N> + for<'a> From<&'a N>,
 {
-    nodes
-        .into_iter()
-        .map(|node| {
-            Arc::new(match Arc::try_unwrap(node) {
-                Ok(node) => NodeView::from(node),
-                Err(shared) => NodeView::from(&*shared),
-            })
-        })
-        .collect()
+    Arc::new(match Arc::try_unwrap(node) {
+        Ok(node) => NodeView::from(node),
+        Err(shared) => NodeView::from(&*shared),
+    })
 }
 
 /// The decoded objects among `entries`; the others go to `undecodable`.
@@ -281,6 +308,51 @@ impl<K: WatchedKind, V> Memo<K, V> {
 
 type Changes = Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>;
 
+/// How a watch fills its store the first time, and again after a 410: one watch streaming the
+/// objects and then their changes (KEP-3157's `sendInitialEvents`, served by Kubernetes 1.32
+/// and later), or a list in pages and then the watch, which every server answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstListing {
+    Streamed,
+    Paged,
+}
+
+/// The first release whose API servers answer streaming lists by default (WatchList beta).
+const STREAMING_SINCE_MINOR: u32 = 32;
+
+impl FirstListing {
+    /// Streamed when the server says it is 1.32 or later, paged otherwise (an older server
+    /// refuses `sendInitialEvents`, and the watch would retry for ever) or when it cannot say
+    /// within `deadline`.
+    pub async fn of(client: &Client, deadline: std::time::Duration) -> FirstListing {
+        match tokio::time::timeout(deadline, client.apiserver_version()).await {
+            Ok(Ok(info)) => FirstListing::for_version(&info.major, &info.minor),
+            _ => FirstListing::Paged,
+        }
+    }
+
+    /// From the version a server reports (`"1"`, `"32+"` as some distributions write it).
+    pub fn for_version(major: &str, minor: &str) -> FirstListing {
+        let number = |text: &str| -> Option<u32> {
+            text.trim_end_matches(|c: char| !c.is_ascii_digit())
+                .parse()
+                .ok()
+        };
+        match (number(major), number(minor)) {
+            (Some(1), Some(minor)) if minor >= STREAMING_SINCE_MINOR => FirstListing::Streamed,
+            (Some(major), _) if major > 1 => FirstListing::Streamed,
+            _ => FirstListing::Paged,
+        }
+    }
+
+    fn config(self, config: watcher::Config) -> watcher::Config {
+        match self {
+            FirstListing::Streamed => config.streaming_lists(),
+            FirstListing::Paged => config.page_size(pages::PAGE_SIZE),
+        }
+    }
+}
+
 fn watched<K>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
@@ -297,7 +369,7 @@ where
 impl Watched {
     /// The Express objects and pods of one namespace.
     pub fn start(client: &Client, namespace: &str) -> Watched {
-        let (stores, changes) = Self::express(client, Some(namespace));
+        let (stores, changes) = Self::express(client, Some(namespace), FirstListing::Paged);
         Watched {
             stores,
             events: Box::pin(futures::stream::select_all(changes)),
@@ -306,12 +378,19 @@ impl Watched {
 
     /// The Express objects and pods of one namespace (None: every namespace), and the control
     /// ConfigMaps that pause them: the namespaces' and the operator-wide one.
-    pub fn fleet(client: &Client, namespace: Option<&str>, operator_namespace: &str) -> Watched {
-        let (mut stores, mut changes) = Self::express(client, namespace);
+    pub fn fleet(
+        client: &Client,
+        namespace: Option<&str>,
+        operator_namespace: &str,
+        listing: FirstListing,
+    ) -> Watched {
+        let (mut stores, mut changes) = Self::express(client, namespace, listing);
         let (local, l) = watched(
             scoped(client, namespace),
-            watcher::Config::default()
-                .fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
+            listing.config(
+                watcher::Config::default()
+                    .fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
+            ),
         );
         let (global, g) = watched(
             Api::namespaced(client.clone(), operator_namespace),
@@ -326,13 +405,18 @@ impl Watched {
         }
     }
 
-    fn express(client: &Client, namespace: Option<&str>) -> (Stores, Vec<Changes>) {
-        let (clusters, c) = watched(scoped(client, namespace), watcher::Config::default());
-        let (backends, b) = watched(scoped(client, namespace), watcher::Config::default());
-        let (frontends, f) = watched(scoped(client, namespace), watcher::Config::default());
+    fn express(
+        client: &Client,
+        namespace: Option<&str>,
+        listing: FirstListing,
+    ) -> (Stores, Vec<Changes>) {
+        let every = || listing.config(watcher::Config::default());
+        let (clusters, c) = watched(scoped(client, namespace), every());
+        let (backends, b) = watched(scoped(client, namespace), every());
+        let (frontends, f) = watched(scoped(client, namespace), every());
         let (pods, p) = watched(
             scoped(client, namespace),
-            watcher::Config::default().labels(LABEL_CLUSTER),
+            listing.config(watcher::Config::default().labels(LABEL_CLUSTER)),
         );
         let stores = Stores {
             clusters,
@@ -511,4 +595,29 @@ pub async fn express_cluster(
                 "no ExpressCluster for Express cluster {cluster} in namespace {namespace}"
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FirstListing;
+
+    #[test]
+    fn a_server_streams_its_first_listing_from_1_32_and_lists_in_pages_before() {
+        for (major, minor, listing) in [
+            ("1", "37", FirstListing::Streamed),
+            ("1", "32", FirstListing::Streamed),
+            ("1", "32+", FirstListing::Streamed),
+            ("1", "31", FirstListing::Paged),
+            ("1", "27+", FirstListing::Paged),
+            ("2", "0", FirstListing::Streamed),
+            ("", "", FirstListing::Paged),
+            ("1", "x", FirstListing::Paged),
+        ] {
+            assert_eq!(
+                FirstListing::for_version(major, minor),
+                listing,
+                "{major}.{minor}"
+            );
+        }
+    }
 }
