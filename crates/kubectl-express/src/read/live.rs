@@ -1,12 +1,13 @@
 //! Reading a live cluster: the objects of one namespace (or all), listed once or kept current by
 //! watches, the views the verbs draw from them. Nothing here writes.
 
-use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
 use express_api::lenient::{Lenient, Slim, Undecodable};
+
+use super::view_store::{ViewStore, watched_views};
 use express_api::objects::WatchedKind;
 use express_api::views::{NodeView, PodView, RevisionView};
 use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
@@ -15,8 +16,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, ObjectList};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 use list_pages::{self as pages, ListPaged};
 
@@ -199,22 +199,6 @@ where
     })
 }
 
-/// The decoded objects among `entries`; the others go to `undecodable`.
-fn split<'a, K: 'a>(
-    entries: impl Iterator<Item = &'a Lenient<K>>,
-    undecodable: &mut Vec<Arc<Undecodable>>,
-) -> Vec<Arc<K>> {
-    let mut objects = Vec::new();
-    for entry in entries {
-        match (entry.decoded(), entry.undecodable()) {
-            (Some(object), _) => objects.push(object.clone()),
-            (None, Some(bad)) => undecodable.push(bad.clone()),
-            (None, None) => {}
-        }
-    }
-    objects
-}
-
 /// What the planner reads of live objects: pods are matched to nodes by owner reference.
 pub fn inventory<'a>(objects: &'a Objects, operator_namespace: &'a str) -> Inventory<'a> {
     Inventory {
@@ -234,76 +218,20 @@ pub struct Watched {
 }
 
 /// The stores of [`Watched`]: cheap to clone, readable from anywhere while the watches run.
+/// Each keeps its objects' views, not the objects ([`ViewStore`]): the nodes' and pods' views
+/// are made once per change of that object, as it arrives.
 #[derive(Clone)]
 pub struct Stores {
-    clusters: Store<Lenient<ExpressCluster>>,
-    backends: Store<Lenient<Backend>>,
-    frontends: Store<Lenient<Frontend>>,
-    pods: Store<Lenient<Pod>>,
+    clusters: ViewStore<ExpressCluster>,
+    backends: ViewStore<NodeView>,
+    frontends: ViewStore<NodeView>,
+    pods: ViewStore<PodView>,
     /// The namespaces' control ConfigMaps (for the fleet).
-    controls: Option<Store<Lenient<ConfigMap>>>,
+    controls: Option<ViewStore<ConfigMap>>,
     /// The operator-wide control ConfigMap: read when the user may, but never waited for, and
     /// its watch's failures never fail the others (a user limited to tenant namespaces cannot
     /// watch the operator's namespace).
-    operator_control: Option<Store<Lenient<ConfigMap>>>,
-    /// The views of the nodes and pods, kept while the stores hold the same objects.
-    node_views: Arc<Memo<Backend, NodeView>>,
-    frontend_views: Arc<Memo<Frontend, NodeView>>,
-    pod_views: Arc<Memo<Pod, PodView>>,
-}
-
-/// The views of one store's objects, each kept while the store holds that same object (a store
-/// replaces an object it is told of with a new `Arc`), so that drawing the fleet again turns
-/// only what changed into views: a DC's objects into views is most of what a redraw costs.
-struct Memo<K, V> {
-    /// By the address of the store's entry, which the memo holds, so no other entry can reuse it.
-    views: Mutex<HashMap<usize, Kept<K, V>>>,
-}
-
-/// A store's entry and its view.
-type Kept<K, V> = (Arc<Lenient<K>>, Arc<V>);
-
-impl<K, V> Default for Memo<K, V> {
-    fn default() -> Self {
-        Memo {
-            views: Mutex::new(HashMap::new()),
-        }
-    }
-}
-
-impl<K: WatchedKind, V> Memo<K, V> {
-    /// The views of what `store` holds now; objects it cannot decode go to `undecodable`.
-    fn views(
-        &self,
-        store: &Store<Lenient<K>>,
-        undecodable: &mut Vec<Arc<Undecodable>>,
-        view: impl Fn(&K) -> V,
-    ) -> Vec<Arc<V>> {
-        let mut kept = self
-            .views
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entries = store.state();
-        let mut next = HashMap::with_capacity(entries.len());
-        let mut views = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match (entry.decoded(), entry.undecodable()) {
-                (Some(object), _) => {
-                    let address = Arc::as_ptr(&entry) as usize;
-                    let shown = match kept.remove(&address) {
-                        Some((same, shown)) if Arc::ptr_eq(&same, &entry) => shown,
-                        _ => Arc::new(view(object)),
-                    };
-                    views.push(shown.clone());
-                    next.insert(address, (entry, shown));
-                }
-                (None, Some(bad)) => undecodable.push(bad.clone()),
-                (None, None) => {}
-            }
-        }
-        *kept = next;
-        views
-    }
+    operator_control: Option<ViewStore<ConfigMap>>,
 }
 
 type Changes = Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>;
@@ -353,17 +281,20 @@ impl FirstListing {
     }
 }
 
-fn watched<K>(
+fn watched<K, V>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
-) -> (Store<Lenient<K>>, impl Stream<Item = Result<(), String>>)
+    view: impl Fn(Arc<K>) -> Arc<V> + Send + 'static,
+) -> (ViewStore<V>, impl Stream<Item = Result<(), String>>)
 where
     K: WatchedKind,
+    V: Send + Sync + 'static,
 {
-    let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config).default_backoff())
-        .map(|event| event.map(|_| ()).map_err(|e| format!("watch failed: {e}")));
-    (store, stream)
+    watched_views(api, config, view)
+}
+
+fn kept<K>(object: Arc<K>) -> Arc<K> {
+    object
 }
 
 impl Watched {
@@ -391,10 +322,12 @@ impl Watched {
                 watcher::Config::default()
                     .fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
             ),
+            kept::<ConfigMap>,
         );
         let (global, g) = watched(
             Api::namespaced(client.clone(), operator_namespace),
             watcher::Config::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_GLOBAL}")),
+            kept::<ConfigMap>,
         );
         stores.controls = Some(local);
         stores.operator_control = Some(global);
@@ -411,12 +344,13 @@ impl Watched {
         listing: FirstListing,
     ) -> (Stores, Vec<Changes>) {
         let every = || listing.config(watcher::Config::default());
-        let (clusters, c) = watched(scoped(client, namespace), every());
-        let (backends, b) = watched(scoped(client, namespace), every());
-        let (frontends, f) = watched(scoped(client, namespace), every());
+        let (clusters, c) = watched(scoped(client, namespace), every(), kept::<ExpressCluster>);
+        let (backends, b) = watched(scoped(client, namespace), every(), node_view::<Backend>);
+        let (frontends, f) = watched(scoped(client, namespace), every(), node_view::<Frontend>);
         let (pods, p) = watched(
             scoped(client, namespace),
             listing.config(watcher::Config::default().labels(LABEL_CLUSTER)),
+            |pod: Arc<Pod>| Arc::new(PodView::from(&*pod)),
         );
         let stores = Stores {
             clusters,
@@ -425,9 +359,6 @@ impl Watched {
             pods,
             controls: None,
             operator_control: None,
-            node_views: Arc::default(),
-            frontend_views: Arc::default(),
-            pod_views: Arc::default(),
         };
         (stores, vec![c.boxed(), b.boxed(), f.boxed(), p.boxed()])
     }
@@ -436,12 +367,12 @@ impl Watched {
     pub async fn ready(&mut self) -> Result<(), String> {
         let stores = self.stores.clone();
         let ready = async move {
-            let _ = stores.clusters.wait_until_ready().await;
-            let _ = stores.backends.wait_until_ready().await;
-            let _ = stores.frontends.wait_until_ready().await;
-            let _ = stores.pods.wait_until_ready().await;
+            stores.clusters.wait_until_listed().await;
+            stores.backends.wait_until_listed().await;
+            stores.frontends.wait_until_listed().await;
+            stores.pods.wait_until_listed().await;
             if let Some(controls) = &stores.controls {
-                let _ = controls.wait_until_ready().await;
+                controls.wait_until_listed().await;
             }
         };
         tokio::pin!(ready);
@@ -479,42 +410,25 @@ impl Watched {
 impl Stores {
     /// Whether every watch has listed once (without waiting).
     pub fn listed(&self) -> bool {
-        fn listed<K>(store: &Store<K>) -> bool
-        where
-            K: Resource + Clone + 'static,
-            K::DynamicType: Eq + std::hash::Hash + Clone,
-        {
-            use futures::FutureExt as _;
-            store
-                .wait_until_ready()
-                .now_or_never()
-                .is_some_and(|ready| ready.is_ok())
-        }
-        listed(&self.clusters)
-            && listed(&self.backends)
-            && listed(&self.frontends)
-            && listed(&self.pods)
-            && self.controls.as_ref().is_none_or(listed)
+        self.clusters.listed()
+            && self.backends.listed()
+            && self.frontends.listed()
+            && self.pods.listed()
+            && self.controls.as_ref().is_none_or(ViewStore::listed)
     }
 
-    /// What the watches hold now (shared with the stores, not copied).
+    /// What the watches hold now (the views themselves, shared, not copied).
     pub fn objects(&self) -> Objects {
         let mut bad = Vec::new();
         let mut config_maps = Vec::new();
         for store in self.controls.iter().chain(&self.operator_control) {
-            config_maps.extend(decoded(store, &mut bad));
+            config_maps.extend(held(store, &mut bad));
         }
         Objects {
-            clusters: decoded(&self.clusters, &mut bad),
-            backends: self
-                .node_views
-                .views(&self.backends, &mut bad, |n| NodeView::from(n)),
-            frontends: self
-                .frontend_views
-                .views(&self.frontends, &mut bad, |n| NodeView::from(n)),
-            pods: self
-                .pod_views
-                .views(&self.pods, &mut bad, |pod| PodView::from(pod)),
+            clusters: held(&self.clusters, &mut bad),
+            backends: held(&self.backends, &mut bad),
+            frontends: held(&self.frontends, &mut bad),
+            pods: held(&self.pods, &mut bad),
             config_maps,
             undecodable: bad,
             ..Objects::default()
@@ -522,12 +436,11 @@ impl Stores {
     }
 }
 
-/// The decoded objects of a store; the others go to `undecodable`.
-fn decoded<K: WatchedKind>(
-    store: &Store<Lenient<K>>,
-    undecodable: &mut Vec<Arc<Undecodable>>,
-) -> Vec<Arc<K>> {
-    split(store.state().iter().map(|entry| &**entry), undecodable)
+/// The views `store` holds; what it could not decode goes to `undecodable`.
+fn held<V>(store: &ViewStore<V>, undecodable: &mut Vec<Arc<Undecodable>>) -> Vec<Arc<V>> {
+    let (views, bad) = store.state();
+    undecodable.extend(bad);
+    views
 }
 
 /// A node, its kind and status, looked up by name in a namespace.

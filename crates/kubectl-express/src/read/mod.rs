@@ -8,3 +8,4 @@ pub mod release;
 pub mod rings;
 pub mod triage;
 pub mod unread;
+pub mod view_store;
