@@ -306,9 +306,10 @@ pub struct FleetStart {
 /// kubeconfig makes a client for (a context it does not is down for good, and says why).
 pub async fn open(
     start: &FleetStart,
-    read_only: bool,
-    operator_namespace: &str,
+    settings: &super::state::Settings,
 ) -> (Vec<Arc<Dc>>, Vec<(Arc<Dc>, live::Watched)>) {
+    let (read_only, operator_namespace) =
+        (settings.read_only, settings.operator_namespace.as_str());
     let mut dcs = Vec::new();
     let mut watches = Vec::new();
     for context in &start.contexts {
@@ -317,7 +318,9 @@ pub async fn open(
             Ok((client, default)) => {
                 let namespace =
                     (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
-                let listing = live::FirstListing::of(&client, start.deadline).await;
+                let listing =
+                    live::FirstListing::choose(&client, settings.streaming_lists, start.deadline)
+                        .await;
                 let watched = live::Watched::fleet(
                     &client,
                     namespace.as_deref(),

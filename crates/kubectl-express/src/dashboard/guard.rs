@@ -102,6 +102,7 @@ mod tests {
             read_only,
             allowed_hosts: vec!["127.0.0.1:3110".into(), "localhost:3110".into()],
             doctor_every: crate::dashboard::dcs::DOCTOR_EVERY,
+            streaming_lists: false,
         }
     }
 

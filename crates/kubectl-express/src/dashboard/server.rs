@@ -60,7 +60,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Exit> {
-    let listing = live::FirstListing::of(&client, Duration::from_secs(10)).await;
+    let listing =
+        live::FirstListing::choose(&client, settings.streaming_lists, Duration::from_secs(10))
+            .await;
     let mut watched = live::Watched::fleet(
         &client,
         namespace.as_deref(),
@@ -110,7 +112,7 @@ pub async fn serve_fleet(
     listener: tokio::net::TcpListener,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Exit> {
-    let (dcs, watches) = dcs::open(&start, settings.read_only, &settings.operator_namespace).await;
+    let (dcs, watches) = dcs::open(&start, &settings).await;
     let scope = format!(
         "{} contexts: {} · {}",
         start.contexts.len(),
@@ -366,6 +368,7 @@ mod tests {
             read_only: false,
             allowed_hosts: vec![HOST.into()],
             doctor_every: crate::dashboard::dcs::DOCTOR_EVERY,
+            streaming_lists: false,
         };
         let dcs = if contexts.is_empty() {
             vec![Arc::new(Dc::new(

@@ -32,6 +32,8 @@ pub struct Settings {
     pub allowed_hosts: Vec<String>,
     /// How often each DC's doctor runs (and the release pages' charts gain a point).
     pub doctor_every: Duration,
+    /// `--streaming-lists`: the watches fill by streaming lists where the server serves them.
+    pub streaming_lists: bool,
 }
 
 pub(super) struct Shared {

@@ -41,6 +41,10 @@ pub struct Args {
     /// page's chart.
     #[arg(long, default_value_t = 15, value_name = "SECONDS")]
     doctor_interval: u64,
+    /// Fill the watches by streaming lists (Kubernetes 1.32 and later; paged lists otherwise):
+    /// spares the API server the LIST, costs this process more CPU.
+    #[arg(long)]
+    streaming_lists: bool,
     #[command(flatten)]
     operator: OperatorNamespace,
     #[command(flatten)]
@@ -159,6 +163,7 @@ async fn bind(args: &Args) -> Result<(tokio::net::TcpListener, Settings), Exit> 
         read_only: args.read_only,
         allowed_hosts: allowed_hosts(bound, &args.allowed_hosts),
         doctor_every: std::time::Duration::from_secs(args.doctor_interval.max(1)),
+        streaming_lists: args.streaming_lists,
     };
     Ok((listener, settings))
 }
