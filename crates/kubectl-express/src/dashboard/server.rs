@@ -1,7 +1,7 @@
 //! The dashboard's HTTP server (axum): the router, which lists every route once, the page and
 //! JSON handlers, and starting the server over one context or several.
 //!
-//! What it reads comes from watches (reflector stores of the Express objects, pods and control
+//! What it reads comes from watches (view stores of the Express objects, pods and control
 //! ConfigMaps of each DC, started once: [`super::dcs`]), so a fleet page costs no API request; a
 //! tenant page lists its namespace's events once, and its live stream watches them for as long
 //! as the page is open. Each DC's doctor runs every [`dcs::DOCTOR_EVERY`].

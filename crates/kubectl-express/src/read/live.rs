@@ -209,7 +209,7 @@ pub fn inventory<'a>(objects: &'a Objects, operator_namespace: &'a str) -> Inven
 }
 
 /// Watches of the ExpressClusters, nodes and pods of one namespace (or every namespace), and,
-/// for the fleet, the control ConfigMaps, kept in reflector stores; [`Watched::changed`]
+/// for the fleet, the control ConfigMaps, kept as their views ([`ViewStore`]); [`Watched::changed`]
 /// resolves on each change, so that a verb redraws only when something changed (never by
 /// polling).
 pub struct Watched {
