@@ -130,6 +130,19 @@ def test_a_fleet_release_is_approved_paused_resumed_and_rolled_back_from_its_pag
     assert cards == ["dc-b", "dc-c"], cards
     screenshot(browser, fleet.directory, "dashboard-fleet-release.png")
 
+    # A dashboard that may not act in dc-c offers approve (written where it can), never pause or
+    # abort: they take the plan's step, which would write dc-c into every copy as unreadable.
+    partial = FleetDashboard(fleet.kubeconfig, fleet.directory, "--read-only-context", "dc-c")
+    try:
+        browser.get(partial.url + f"/fleet-releases/{name}")
+        offered = sorted(url.rsplit("/", 1)[1] for (url,) in read(browser, "#fleet-release-summary button.action", "data-url"))
+        assert offered == ["approve"], offered
+        assert "does not act in dc-c" in browser.find_element(By.ID, "fleet-release-summary").text
+        assert read(browser, "#fleet-release-pipeline li.dc-card[data-context=dc-c] .muted", "text") == [["no actions here"]]
+    finally:
+        partial.stop()
+    browser.get(dashboard.url + f"/fleet-releases/{name}")
+
     # A button's token is its own: another action's token is refused, nothing written.
     pause_token = read(browser, 'button.action[data-url$="/actions/pause"]', "data-token")[0][0]
     refused, _ = dashboard.post(f"/api/fleet-releases/{name}/actions/abort-rollback",

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::dcs::{Dc, dc_refusal};
 use super::links::{Binding, TOKEN_HEADER, fleet_release_binding};
-use super::state::{AppState, COPY_READ_DEADLINE, refuse};
+use super::state::{AppState, RELEASE_READ_DEADLINE, refuse};
 use crate::exit::{Code, Exit};
 use crate::fleet_release::dcs::Dcs;
 use crate::fleet_release::requests::{Ask, request};
@@ -411,43 +411,51 @@ pub(super) async fn fleet_release_action(
             );
         }
     }
-    let clients = shared.acting_clients();
+    let clients = shared.plan_clients();
     if clients.is_empty() {
         return refuse(
             StatusCode::FORBIDDEN,
-            "this dashboard acts in no DC of a plan: serve the plan's contexts (--context a,b,c), \
-             not read-only, or use `kubectl express fleet-release`",
+            "this dashboard acts in no DC: serve the plan's contexts (--context a,b,c), not \
+             read-only, or use `kubectl express fleet-release`",
         );
     }
-    // The plan as the newest copy has it: the step needs its stages.
-    let namespace = &shared.settings.operator_namespace;
-    let mut plan = None;
-    for client in clients.values() {
-        if let Ok(Ok(Some(copy))) = tokio::time::timeout(
-            COPY_READ_DEADLINE,
-            crate::read::fleet_release::copy(client, namespace, &name),
-        )
-        .await
-        {
-            plan = Some(copy);
-            break;
-        }
-    }
-    let Some(plan) = plan else {
-        return refuse(
-            StatusCode::NOT_FOUND,
-            &format!("no DC this dashboard acts in holds a FleetRelease {name} in {namespace}"),
-        );
+    // The copy its page shows: the one a driver wrote last.
+    let plan = match shared.newest_copy(&name).await {
+        Ok(plan) => plan,
+        Err(why) => return refuse(StatusCode::NOT_FOUND, &why),
     };
+    let unserved: Vec<&str> = plan
+        .spec
+        .contexts()
+        .map(|(_, context)| context)
+        .filter(|context| !clients.contains_key(*context))
+        .collect();
+    // Pause and abort take the plan's step at once, which reads every DC of the plan: one this
+    // dashboard does not serve would be read as one that cannot be read, and written so into
+    // every copy. Approve and resume only write the request where they can.
+    if ask.at_once() && !unserved.is_empty() {
+        return refuse(
+            StatusCode::CONFLICT,
+            &format!(
+                "{} takes the plan's step, which reads every DC of the plan, and this dashboard \
+                 does not act in {}: serve every DC of the plan, or use `kubectl express \
+                 fleet-release {}`",
+                ask.name(),
+                unserved.join(", "),
+                ask.name()
+            ),
+        );
+    }
+    let namespace = &shared.settings.operator_namespace;
     let dcs = Dcs::with_clients(
         &plan.spec,
         namespace,
         &name,
-        COPY_READ_DEADLINE,
+        RELEASE_READ_DEADLINE,
         &clients,
-        "not served by this dashboard (or read-only, or unreadable)",
+        "not served by this dashboard, or read-only there",
     );
-    let asked = request(&dcs, &plan.spec, ask).await;
+    let asked = request(&dcs, &plan.spec, ask, true).await;
     let reached = plan.spec.contexts().count() > asked.unreached.len();
     let mut message = asked.summary(&name, ask);
     for notice in &asked.notices {

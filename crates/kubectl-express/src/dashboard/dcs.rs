@@ -304,12 +304,14 @@ pub struct FleetStart {
 
 /// Each context of `start` as a DC, in order, and the watches to follow for those the
 /// kubeconfig makes a client for (a context it does not is down for good, and says why).
+/// `streaming_lists`: `--streaming-lists`, the watches fill by streaming lists where a DC
+/// answers them.
 pub async fn open(
     start: &FleetStart,
-    settings: &super::state::Settings,
+    read_only: bool,
+    operator_namespace: &str,
+    streaming_lists: bool,
 ) -> (Vec<Arc<Dc>>, Vec<(Arc<Dc>, live::Watched)>) {
-    let (read_only, operator_namespace) =
-        (settings.read_only, settings.operator_namespace.as_str());
     let mut dcs = Vec::new();
     let mut watches = Vec::new();
     for context in &start.contexts {
@@ -318,9 +320,13 @@ pub async fn open(
             Ok((client, default)) => {
                 let namespace =
                     (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
-                let listing =
-                    live::FirstListing::choose(&client, settings.streaming_lists, start.deadline)
-                        .await;
+                let listing = live::FirstListing::choose(
+                    &client,
+                    namespace.as_deref(),
+                    streaming_lists,
+                    start.deadline,
+                )
+                .await;
                 let watched = live::Watched::fleet(
                     &client,
                     namespace.as_deref(),

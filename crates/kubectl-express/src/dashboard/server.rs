@@ -60,9 +60,13 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Exit> {
-    let listing =
-        live::FirstListing::choose(&client, settings.streaming_lists, Duration::from_secs(10))
-            .await;
+    let listing = live::FirstListing::choose(
+        &client,
+        namespace.as_deref(),
+        settings.streaming_lists,
+        Duration::from_secs(10),
+    )
+    .await;
     let mut watched = live::Watched::fleet(
         &client,
         namespace.as_deref(),
@@ -112,7 +116,13 @@ pub async fn serve_fleet(
     listener: tokio::net::TcpListener,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Exit> {
-    let (dcs, watches) = dcs::open(&start, &settings).await;
+    let (dcs, watches) = dcs::open(
+        &start,
+        settings.read_only,
+        &settings.operator_namespace,
+        settings.streaming_lists,
+    )
+    .await;
     let scope = format!(
         "{} contexts: {} · {}",
         start.contexts.len(),
@@ -289,11 +299,9 @@ async fn release_page(
         Ok(view) => {
             Html(pages::release::release_page(&chrome, &view).into_string()).into_response()
         }
-        Err(why) => (
-            StatusCode::NOT_FOUND,
-            Html(pages::not_found(&chrome, &why).into_string()),
-        )
-            .into_response(),
+        Err((status, why)) => {
+            (status, Html(pages::not_found(&chrome, &why).into_string())).into_response()
+        }
     }
 }
 
@@ -307,7 +315,7 @@ async fn release_json(
     };
     match shared.release(&dc, &name).await {
         Ok(view) => axum::Json(view).into_response(),
-        Err(why) => refuse(StatusCode::NOT_FOUND, &why),
+        Err((status, why)) => refuse(status, &why),
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use express_api::ClusterKey;
+use express_api::fleet_release::FleetRelease;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
@@ -64,8 +65,9 @@ struct FleetUpdate {
     data: Arc<String>,
 }
 
-/// How long one DC may take to give its copy of a FleetRelease for a page.
-pub(super) const COPY_READ_DEADLINE: Duration = Duration::from_secs(5);
+/// How long one DC may take to answer a release page's read or a FleetRelease action's
+/// (the CLI's default `--context-timeout`).
+pub(super) const RELEASE_READ_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Queries whose last render is kept; more are dropped all at once (a view nobody watches
 /// costs nothing to render again).
@@ -235,14 +237,36 @@ impl Shared {
                 .contains(&ClusterKey::new(namespace, cluster))
     }
 
-    /// An OperatorRelease of `dc` as its page shows it, read now (Err: why not).
-    pub(super) async fn release(&self, dc: &Dc, name: &str) -> Result<ReleaseView, String> {
+    /// An OperatorRelease of `dc` as its page shows it, read now; Err: the answer's status
+    /// (404 no such release or kind, 502 the DC did not answer in time or failed) and why.
+    pub(super) async fn release(
+        &self,
+        dc: &Dc,
+        name: &str,
+    ) -> Result<ReleaseView, (StatusCode, String)> {
         let Some(client) = &dc.client else {
-            return Err("no client for this context".into());
+            return Err((StatusCode::BAD_GATEWAY, "no client for this context".into()));
         };
-        let release = crate::read::release::get(client, &self.settings.operator_namespace, name)
-            .await
-            .map_err(|e| e.message)?;
+        if let Some(why) = dc.health().refusal() {
+            return Err((StatusCode::BAD_GATEWAY, format!("the DC {why}")));
+        }
+        let read = crate::read::release::get(client, &self.settings.operator_namespace, name);
+        let release = match tokio::time::timeout(RELEASE_READ_DEADLINE, read).await {
+            Ok(Ok(release)) => release,
+            Ok(Err(exit)) if exit.code == crate::exit::Code::Usage => {
+                return Err((StatusCode::NOT_FOUND, exit.message));
+            }
+            Ok(Err(exit)) => return Err((StatusCode::BAD_GATEWAY, exit.message)),
+            Err(_) => {
+                return Err((
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "OperatorRelease {name}: no answer within {}s",
+                        RELEASE_READ_DEADLINE.as_secs()
+                    ),
+                ));
+            }
+        };
         Ok(ReleaseView::of(
             dc.name(),
             &release,
@@ -251,25 +275,27 @@ impl Shared {
         ))
     }
 
-    /// The clients of the DCs an action across DCs may write to: served, readable, not
-    /// read-only. The single DC has no context name a plan could name: none.
-    pub(super) fn acting_clients(&self) -> BTreeMap<String, kube::Client> {
+    /// The clients of the DCs a FleetRelease action may write in: served, not read-only,
+    /// whatever their health (one that does not answer is named, as the CLI names it). The
+    /// single DC has no context name a plan could name: none.
+    pub(super) fn plan_clients(&self) -> BTreeMap<String, kube::Client> {
         self.dcs
             .iter()
-            .filter(|dc| self.fleet_mode && !self.settings.read_only && dc_refusal(dc).is_none())
+            .filter(|dc| self.fleet_mode && !self.settings.read_only && !dc.read_only)
             .filter_map(|dc| Some((dc.context.clone()?, dc.client.clone()?)))
             .collect()
     }
 
-    /// The newest copy of FleetRelease `name` among the DCs that can be read (the copy a
-    /// driver wrote last), as its page shows it (Err: no DC holds it, or none answered).
-    pub(super) async fn fleet_release(&self, name: &str) -> Result<FleetReleaseView, String> {
+    /// The newest copy of FleetRelease `name` among the DCs served (the copy a driver wrote
+    /// last: the one its page shows and its actions act on), each read at once within
+    /// [`RELEASE_READ_DEADLINE`]. Err: no DC holds it, or none answered.
+    pub(super) async fn newest_copy(&self, name: &str) -> Result<FleetRelease, String> {
         let namespace = &self.settings.operator_namespace;
         let reads = self.dcs.iter().filter_map(|dc| {
             let client = dc.client.clone()?;
             Some(async move {
                 tokio::time::timeout(
-                    COPY_READ_DEADLINE,
+                    RELEASE_READ_DEADLINE,
                     crate::read::fleet_release::copy(&client, namespace, name),
                 )
                 .await
@@ -278,7 +304,7 @@ impl Shared {
                 .flatten()
             })
         });
-        let newest = futures::future::join_all(reads)
+        futures::future::join_all(reads)
             .await
             .into_iter()
             .flatten()
@@ -287,13 +313,18 @@ impl Shared {
                     .as_ref()
                     .and_then(|s| s.updated_at.as_ref())
                     .map(|t| t.0)
-            });
-        let Some(plan) = newest else {
-            return Err(format!(
-                "no DC of this dashboard holds a FleetRelease {name} in namespace {namespace}"
-            ));
-        };
-        let served: Vec<String> = self.acting_clients().into_keys().collect();
+            })
+            .ok_or_else(|| {
+                format!(
+                    "no DC of this dashboard holds a FleetRelease {name} in namespace {namespace}"
+                )
+            })
+    }
+
+    /// FleetRelease `name` as its page shows it, from [`Self::newest_copy`].
+    pub(super) async fn fleet_release(&self, name: &str) -> Result<FleetReleaseView, String> {
+        let plan = self.newest_copy(name).await?;
+        let served: Vec<String> = self.plan_clients().into_keys().collect();
         Ok(FleetReleaseView::of(&plan, &served, Timestamp::now()))
     }
 

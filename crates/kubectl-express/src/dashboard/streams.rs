@@ -138,7 +138,7 @@ pub(super) async fn release_stream(
     polled_updates(&instance, move || {
         let (shared, dc, name) = (shared.clone(), dc.clone(), name.clone());
         async move {
-            let view = shared.release(&dc, &name).await?;
+            let view = shared.release(&dc, &name).await.map_err(|(_, why)| why)?;
             let chrome = shared.chrome(&dc);
             Ok(update(pages::release::release_parts(&chrome, &view)))
         }

@@ -46,7 +46,7 @@ impl Ask {
     }
 
     /// Taken at once by the command, not left to a driver.
-    fn at_once(self) -> bool {
+    pub fn at_once(self) -> bool {
         matches!(self, Ask::Pause | Ask::Abort { .. })
     }
 }
@@ -94,7 +94,8 @@ impl Asked {
 
 /// Writes the request on every copy, and for pause and abort takes the step. The CLI and the
 /// dashboard both call this.
-pub async fn request(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> Asked {
+/// `quiet`: the step's own lines are not printed (the dashboard answers with its notices).
+pub async fn request(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask, quiet: bool) -> Asked {
     let request = Request {
         id: request_id(),
         at: Timestamp::now(),
@@ -128,7 +129,7 @@ pub async fn request(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> Asked {
         unreached,
     };
     if ask.at_once() {
-        let (decided, missed) = once(dcs, spec, false).await;
+        let (decided, missed) = once(dcs, spec, quiet).await;
         asked.notices = decided.notices.iter().map(|n| n.message.clone()).collect();
         asked.phase = Some(decided.status.phase());
         for context in missed {

@@ -237,21 +237,23 @@ pub struct Stores {
 type Changes = Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>;
 
 /// How a watch fills its store the first time, and again after a 410: one watch streaming the
-/// objects and then their changes (KEP-3157's `sendInitialEvents`, served by Kubernetes 1.32
-/// and later), or a list in pages and then the watch, which every server answers.
+/// objects and then their changes (KEP-3157's `sendInitialEvents`, where the server serves it),
+/// or a list in pages and then the watch, which every server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FirstListing {
     Streamed,
     Paged,
 }
 
-/// The first release whose API servers answer streaming lists by default (WatchList beta).
-const STREAMING_SINCE_MINOR: u32 = 32;
+/// The pod a probe's streaming watch selects: none, so the answer is the bookmark alone.
+const PROBE_POD: &str = "express-streaming-lists-probe";
 
 impl FirstListing {
-    /// Paged unless `streamed` is asked for; then streamed when the server says it is 1.32 or
-    /// later, paged otherwise (an older server refuses `sendInitialEvents`, and the watch
-    /// would retry for ever) or when it cannot say within `deadline`.
+    /// Paged unless `streamed` is asked for; then streamed if the server answers a streaming
+    /// watch of the pods in `namespace` (None: every namespace) with its initial-events-end
+    /// bookmark within `deadline`, paged otherwise. A version cannot tell: servers of 1.33 and
+    /// later may have the feature off and refuse `sendInitialEvents`, and a watch refused so
+    /// would retry for ever.
     ///
     /// Paged is the default because it is cheaper where the dashboard runs: at 10,000 tenants
     /// its first listing costs 2.1 s of CPU paged and 3.8 s streamed, for the same memory (a
@@ -259,28 +261,32 @@ impl FirstListing {
     /// server the LIST instead (docs/benchmarks.md, issue 63).
     pub async fn choose(
         client: &Client,
+        namespace: Option<&str>,
         streamed: bool,
         deadline: std::time::Duration,
     ) -> FirstListing {
         if !streamed {
             return FirstListing::Paged;
         }
-        match tokio::time::timeout(deadline, client.apiserver_version()).await {
-            Ok(Ok(info)) => FirstListing::for_version(&info.major, &info.minor),
-            _ => FirstListing::Paged,
-        }
-    }
-
-    /// From the version a server reports (`"1"`, `"32+"` as some distributions write it).
-    pub fn for_version(major: &str, minor: &str) -> FirstListing {
-        let number = |text: &str| -> Option<u32> {
-            text.trim_end_matches(|c: char| !c.is_ascii_digit())
-                .parse()
-                .ok()
+        let api = scoped::<Pod>(client, namespace);
+        let params = kube::api::WatchParams::streaming_lists()
+            .fields(&format!("metadata.name={PROBE_POD}"))
+            .timeout(u32::try_from(deadline.as_secs()).unwrap_or(10).max(1));
+        let answered = async {
+            let events = api.watch(&params, "").await.ok()?;
+            let mut events = std::pin::pin!(events);
+            match events.next().await {
+                Some(Ok(kube::api::WatchEvent::Bookmark(bookmark))) => Some(
+                    bookmark
+                        .metadata
+                        .annotations
+                        .contains_key("k8s.io/initial-events-end"),
+                ),
+                _ => None,
+            }
         };
-        match (number(major), number(minor)) {
-            (Some(1), Some(minor)) if minor >= STREAMING_SINCE_MINOR => FirstListing::Streamed,
-            (Some(major), _) if major > 1 => FirstListing::Streamed,
+        match tokio::time::timeout(deadline, answered).await {
+            Ok(Some(true)) => FirstListing::Streamed,
             _ => FirstListing::Paged,
         }
     }
@@ -524,25 +530,30 @@ pub async fn express_cluster(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used)]
+    use std::time::Duration;
+
+    use kubesim::{Config, FaultRule, KubeSim};
+
     use super::FirstListing;
 
-    #[test]
-    fn a_server_streams_its_first_listing_from_1_32_and_lists_in_pages_before() {
-        for (major, minor, listing) in [
-            ("1", "37", FirstListing::Streamed),
-            ("1", "32", FirstListing::Streamed),
-            ("1", "32+", FirstListing::Streamed),
-            ("1", "31", FirstListing::Paged),
-            ("1", "27+", FirstListing::Paged),
-            ("2", "0", FirstListing::Streamed),
-            ("", "", FirstListing::Paged),
-            ("1", "x", FirstListing::Paged),
-        ] {
-            assert_eq!(
-                FirstListing::for_version(major, minor),
-                listing,
-                "{major}.{minor}"
-            );
-        }
+    /// Streaming lists are asked for, and taken only where the server answers them: kubesim
+    /// does; a server refusing the streaming watch (as one with the feature off) gets pages.
+    #[tokio::test]
+    async fn streaming_lists_are_taken_only_where_the_server_answers_them() {
+        let sim = KubeSim::start(Config::default()).await.expect("start");
+        let client = sim.client().expect("client");
+        let deadline = Duration::from_secs(5);
+        let choose = |streamed| FirstListing::choose(&client, None, streamed, deadline);
+        assert_eq!(choose(false).await, FirstListing::Paged, "not asked for");
+        assert_eq!(choose(true).await, FirstListing::Streamed);
+        sim.faults().add_rule(FaultRule {
+            verb: Some("watch".into()),
+            resource: Some("pods".into()),
+            rate: 1.0,
+            status: 400,
+            retry_after_seconds: None,
+        });
+        assert_eq!(choose(true).await, FirstListing::Paged, "refused");
     }
 }

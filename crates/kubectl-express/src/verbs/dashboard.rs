@@ -41,7 +41,7 @@ pub struct Args {
     /// page's chart.
     #[arg(long, default_value_t = 15, value_name = "SECONDS")]
     doctor_interval: u64,
-    /// Fill the watches by streaming lists (Kubernetes 1.32 and later; paged lists otherwise):
+    /// Fill the watches by streaming lists where a DC answers them (paged lists otherwise):
     /// spares the API server the LIST, costs this process more CPU.
     #[arg(long)]
     streaming_lists: bool,

@@ -247,8 +247,10 @@ fn fleet_summary(chrome: &Chrome<'_>, signer: Option<&Signer>, view: &FleetRelea
         @if let Some(soak) = &view.soak { p class="soak" { strong { "Soak: " } (soak) } }
         @if !view.unserved.is_empty() {
             p class="warning" {
-                "This dashboard does not serve " (view.unserved.join(", "))
-                ": an action here cannot reach them (the CLI, or the next driver, acts there)."
+                "This dashboard does not act in " (view.unserved.join(", "))
+                " (not served, or read-only there): approve and resume are written where it acts; \
+                 pause and abort, which take the plan's step over every DC, are left to the CLI \
+                 or a dashboard acting in every DC of the plan."
             }
         }
         @if !chrome.read_only {
@@ -293,8 +295,15 @@ fn fleet_actions(view: &FleetReleaseView, signer: Option<&Signer>) -> Markup {
     if view.phase == "RolledBack" {
         return html! {};
     }
+    // Pause and abort take the plan's step, which reads every DC: offered only when this
+    // dashboard acts in every DC of the plan (the server refuses them otherwise).
+    let every_dc = view.unserved.is_empty();
     if view.over {
-        return rollback;
+        return if every_dc {
+            rollback
+        } else {
+            html! {}
+        };
     }
     html! {
         @if let Some(stage) = view.waiting_stage() {
@@ -306,11 +315,13 @@ fn fleet_actions(view: &FleetReleaseView, signer: Option<&Signer>) -> Markup {
         }
         @if view.paused {
             (button("resume", "Resume", format!("Resume FleetRelease {name}: stages start and soak again?")))
-        } @else {
+        } @else if every_dc {
             (button("pause", "Pause", format!("Pause FleetRelease {name}: no stage starts, in-flight releases pause, the soak clock stops?")))
         }
-        (button("abort", "Abort", format!("Abort FleetRelease {name}: no stage starts, in-flight DCs roll back?")))
-        (rollback)
+        @if every_dc {
+            (button("abort", "Abort", format!("Abort FleetRelease {name}: no stage starts, in-flight DCs roll back?")))
+            (rollback)
+        }
     }
 }
 
@@ -338,7 +349,7 @@ fn pipeline(view: &FleetReleaseView) -> Markup {
                                 @if let Some(left) = &dc.soak_left { br; "soak: " (left) }
                                 @if let Some(verdict) = &dc.verdict { br; "doctor: " (verdict) }
                                 @if !dc.message.is_empty() { br; span class="why" { (dc.message) } }
-                                @if !dc.served { br; span class="muted" { "not served here" } }
+                                @if !dc.served { br; span class="muted" { "no actions here" } }
                             }
                         }
                     }

@@ -427,7 +427,7 @@ fn dry_run(target: &Target, path: &PathBuf) -> Result<ExitCode, Exit> {
 /// The CLI's request: exit 0 once written everywhere, 1 naming each DC it had to change that
 /// could not be reached.
 async fn ask(dcs: &Dcs, spec: &FleetReleaseSpec, ask: Ask) -> ExitCode {
-    let asked: Asked = ask_dcs(dcs, spec, ask).await;
+    let asked: Asked = ask_dcs(dcs, spec, ask, false).await;
     for (context, why) in &asked.unreached {
         eprintln!(
             "kubectl-express fleet-release {}: {context}: {why}",
