@@ -290,6 +290,33 @@ fn a_good_plan_releases_stage_by_stage_soaks_each_and_succeeds() {
 }
 
 #[test]
+fn a_soak_whose_time_ran_out_before_the_driver_looked_still_takes_a_sample_first() {
+    // A 5 s soak, a driver stepping every 20 s: the stage is seen done after its soak time.
+    let mut world = World::new(plan(&[1, 1], &[], 5));
+    run_until(&mut world, FleetPhase::Soaking, 20, 20);
+    assert!(world.status.samples.is_empty());
+    assert!(!world.releases.contains_key("dc-1a"), "not on time alone");
+    let sampled = world.run(0);
+    assert!(
+        sampled
+            .notices
+            .iter()
+            .any(|n| n.message.starts_with("soak of stage 0: Ok")),
+        "{:?}",
+        sampled.notices
+    );
+    assert_eq!(creates(&sampled), ["dc-1a"]);
+    assert_eq!(world.status.samples.len(), 1);
+    // Trouble seen at that one sample fails the stage instead.
+    let mut troubled = World::new(plan(&[1, 1], &[], 5));
+    troubled.spec.release.failure_limit = 0;
+    run_until(&mut troubled, FleetPhase::Soaking, 20, 20);
+    troubled.verdicts.insert("dc-0a".into(), Verdict::Tenant);
+    assert!(creates(&troubled.run(0)).is_empty());
+    assert_eq!(troubled.status.phase(), FleetPhase::Failed);
+}
+
+#[test]
 fn an_approval_gate_waits_for_approve_and_an_early_approve_passes_it() {
     let mut world = World::new(plan(&[1, 1], &[1], 60));
     run_until(&mut world, FleetPhase::WaitingApproval, 40, 30);

@@ -159,7 +159,11 @@ impl Stepper<'_> {
             soak.started_at.0,
             spec.soak_seconds.saturating_add(soak.held_seconds),
         );
-        if !soak.holding && self.now() >= end {
+        // A soak passes on a sample, never on time alone: a driver that first sees the stage
+        // done after its soak time (it stepped less often than the soak lasts, or was not
+        // running) samples once before it goes on.
+        let sampled = soak.ok + soak.failed + soak.inconclusive > 0;
+        if !soak.holding && self.now() >= end && (sampled || spec.soak_seconds == 0) {
             return self.pass_soak(stage);
         }
         self.keep_soaking(stage, soak, interval, end)
