@@ -7,7 +7,7 @@ use std::sync::Arc;
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
 use express_api::lenient::{Lenient, Slim, Undecodable};
 
-use super::view_store::{ViewStore, watched_views};
+use super::view_store::{ViewStore, watched_views as watched};
 use express_api::objects::WatchedKind;
 use express_api::views::{NodeView, PodView, RevisionView};
 use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
@@ -299,18 +299,7 @@ impl FirstListing {
     }
 }
 
-fn watched<K, V>(
-    api: Api<Lenient<K>>,
-    config: watcher::Config,
-    view: impl Fn(Arc<K>) -> Arc<V> + Send + 'static,
-) -> (ViewStore<V>, impl Stream<Item = Result<(), String>>)
-where
-    K: WatchedKind,
-    V: Send + Sync + 'static,
-{
-    watched_views(api, config, view)
-}
-
+/// The view of an object kept as it is (ExpressClusters, control ConfigMaps).
 fn kept<K>(object: Arc<K>) -> Arc<K> {
     object
 }
