@@ -2,6 +2,11 @@
 //! (client-go's pager and kubectl's `--chunk-size` default), so that a DC of 10,000 tenants
 //! answers in pages instead of one response of its whole fleet. A page that fails is asked once more; a continue token that
 //! expired (410, the API server compacted its history mid-list) starts the list over, once.
+//! And how a watch first fills ([`FirstListing`]): streamed where the server answers, else in
+//! pages.
+
+mod first_listing;
+pub use first_listing::FirstListing;
 
 use std::fmt::Debug;
 use std::future::Future;

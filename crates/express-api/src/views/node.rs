@@ -210,6 +210,7 @@ impl NodeView {
 pub trait NodeObject {
     const KIND: NodeKind;
     fn parts(&self) -> (&ObjectMeta, &NodeSpec, Option<&NodeStatus>);
+    fn into_parts(self) -> (ObjectMeta, NodeSpec, Option<NodeStatus>);
 }
 
 impl NodeObject for Backend {
@@ -217,12 +218,18 @@ impl NodeObject for Backend {
     fn parts(&self) -> (&ObjectMeta, &NodeSpec, Option<&NodeStatus>) {
         (&self.metadata, &self.spec, self.status.as_ref())
     }
+    fn into_parts(self) -> (ObjectMeta, NodeSpec, Option<NodeStatus>) {
+        (self.metadata, self.spec.0, self.status)
+    }
 }
 
 impl NodeObject for Frontend {
     const KIND: NodeKind = NodeKind::Frontend;
     fn parts(&self) -> (&ObjectMeta, &NodeSpec, Option<&NodeStatus>) {
         (&self.metadata, &self.spec, self.status.as_ref())
+    }
+    fn into_parts(self) -> (ObjectMeta, NodeSpec, Option<NodeStatus>) {
+        (self.metadata, self.spec.0, self.status)
     }
 }
 
@@ -233,6 +240,13 @@ impl NodeView {
         let (meta, spec, status) = node.parts();
         NodeView::new(N::KIND, meta, spec.clone(), status.cloned(), interner)
     }
+
+    /// The view of a node given whole: its spec and status move into the view (cloning them
+    /// is most of what turning a DC's nodes into views costs).
+    pub fn owned<N: NodeObject>(node: N, interner: Option<&Interner>) -> NodeView {
+        let (meta, spec, status) = node.into_parts();
+        NodeView::new(N::KIND, &meta, spec, status, interner)
+    }
 }
 
 impl<N: NodeObject> From<&N> for NodeView {
@@ -241,29 +255,16 @@ impl<N: NodeObject> From<&N> for NodeView {
     }
 }
 
-/// A node given whole moves its spec and status into its view (cloning them is most of what
-/// turning a DC's nodes into views costs).
+/// A node given whole moves its spec and status into its view ([`NodeView::owned`]).
 impl From<Backend> for NodeView {
     fn from(node: Backend) -> Self {
-        NodeView::new(
-            Backend::KIND,
-            &node.metadata,
-            node.spec.0,
-            node.status,
-            None,
-        )
+        NodeView::owned(node, None)
     }
 }
 
 impl From<Frontend> for NodeView {
     fn from(node: Frontend) -> Self {
-        NodeView::new(
-            Frontend::KIND,
-            &node.metadata,
-            node.spec.0,
-            node.status,
-            None,
-        )
+        NodeView::owned(node, None)
     }
 }
 

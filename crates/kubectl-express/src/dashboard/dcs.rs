@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use super::model::fleet::{DcDoctor, Health};
 use super::model::release::{Trail, TrailPoint, UNHEALTHY_SIGNAL};
-use super::model::rows::{self, DoctorBanner, TenantRow};
+use super::model::rows::{DcRows, DoctorBanner, TenantRow};
 use crate::contexts::across::{ContextError, Scope};
 use crate::contexts::select::Loaded;
 use crate::read::live;
@@ -26,8 +26,6 @@ use crate::read::live;
 /// How often a DC's doctor runs by default (it reads Leases, Deployments, events and the
 /// releases): `--doctor-interval`.
 pub const DOCTOR_EVERY: Duration = Duration::from_secs(15);
-/// A DC's rows are built again at most this often when nothing changes (for their ages).
-const ROWS_FRESH: Duration = Duration::from_secs(5);
 
 /// One DC.
 pub struct Dc {
@@ -43,7 +41,8 @@ pub struct Dc {
     state: RwLock<State>,
     /// Bumped on each change its watches see and each new health or verdict.
     changes: AtomicU64,
-    rows: Mutex<Option<Rows>>,
+    /// Its tenants' rows, each namespace's built again when its objects change.
+    rows: Mutex<DcRows>,
     /// What its watches hold, as views, built once per change and shared by the rows, the
     /// doctor and the tenant pages (turning a DC's cached objects into views is most of what
     /// drawing its fleet costs).
@@ -58,12 +57,6 @@ struct State {
     seen: Option<Timestamp>,
     doctor: Option<DoctorBanner>,
     verdict: Option<DcDoctor>,
-}
-
-struct Rows {
-    change: u64,
-    at: Instant,
-    rows: Arc<Vec<TenantRow>>,
 }
 
 impl Dc {
@@ -88,7 +81,7 @@ impl Dc {
                 verdict: None,
             }),
             changes: AtomicU64::new(0),
-            rows: Mutex::new(None),
+            rows: Mutex::new(DcRows::default()),
             objects: Mutex::new(None),
             trails: Mutex::new(HashMap::new()),
         }
@@ -139,29 +132,17 @@ impl Dc {
         self.namespace.as_deref().is_none_or(|n| n == namespace)
     }
 
-    /// Its tenants' rows, built once per change (or per [`ROWS_FRESH`], for their ages).
-    pub fn rows(&self, operator_namespace: &str) -> Arc<Vec<TenantRow>> {
-        let change = self.changes.load(Ordering::SeqCst);
-        if let Ok(rows) = self.rows.lock()
-            && let Some(rows) = rows
-                .as_ref()
-                .filter(|r| r.change == change && r.at.elapsed() < ROWS_FRESH)
-        {
-            return rows.rows.clone();
-        }
-        let rows = Arc::new(rows::rows(
-            &self.objects(),
-            operator_namespace,
-            Timestamp::now(),
-        ));
-        if let Ok(mut cached) = self.rows.lock() {
-            *cached = Some(Rows {
-                change,
-                at: Instant::now(),
-                rows: rows.clone(),
-            });
-        }
-        rows
+    /// Its tenants' rows as its watches hold them now: the rows of the namespaces changed
+    /// since the last call are built again, the others kept.
+    pub fn rows(&self, operator_namespace: &str) -> Arc<Vec<Arc<TenantRow>>> {
+        let Some(stores) = &self.stores else {
+            return Arc::default();
+        };
+        let mut rows = self
+            .rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        rows.refresh(stores, operator_namespace)
     }
 
     /// What the dashboard has read of release `name` over time.
@@ -321,8 +302,7 @@ pub async fn open(
                 let namespace =
                     (!start.all_namespaces).then(|| start.namespace.clone().unwrap_or(default));
                 let listing = live::FirstListing::choose(
-                    &client,
-                    namespace.as_deref(),
+                    live::scoped(&client, namespace.as_deref()),
                     streaming_lists,
                     start.deadline,
                 )

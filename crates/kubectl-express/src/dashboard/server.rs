@@ -61,8 +61,7 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Exit> {
     let listing = live::FirstListing::choose(
-        &client,
-        namespace.as_deref(),
+        live::scoped(&client, namespace.as_deref()),
         settings.streaming_lists,
         Duration::from_secs(10),
     )

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
 use express_api::lenient::{Lenient, Slim, Undecodable};
 
+pub use super::view_store::Changed;
 use super::view_store::{ViewStore, watched_views as watched};
 use express_api::objects::WatchedKind;
-use express_api::views::{NodeView, PodView, RevisionView};
+use express_api::views::{Interner, NodeObject, NodeView, PodView, RevisionView};
 use express_api::{Backend, ExpressCluster, Frontend, NodeKind, NodeStatus, Objects};
 use express_planner::observe::{Inventory, PodOwnership};
 use futures::{Stream, StreamExt};
@@ -18,6 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, ObjectList};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
+pub use list_pages::FirstListing;
 use list_pages::{self as pages, ListPaged};
 
 use crate::exit::Exit;
@@ -133,6 +135,10 @@ pub async fn load(
     let all = ListParams::default();
     let ours = ListParams::default().labels(LABEL_CLUSTER);
     let mut bad = Vec::new();
+    // One interner for the read: a tenant's namespace, cluster name, revision and version,
+    // and every pod's condition words, are one string each, not one per object.
+    let interner = Interner::default();
+    let interner = Some(&interner);
     let mut config_maps = list(
         scoped::<Lenient<ConfigMap>>(client, namespace),
         &ListParams::default().fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
@@ -153,7 +159,7 @@ pub async fn load(
             &all,
             "Backends",
             &mut bad,
-            node_view,
+            |node| node_view(node, interner),
         )
         .await?,
         frontends: list_views::<Frontend, _>(
@@ -161,11 +167,11 @@ pub async fn load(
             &all,
             "Frontends",
             &mut bad,
-            node_view,
+            |node| node_view(node, interner),
         )
         .await?,
         pods: list_views::<Pod, _>(scoped(client, namespace), &ours, "pods", &mut bad, |pod| {
-            Arc::new(PodView::from(&*pod))
+            Arc::new(PodView::new(&pod, interner))
         })
         .await?,
         config_maps,
@@ -189,13 +195,10 @@ pub async fn load(
 
 /// A listed node's view, moving its spec and status when the page held the only reference
 /// to it (it does: the page is being let go), cloning them otherwise.
-fn node_view<N>(node: Arc<N>) -> Arc<NodeView>
-where
-    NodeView: From<N> + for<'a> From<&'a N>,
-{
+fn node_view<N: NodeObject>(node: Arc<N>, interner: Option<&Interner>) -> Arc<NodeView> {
     Arc::new(match Arc::try_unwrap(node) {
-        Ok(node) => NodeView::from(node),
-        Err(shared) => NodeView::from(&*shared),
+        Ok(node) => NodeView::owned(node, interner),
+        Err(shared) => NodeView::of(&*shared, interner),
     })
 }
 
@@ -235,69 +238,6 @@ pub struct Stores {
 }
 
 type Changes = Pin<Box<dyn Stream<Item = Result<(), String>> + Send>>;
-
-/// How a watch fills its store the first time, and again after a 410: one watch streaming the
-/// objects and then their changes (KEP-3157's `sendInitialEvents`, where the server serves it),
-/// or a list in pages and then the watch, which every server answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FirstListing {
-    Streamed,
-    Paged,
-}
-
-/// The pod a probe's streaming watch selects: none, so the answer is the bookmark alone.
-const PROBE_POD: &str = "express-streaming-lists-probe";
-
-impl FirstListing {
-    /// Paged unless `streamed` is asked for; then streamed if the server answers a streaming
-    /// watch of the pods in `namespace` (None: every namespace) with its initial-events-end
-    /// bookmark within `deadline`, paged otherwise. A version cannot tell: servers of 1.33 and
-    /// later may have the feature off and refuse `sendInitialEvents`, and a watch refused so
-    /// would retry for ever.
-    ///
-    /// Paged is the default because it is cheaper where the dashboard runs: at 10,000 tenants
-    /// its first listing costs 2.1 s of CPU paged and 3.8 s streamed, for the same memory (a
-    /// page is at most 500 objects; the views are what is held). Streaming spares the API
-    /// server the LIST instead (docs/benchmarks.md, issue 63).
-    pub async fn choose(
-        client: &Client,
-        namespace: Option<&str>,
-        streamed: bool,
-        deadline: std::time::Duration,
-    ) -> FirstListing {
-        if !streamed {
-            return FirstListing::Paged;
-        }
-        let api = scoped::<Pod>(client, namespace);
-        let params = kube::api::WatchParams::streaming_lists()
-            .fields(&format!("metadata.name={PROBE_POD}"))
-            .timeout(u32::try_from(deadline.as_secs()).unwrap_or(10).max(1));
-        let answered = async {
-            let events = api.watch(&params, "").await.ok()?;
-            let mut events = std::pin::pin!(events);
-            match events.next().await {
-                Some(Ok(kube::api::WatchEvent::Bookmark(bookmark))) => Some(
-                    bookmark
-                        .metadata
-                        .annotations
-                        .contains_key("k8s.io/initial-events-end"),
-                ),
-                _ => None,
-            }
-        };
-        match tokio::time::timeout(deadline, answered).await {
-            Ok(Some(true)) => FirstListing::Streamed,
-            _ => FirstListing::Paged,
-        }
-    }
-
-    fn config(self, config: watcher::Config) -> watcher::Config {
-        match self {
-            FirstListing::Streamed => config.streaming_lists(),
-            FirstListing::Paged => config.page_size(pages::PAGE_SIZE),
-        }
-    }
-}
 
 /// The view of an object kept as it is (ExpressClusters, control ConfigMaps).
 fn kept<K>(object: Arc<K>) -> Arc<K> {
@@ -351,13 +291,21 @@ impl Watched {
         listing: FirstListing,
     ) -> (Stores, Vec<Changes>) {
         let every = || listing.config(watcher::Config::default());
+        // One interner for the watches, as for a read (see `load`).
+        let interner = Arc::new(Interner::default());
         let (clusters, c) = watched(scoped(client, namespace), every(), kept::<ExpressCluster>);
-        let (backends, b) = watched(scoped(client, namespace), every(), node_view::<Backend>);
-        let (frontends, f) = watched(scoped(client, namespace), every(), node_view::<Frontend>);
+        let shared = interner.clone();
+        let (backends, b) = watched(scoped(client, namespace), every(), move |node| {
+            node_view::<Backend>(node, Some(&shared))
+        });
+        let shared = interner.clone();
+        let (frontends, f) = watched(scoped(client, namespace), every(), move |node| {
+            node_view::<Frontend>(node, Some(&shared))
+        });
         let (pods, p) = watched(
             scoped(client, namespace),
             listing.config(watcher::Config::default().labels(LABEL_CLUSTER)),
-            |pod: Arc<Pod>| Arc::new(PodView::from(&*pod)),
+            move |pod: Arc<Pod>| Arc::new(PodView::new(&pod, Some(&interner))),
         );
         let stores = Stores {
             clusters,
@@ -443,6 +391,73 @@ impl Stores {
     }
 }
 
+/// The versions of a [`Stores`]' stores a reader last looked at ([`Stores::changes_since`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seen([u64; 6]);
+
+impl Stores {
+    /// The stores' versions now, and what changed since `seen` (None: never looked). A change
+    /// of the operator-wide control ConfigMap pauses every namespace: everything changed.
+    pub fn changes_since(&self, seen: Option<&Seen>) -> (Seen, Changed) {
+        let mut now = Seen::default();
+        let mut changed = Changed::Namespaces(Default::default());
+        let at = |i: usize| seen.map(|s| s.0[i]);
+        let mut look = |i: usize, (version, what): (u64, Changed)| {
+            now.0[i] = version;
+            changed = std::mem::replace(&mut changed, Changed::Everything).and(what);
+        };
+        look(0, self.clusters.changes_since(at(0)));
+        look(1, self.backends.changes_since(at(1)));
+        look(2, self.frontends.changes_since(at(2)));
+        look(3, self.pods.changes_since(at(3)));
+        if let Some(controls) = &self.controls {
+            look(4, controls.changes_since(at(4)));
+        }
+        if let Some(operator_control) = &self.operator_control {
+            let (version, what) = operator_control.changes_since(at(5));
+            let what = match what {
+                Changed::Namespaces(n) if n.is_empty() => Changed::Namespaces(n),
+                _ => Changed::Everything,
+            };
+            look(5, (version, what));
+        }
+        (now, changed)
+    }
+
+    /// What the watches hold in `namespace`, with the operator-wide control ConfigMap (as
+    /// [`crate::show::cluster::namespace_objects`] gives it).
+    pub fn objects_in(&self, namespace: &str) -> Objects {
+        let mut bad = Vec::new();
+        let mut config_maps = Vec::new();
+        if let Some(controls) = &self.controls {
+            config_maps.extend(held_in(controls, namespace, &mut bad));
+        }
+        if let Some(operator_control) = &self.operator_control {
+            config_maps.extend(held(operator_control, &mut bad));
+        }
+        Objects {
+            clusters: held_in(&self.clusters, namespace, &mut bad),
+            backends: held_in(&self.backends, namespace, &mut bad),
+            frontends: held_in(&self.frontends, namespace, &mut bad),
+            pods: held_in(&self.pods, namespace, &mut bad),
+            config_maps,
+            undecodable: bad,
+            ..Objects::default()
+        }
+    }
+}
+
+/// The views `store` holds in `namespace`; what it could not decode goes to `undecodable`.
+fn held_in<V>(
+    store: &ViewStore<V>,
+    namespace: &str,
+    undecodable: &mut Vec<Arc<Undecodable>>,
+) -> Vec<Arc<V>> {
+    let (views, bad) = store.state_in(namespace);
+    undecodable.extend(bad);
+    views
+}
+
 /// The views `store` holds; what it could not decode goes to `undecodable`.
 fn held<V>(store: &ViewStore<V>, undecodable: &mut Vec<Arc<Undecodable>>) -> Vec<Arc<V>> {
     let (views, bad) = store.state();
@@ -522,6 +537,7 @@ mod tests {
     #![allow(clippy::expect_used)]
     use std::time::Duration;
 
+    use kube::Api;
     use kubesim::{Config, FaultRule, KubeSim};
 
     use super::FirstListing;
@@ -533,7 +549,7 @@ mod tests {
         let sim = KubeSim::start(Config::default()).await.expect("start");
         let client = sim.client().expect("client");
         let deadline = Duration::from_secs(5);
-        let choose = |streamed| FirstListing::choose(&client, None, streamed, deadline);
+        let choose = |streamed| FirstListing::choose(Api::all(client.clone()), streamed, deadline);
         assert_eq!(choose(false).await, FirstListing::Paged, "not asked for");
         assert_eq!(choose(true).await, FirstListing::Streamed);
         sim.faults().add_rule(FaultRule {

@@ -9,6 +9,7 @@
 //! as an empty (or healthy) DC.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use express_triage::Verdict;
 use k8s_openapi::jiff::Timestamp;
@@ -75,7 +76,7 @@ pub struct DcInput<'a> {
     /// `--read-only` or `--read-only-context` names it.
     pub read_only: bool,
     /// Its tenants.
-    pub rows: &'a [TenantRow],
+    pub rows: &'a [Arc<TenantRow>],
 }
 
 /// One DC's badge: its doctor's verdict, or why it cannot be read.
@@ -268,6 +269,8 @@ pub struct FleetRow {
     pub context: String,
     #[serde(flatten)]
     pub tenant: TenantRow,
+    /// How long ago its rollout started (while active) or finished.
+    pub rollout_age: Option<String>,
     /// The DC is down: this is what it held when last seen.
     pub stale: bool,
     pub last_seen: Option<String>,
@@ -277,19 +280,41 @@ impl FleetRow {
     /// 0: failing (Failed, InvalidSpec, Degraded); 1: not settled or not known (Progressing,
     /// Paused, stale...); 2: Healthy.
     pub fn concern(&self) -> u8 {
-        if self.stale {
-            return 1;
-        }
-        match self.tenant.list.phase.as_str() {
-            "Failed" | "InvalidSpec" | "Degraded" => 0,
-            "Healthy" => 2,
-            _ => 1,
-        }
+        concern(&self.tenant, self.stale)
+    }
+}
+
+/// [`FleetRow::concern`] of a row of a DC, stale or not.
+fn concern(tenant: &TenantRow, stale: bool) -> u8 {
+    if stale {
+        return 1;
+    }
+    match tenant.list.phase.as_str() {
+        "Failed" | "InvalidSpec" | "Degraded" => 0,
+        "Healthy" => 2,
+        _ => 1,
+    }
+}
+
+/// A tenant of one DC while the page is chosen: the rows stay the DCs' own, and only the
+/// page's rows become [`FleetRow`]s (a fleet of 10,000 tenants is not copied per redraw).
+#[derive(Clone, Copy)]
+struct Candidate<'a> {
+    /// Its DC's place in the merge's input.
+    dc: usize,
+    context: &'a str,
+    tenant: &'a TenantRow,
+    stale: bool,
+}
+
+impl Candidate<'_> {
+    fn concern(&self) -> u8 {
+        concern(self.tenant, self.stale)
     }
 
     fn matches(&self, query: &FleetQuery) -> bool {
         let list = &self.tenant.list;
-        query.context.as_ref().is_none_or(|c| &self.context == c)
+        query.context.as_ref().is_none_or(|c| self.context == c)
             && query
                 .namespace
                 .as_ref()
@@ -386,13 +411,13 @@ fn count<'a>(values: impl Iterator<Item = &'a str>) -> Count {
 /// Merges the DCs (in the order given) into the page `query` asks for.
 pub fn merge(dcs: &[DcInput<'_>], query: &FleetQuery, now: Timestamp) -> FleetView {
     let badges: Vec<Badge> = dcs.iter().map(|dc| badge(dc, now)).collect();
-    let mut rows: Vec<FleetRow> = Vec::new();
-    for (dc, badge) in dcs.iter().zip(&badges) {
-        rows.extend(dc.rows.iter().map(|tenant| FleetRow {
-            context: dc.context.to_owned(),
-            tenant: tenant.clone(),
+    let mut rows: Vec<Candidate<'_>> = Vec::with_capacity(dcs.iter().map(|d| d.rows.len()).sum());
+    for (place, (dc, badge)) in dcs.iter().zip(&badges).enumerate() {
+        rows.extend(dc.rows.iter().map(|tenant| Candidate {
+            dc: place,
+            context: dc.context,
+            tenant,
             stale: badge.stale,
-            last_seen: badge.last_seen.clone().filter(|_| badge.stale),
         }));
     }
     let counts = Counts {
@@ -406,21 +431,31 @@ pub fn merge(dcs: &[DcInput<'_>], query: &FleetQuery, now: Timestamp) -> FleetVi
         failing: rows.iter().filter(|r| r.concern() == 0).count(),
         stale: rows.iter().filter(|r| r.stale).count(),
     };
-    let namespaces: BTreeSet<String> = rows
+    let namespaces: BTreeSet<&str> = rows
         .iter()
-        .map(|r| r.tenant.list.namespace.clone())
+        .map(|r| r.tenant.list.namespace.as_str())
         .collect();
-    let phases: BTreeSet<String> = rows.iter().map(|r| r.tenant.list.phase.clone()).collect();
+    let phases: BTreeSet<&str> = rows.iter().map(|r| r.tenant.list.phase.as_str()).collect();
     let total = rows.len();
-    let mut kept: Vec<FleetRow> = rows.into_iter().filter(|r| r.matches(query)).collect();
-    sort(&mut kept, dcs, query);
-    let shown = kept.len();
+    rows.retain(|r| r.matches(query));
+    sort(&mut rows, query);
+    let shown = rows.len();
     let pages = shown.div_ceil(PAGE_SIZE).max(1);
     let page = query.page.unwrap_or(1).clamp(1, pages);
-    let tenants: Vec<FleetRow> = kept
-        .into_iter()
+    let tenants: Vec<FleetRow> = rows
+        .iter()
         .skip((page - 1) * PAGE_SIZE)
         .take(PAGE_SIZE)
+        .map(|r| {
+            let badge = &badges[r.dc];
+            FleetRow {
+                context: r.context.to_owned(),
+                tenant: r.tenant.clone(),
+                rollout_age: r.tenant.rollout_age(now),
+                stale: r.stale,
+                last_seen: badge.last_seen.clone().filter(|_| badge.stale),
+            }
+        })
         .collect();
     let FleetVerdict {
         verdict,
@@ -472,8 +507,8 @@ pub fn merge(dcs: &[DcInput<'_>], query: &FleetQuery, now: Timestamp) -> FleetVi
             .filter(|dc| !dc.context.is_empty())
             .map(|dc| dc.context.to_owned())
             .collect(),
-        namespaces: namespaces.into_iter().collect(),
-        phases: phases.into_iter().collect(),
+        namespaces: namespaces.into_iter().map(str::to_owned).collect(),
+        phases: phases.into_iter().map(str::to_owned).collect(),
         doctor: match dcs {
             [one] => one.banner.cloned(),
             _ => None,
@@ -515,45 +550,38 @@ fn fleet_verdict(dcs: &[DcInput<'_>]) -> FleetVerdict {
     across_dcs(&read)
 }
 
-fn sort(rows: &mut [FleetRow], dcs: &[DcInput<'_>], query: &FleetQuery) {
-    let place = |context: &str| dcs.iter().position(|dc| dc.context == context);
-    let by_name = |a: &FleetRow, b: &FleetRow| {
-        (
-            place(&a.context),
-            &a.tenant.list.namespace,
-            &a.tenant.list.cluster,
-        )
-            .cmp(&(
-                place(&b.context),
-                &b.tenant.list.namespace,
-                &b.tenant.list.cluster,
-            ))
+fn sort(rows: &mut [Candidate<'_>], query: &FleetQuery) {
+    let by_name = |a: &Candidate<'_>, b: &Candidate<'_>| {
+        (a.dc, &a.tenant.list.namespace, &a.tenant.list.cluster).cmp(&(
+            b.dc,
+            &b.tenant.list.namespace,
+            &b.tenant.list.cluster,
+        ))
     };
-    let done = |r: &FleetRow| {
+    let done = |r: &Candidate<'_>| {
         (r.tenant.up_to_date * 1000)
             .checked_div(r.tenant.up)
             .unwrap_or(1000)
     };
+    // Oldest rollout first; tenants without one last.
+    let oldest_first =
+        |a: Option<Timestamp>, b: Option<Timestamp>| (a.is_none(), a).cmp(&(b.is_none(), b));
     let grouped = query.grouped();
     rows.sort_by(|a, b| {
         let group = if grouped {
-            place(&a.context).cmp(&place(&b.context))
+            a.dc.cmp(&b.dc)
         } else {
             std::cmp::Ordering::Equal
         };
         let key = match query.sort {
             FleetSort::Health => a.concern().cmp(&b.concern()),
-            FleetSort::Context => place(&a.context).cmp(&place(&b.context)),
+            FleetSort::Context => a.dc.cmp(&b.dc),
             FleetSort::Namespace => a.tenant.list.namespace.cmp(&b.tenant.list.namespace),
             FleetSort::Cluster => a.tenant.list.cluster.cmp(&b.tenant.list.cluster),
             FleetSort::Phase => a.tenant.list.phase.cmp(&b.tenant.list.phase),
             // Least done first, as on the single-DC page.
             FleetSort::Progress => done(a).cmp(&done(b)),
-            // Oldest rollout first; tenants without one last.
-            FleetSort::Age => b
-                .tenant
-                .rollout_age_seconds()
-                .cmp(&a.tenant.rollout_age_seconds()),
+            FleetSort::Age => oldest_first(a.tenant.rollout_since(), b.tenant.rollout_since()),
         };
         group.then(key).then_with(|| by_name(a, b))
     });
@@ -569,8 +597,14 @@ mod tests {
         "2026-05-01T12:00:00Z".parse().unwrap()
     }
 
-    fn row(namespace: &str, cluster: &str, phase: &str, ring: &str, version: &str) -> TenantRow {
-        TenantRow::new(
+    fn row(
+        namespace: &str,
+        cluster: &str,
+        phase: &str,
+        ring: &str,
+        version: &str,
+    ) -> Arc<TenantRow> {
+        Arc::new(TenantRow::new(
             ListRow {
                 namespace: namespace.into(),
                 cluster: cluster.into(),
@@ -586,8 +620,8 @@ mod tests {
             2,
             2,
             vec!["v1".into()],
-            Some(60),
-        )
+            Some("2026-05-01T11:59:00Z".parse().unwrap()),
+        ))
     }
 
     fn doctor(verdict: Verdict) -> DcDoctor {
@@ -740,7 +774,13 @@ mod tests {
         let infra = doctor(Verdict::Infrastructure);
         let lost_at: Timestamp = "2026-05-01T11:59:18Z".parse().unwrap();
         // (health, doctor, read-only, rows, badge)
-        type Case<'a> = (Health, Option<&'a DcDoctor>, bool, &'a [TenantRow], Badge);
+        type Case<'a> = (
+            Health,
+            Option<&'a DcDoctor>,
+            bool,
+            &'a [Arc<TenantRow>],
+            Badge,
+        );
         let cases: Vec<Case<'_>> = vec![
             (
                 Health::Live,
@@ -886,7 +926,7 @@ mod tests {
 
     #[test]
     fn the_fleet_is_paged_and_the_links_keep_the_query() {
-        let many: Vec<TenantRow> = (0..450)
+        let many: Vec<Arc<TenantRow>> = (0..450)
             .map(|i| {
                 row(
                     &format!("team-{i:03}"),

@@ -2,12 +2,14 @@
 //! the doctor's banner of a DC with its operator releases.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use express_api::{NodeRef, Objects};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::shown::{age, seconds_since};
+use super::shown::age;
+use crate::read::live::{Changed, Stores};
 use crate::show::cluster::{self, ListRow};
 
 /// One tenant on the fleet page: the `list` verb's row, and what the page adds to it.
@@ -22,10 +24,10 @@ pub struct TenantRow {
     pub up: usize,
     /// The Express versions the nodes' pods run, sorted.
     pub versions: Vec<String>,
-    /// How long ago the rollout started (while active) or finished.
-    pub rollout_age: Option<String>,
+    /// When the rollout started (while active) or finished: its age is read when the row is
+    /// shown, so that a row stays valid until its tenant changes.
     #[serde(skip)]
-    rollout_age_seconds: Option<i64>,
+    rollout_since: Option<Timestamp>,
 }
 
 impl TenantRow {
@@ -34,27 +36,31 @@ impl TenantRow {
         format!("{}/{}", self.up_to_date, self.up)
     }
 
-    /// Seconds since its rollout started (while active) or finished.
-    pub fn rollout_age_seconds(&self) -> Option<i64> {
-        self.rollout_age_seconds
+    /// When its rollout started (while active) or finished.
+    pub fn rollout_since(&self) -> Option<Timestamp> {
+        self.rollout_since
     }
 
-    /// A row from its parts, `rollout_age_seconds` ago.
+    /// How long ago, at `now`, its rollout started (while active) or finished.
+    pub fn rollout_age(&self, now: Timestamp) -> Option<String> {
+        age(now, self.rollout_since)
+    }
+
+    /// A row from its parts, its rollout `rollout_since`.
     #[cfg(test)]
     pub(crate) fn new(
         list: ListRow,
         up_to_date: usize,
         up: usize,
         versions: Vec<String>,
-        rollout_age_seconds: Option<i64>,
+        rollout_since: Option<Timestamp>,
     ) -> TenantRow {
         TenantRow {
             list,
             up_to_date,
             up,
             versions,
-            rollout_age: rollout_age_seconds.map(express_triage::age),
-            rollout_age_seconds,
+            rollout_since,
         }
     }
 
@@ -204,23 +210,79 @@ impl DoctorBanner {
 
 /// Every tenant of one DC as a row, by namespace then cluster, each built from its own
 /// namespace's objects (so the cost grows with the fleet, not with its square).
-pub fn rows(objects: &Objects, operator_namespace: &str, now: Timestamp) -> Vec<TenantRow> {
-    let mut rows = Vec::new();
-    for (namespace, group) in cluster::by_namespace(objects, operator_namespace) {
-        for list in cluster::namespace_rows(&group, operator_namespace) {
-            let nodes = group.nodes_of(&namespace, &list.cluster);
-            rows.push(tenant_row(list, &group, &nodes, now));
-        }
-    }
-    rows
+pub fn rows(objects: &Objects, operator_namespace: &str) -> Vec<TenantRow> {
+    cluster::by_namespace(objects, operator_namespace)
+        .into_iter()
+        .flat_map(|(namespace, group)| namespace_rows(&group, &namespace, operator_namespace))
+        .collect()
 }
 
-pub(super) fn tenant_row(
-    list: ListRow,
-    group: &Objects,
-    nodes: &[NodeRef<'_>],
-    now: Timestamp,
-) -> TenantRow {
+/// The rows of one namespace's objects (with the operator-wide control ConfigMap).
+fn namespace_rows(group: &Objects, namespace: &str, operator_namespace: &str) -> Vec<TenantRow> {
+    cluster::namespace_rows(group, operator_namespace)
+        .into_iter()
+        .map(|list| {
+            let nodes = group.nodes_of(namespace, &list.cluster);
+            tenant_row(list, group, &nodes)
+        })
+        .collect()
+}
+
+/// A DC's rows kept by namespace, so that a change redraws the rows of the namespaces it
+/// touched and shares the others (the dashboard's redraw of one tenant costs that tenant).
+#[derive(Default)]
+pub struct DcRows {
+    seen: Option<crate::read::live::Seen>,
+    by_namespace: std::collections::BTreeMap<String, Vec<Arc<TenantRow>>>,
+    all: Arc<Vec<Arc<TenantRow>>>,
+}
+
+impl DcRows {
+    /// The rows of what `stores` hold now, rebuilding only those of the namespaces changed
+    /// since the last call.
+    pub fn refresh(
+        &mut self,
+        stores: &Stores,
+        operator_namespace: &str,
+    ) -> Arc<Vec<Arc<TenantRow>>> {
+        let (seen, changed) = stores.changes_since(self.seen.as_ref());
+        match changed {
+            Changed::Namespaces(namespaces) if namespaces.is_empty() => {}
+            Changed::Namespaces(namespaces) => {
+                for namespace in namespaces.into_iter().flatten() {
+                    let group = stores.objects_in(&namespace);
+                    let rows = namespace_rows(&group, &namespace, operator_namespace);
+                    if rows.is_empty() {
+                        self.by_namespace.remove(&namespace);
+                    } else {
+                        self.by_namespace
+                            .insert(namespace, rows.into_iter().map(Arc::new).collect());
+                    }
+                }
+                self.all = Arc::new(self.by_namespace.values().flatten().cloned().collect());
+            }
+            Changed::Everything => {
+                let objects = stores.objects();
+                self.by_namespace = cluster::by_namespace(&objects, operator_namespace)
+                    .into_iter()
+                    .map(|(namespace, group)| {
+                        let rows = namespace_rows(&group, &namespace, operator_namespace);
+                        (
+                            namespace,
+                            rows.into_iter().map(Arc::new).collect::<Vec<_>>(),
+                        )
+                    })
+                    .filter(|(_, rows)| !rows.is_empty())
+                    .collect();
+                self.all = Arc::new(self.by_namespace.values().flatten().cloned().collect());
+            }
+        }
+        self.seen = Some(seen);
+        self.all.clone()
+    }
+}
+
+pub(super) fn tenant_row(list: ListRow, group: &Objects, nodes: &[NodeRef<'_>]) -> TenantRow {
     let express_cluster = group.express_cluster(&list.namespace, &list.cluster);
     let rollout = express_cluster
         .and_then(|c| c.status.as_ref())
@@ -246,8 +308,7 @@ pub(super) fn tenant_row(
             .count(),
         up: up.len(),
         versions: versions.into_iter().collect(),
-        rollout_age: age(now, since),
-        rollout_age_seconds: since.map(|t| seconds_since(now, t)),
+        rollout_since: since,
         list,
     }
 }

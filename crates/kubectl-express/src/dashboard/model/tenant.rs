@@ -140,7 +140,7 @@ pub fn tenant(
         .into_iter()
         .find(|r| r.cluster == cluster)?;
     let nodes = group.nodes_of(namespace, cluster);
-    let summary = tenant_row(list, &group, &nodes, now);
+    let summary = tenant_row(list, &group, &nodes);
     let express_cluster = group.express_cluster(namespace, cluster);
     let status = express_cluster.and_then(|c| c.status.as_ref());
     let inventory = crate::read::live::inventory(&group, operator_namespace);

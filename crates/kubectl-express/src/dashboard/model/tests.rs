@@ -7,7 +7,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 
 use super::fleet::{DcInput, FleetQuery, FleetSort, FleetView, Health, merge};
-use super::rows::rows;
+use super::rows::{TenantRow, rows};
 use super::tenant::*;
 use express_api::ExpressCluster;
 use express_api::objects::shared;
@@ -162,7 +162,10 @@ fn fleet_objects() -> Objects {
 
 /// The fleet page of one DC holding [`fleet_objects`].
 fn fleet_with(query: FleetQuery) -> FleetView {
-    let rows = rows(&fleet_objects(), OPERATOR_NAMESPACE, now());
+    let rows: Vec<Arc<TenantRow>> = rows(&fleet_objects(), OPERATOR_NAMESPACE)
+        .into_iter()
+        .map(Arc::new)
+        .collect();
     let one = DcInput {
         context: "",
         health: &Health::Live,
@@ -199,24 +202,21 @@ fn the_fleet_page_has_a_row_per_tenant_with_progress_versions_age_and_pause() {
     let [healthy, upgrading, paused] = &view.tenants[..] else {
         panic!("three rows")
     };
+    let (healthy_age, upgrading_age) = (&healthy.rollout_age, &upgrading.rollout_age);
     let (healthy, upgrading, paused) = (&healthy.tenant, &upgrading.tenant, &paused.tenant);
     assert_eq!(
         (healthy.progress(), healthy.versions.clone()),
         ("2/2".into(), vec!["v1".into()])
     );
     assert_eq!(
-        healthy.rollout_age.as_deref(),
+        healthy_age.as_deref(),
         Some("50m"),
         "finished 50 minutes ago"
     );
     assert_eq!(upgrading.progress(), "1/4");
     assert_eq!(upgrading.versions, ["v1", "v2"]);
     assert_eq!(upgrading.list.rollout, "Progressing");
-    assert_eq!(
-        upgrading.rollout_age.as_deref(),
-        Some("1m30s"),
-        "started 90 s ago"
-    );
+    assert_eq!(upgrading_age.as_deref(), Some("1m30s"), "started 90 s ago");
     assert_eq!(paused.list.paused, "namespace: freeze");
     assert_eq!(paused.list.phase, "Paused");
 }

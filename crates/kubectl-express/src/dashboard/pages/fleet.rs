@@ -308,7 +308,7 @@ fn rows(view: &FleetView, query: &FleetQuery) -> Markup {
                 td class="progress" { (progress(&row.tenant)) }
                 td { (if row.tenant.versions.is_empty() { "-".to_owned() } else { row.tenant.versions.join(", ") }) }
                 td { (list.rollout) }
-                td { (row.tenant.rollout_age.as_deref().unwrap_or("-")) }
+                td { (row.rollout_age.as_deref().unwrap_or("-")) }
                 td { (list.paused) }
             }
         }
@@ -334,6 +334,8 @@ fn pages(view: &FleetView, query: &FleetQuery) -> Markup {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+
     use express_triage::Verdict;
     use k8s_openapi::jiff::Timestamp;
 
@@ -343,8 +345,8 @@ mod tests {
     use crate::dashboard::model::rows::TenantRow;
     use crate::show::cluster::ListRow;
 
-    fn row(namespace: String, phase: &str) -> TenantRow {
-        TenantRow::new(
+    fn row(namespace: String, phase: &str) -> Arc<TenantRow> {
+        Arc::new(TenantRow::new(
             ListRow {
                 namespace,
                 cluster: "shop".into(),
@@ -361,13 +363,13 @@ mod tests {
             1,
             vec!["v1".into()],
             None,
-        )
+        ))
     }
 
     #[test]
     fn the_page_has_the_dc_column_stale_rows_groups_and_page_links() {
         let now: Timestamp = "2026-05-01T12:00:00Z".parse().unwrap();
-        let a: Vec<TenantRow> = (0..250)
+        let a: Vec<Arc<TenantRow>> = (0..250)
             .map(|i| row(format!("team-{i:03}"), "Healthy"))
             .collect();
         let b = vec![row("team-x".into(), "Failed")];
