@@ -10,6 +10,7 @@ use express_operator::controller::{self, Settings};
 use express_operator::crd_check;
 use express_operator::metrics::{self, Metrics};
 use express_operator::throttle::{self, ApiLimits};
+use list_pages::FirstListing;
 use tokio::sync::watch;
 use tracing::{error, info};
 
@@ -65,6 +66,11 @@ enum Command {
         /// the alerts do not need them.
         #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
         per_tenant_metrics: bool,
+        /// Fill the watches by streaming lists (`sendInitialEvents`) where the API server
+        /// answers a probe of them at start, instead of lists in pages; spares the server the
+        /// LIST of every kind at a start or a relist.
+        #[arg(long)]
+        streaming_lists: bool,
         /// Misbehave on purpose, keeping every tenant healthy (a release's analysis must catch
         /// it): chatty, erring, slow or leaky. Only in builds with the `dev` feature.
         #[cfg(feature = "dev")]
@@ -259,15 +265,13 @@ fn main() -> ExitCode {
             kube_qps,
             kube_burst,
             per_tenant_metrics,
+            streaming_lists,
             #[cfg(feature = "dev")]
             fault,
         } => {
             #[cfg(not(feature = "dev"))]
             let fault = None;
             init_tracing();
-            let operator_namespace = operator_namespace
-                .or_else(|| std::env::var("POD_NAMESPACE").ok())
-                .unwrap_or_else(|| controller::DEFAULT_OPERATOR_NAMESPACE.into());
             tokio::runtime::Runtime::new()
                 .map_err(Error::Runtime)
                 .and_then(|rt| {
@@ -287,6 +291,7 @@ fn main() -> ExitCode {
                                 burst: kube_burst,
                             },
                             fault,
+                            streaming_lists,
                         },
                     ))
                 })
@@ -335,6 +340,7 @@ struct Tuning {
     concurrency: usize,
     limits: ApiLimits,
     fault: Option<express_operator::faults::Fault>,
+    streaming_lists: bool,
 }
 
 async fn run(
@@ -342,13 +348,17 @@ async fn run(
     leader_elect: bool,
     ring: String,
     metrics_options: MetricsOptions,
-    operator_namespace: String,
+    operator_namespace: Option<String>,
     tuning: Tuning,
 ) -> Result<(), Error> {
+    let operator_namespace = operator_namespace
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| controller::DEFAULT_OPERATOR_NAMESPACE.into());
     let Tuning {
         concurrency,
         limits,
         fault,
+        streaming_lists,
     } = tuning;
     let MetricsOptions {
         addr: metrics_addr,
@@ -389,7 +399,15 @@ async fn run(
     } else {
         watch::channel(true).1
     };
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = match namespaces.first() {
+        Some(namespace) => kube::Api::namespaced(client.clone(), namespace),
+        None => kube::Api::all(client.clone()),
+    };
+    let first_listing =
+        FirstListing::choose(pods, streaming_lists, std::time::Duration::from_secs(10)).await;
+    info!(?first_listing, "how the watches fill");
     let settings = Settings {
+        first_listing,
         namespaces,
         operator_namespace,
         concurrency,

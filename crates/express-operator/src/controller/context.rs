@@ -35,6 +35,9 @@ pub struct Settings {
     pub compact_heap: Option<HeapCompactor>,
     /// A misbehaviour on purpose (`--fault`, builds with the `dev` feature only).
     pub fault: Option<crate::faults::Fault>,
+    /// How the watches fill: in pages, or streamed (`--streaming-lists`, where the server
+    /// answers).
+    pub first_listing: list_pages::FirstListing,
 }
 
 /// The operator's own namespace when nothing says otherwise.
@@ -54,6 +57,7 @@ impl Settings {
             version: env!("CARGO_PKG_VERSION").into(),
             compact_heap: None,
             fault: None,
+            first_listing: list_pages::FirstListing::Paged,
         }
     }
 

@@ -50,6 +50,13 @@ impl Wiring<'_> {
         }
     }
 
+    /// A watch's configuration before its selectors: how it fills (`--streaming-lists`).
+    fn filling(&self) -> watcher::Config {
+        self.settings
+            .first_listing
+            .config(watcher::Config::default())
+    }
+
     fn operator_namespace(&self) -> Vec<Option<String>> {
         vec![Some(self.settings.operator_namespace.clone())]
     }
@@ -79,7 +86,7 @@ impl Wiring<'_> {
         let clusters = cache::<ExpressCluster, _, _>(
             client,
             &scopes,
-            Watch::whole(watcher::Config::default(), interner),
+            Watch::whole(self.filling(), interner),
             move |c| {
                 wake_releases.notify_one();
                 match (c.metadata.namespace.as_deref(), c.cluster_name()) {
@@ -104,7 +111,7 @@ impl Wiring<'_> {
         cache::<K, _, _>(
             self.client,
             scopes,
-            Watch::nodes(watcher::Config::default(), &self.interner),
+            Watch::nodes(self.filling(), &self.interner),
             node_key,
             self.triggers.clone(),
             self.metrics,
@@ -119,10 +126,7 @@ impl Wiring<'_> {
         cache::<Pod, _, _>(
             self.client,
             &self.scopes(),
-            Watch::pods(
-                watcher::Config::default().labels(&pod_selector),
-                &self.interner,
-            ),
+            Watch::pods(self.filling().labels(&pod_selector), &self.interner),
             |p| match (p.namespace(), p.cluster.as_deref()) {
                 (Some(namespace), Some(cluster)) => vec![ClusterKey::new(namespace, cluster)],
                 _ => Vec::new(),
@@ -143,7 +147,7 @@ impl Wiring<'_> {
             self.client,
             &self.scopes(),
             Watch::whole(
-                watcher::Config::default()
+                self.filling()
                     .fields(&format!("metadata.name={CONTROL_CONFIGMAP_NAMESPACE}")),
                 &self.interner,
             ),
@@ -163,7 +167,7 @@ impl Wiring<'_> {
             self.client,
             &self.operator_namespace(),
             Watch::whole(
-                watcher::Config::default()
+                self.filling()
                     .fields(&format!("metadata.name={CONTROL_CONFIGMAP_GLOBAL}")),
                 &self.interner,
             ),
@@ -184,10 +188,7 @@ impl Wiring<'_> {
         cache::<ControllerRevision, _, _>(
             self.client,
             &self.scopes(),
-            Watch::revisions(
-                watcher::Config::default().labels(LABEL_CLUSTER),
-                &self.interner,
-            ),
+            Watch::revisions(self.filling().labels(LABEL_CLUSTER), &self.interner),
             |_| Vec::new(),
             self.triggers.clone(),
             self.metrics,
@@ -201,7 +202,7 @@ impl Wiring<'_> {
         cache::<OperatorRelease, _, _>(
             self.client,
             &self.operator_namespace(),
-            Watch::whole(watcher::Config::default(), &self.interner),
+            Watch::whole(self.filling(), &self.interner),
             move |_| {
                 wake_releases.notify_one();
                 Vec::new()
