@@ -16,20 +16,21 @@ test does. Then it times, `--runs` times each, the wall time of the plugin proce
 - `doctor --all-contexts` (every DC, `--max-parallel 8`);
 - `doctor --all-contexts --max-parallel 1` (every DC one after another);
 
-the plugin's own CPU time (user + system), and the per-context `elapsedMs` the JSON reports. A
-run that does not give exit 0 and `healthy` is printed with the contexts it could not read
-(`timeout after 10s` on a loaded machine).
+the plugin's own CPU time (user + system), its peak RSS, and the per-context `elapsedMs` the
+JSON reports, for each `--plugin` given (this tree's by default). A run that does not give exit
+0 and `healthy` is printed with the contexts it could not read (`timeout after 10s` on a loaded
+machine). `--hold` keeps the DCs up afterwards, for scripts/l2-read-bench.py `--attach`.
 Needs the release binaries (`cargo build --release -p kubesim -p express-operator -p
 kubectl-express`) and kubectl in the virtualenv. Not part of the tests."""
 
 import argparse
 import concurrent.futures
 import importlib.util
+import itertools
 import json
 import os
 import pathlib
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -58,6 +59,12 @@ class Dc:
                                    env=self.env(), start_new_session=True)
         self.processes.append((process, log))
         return process
+
+    def attach(self, kubeconfig):
+        """Measures a DC already up: the kubesim `kubeconfig` names (no operator started)."""
+        self.kubeconfig = kubeconfig
+        self.server = re.search(r"server:\s*'?([^'\s]+)", kubeconfig.read_text()).group(1)
+        self.kube = bench.Kube(self.server)
 
     def start(self):
         self.spawn([self.bin_dir / "kubesim", "serve", "--addr", "127.0.0.1:0",
@@ -126,6 +133,15 @@ def main():
     parser.add_argument("--startup-seconds", default="0.05")
     parser.add_argument("--profile", default="release")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for Healthy")
+    parser.add_argument("--plugin", action="append", default=[], metavar="NAME=PATH",
+                        help="a plugin build to measure (default: this tree's)")
+    parser.add_argument("--only-all-contexts", action="store_true",
+                        help="measure `doctor --all-contexts` alone")
+    parser.add_argument("--hold", action="store_true",
+                        help="keep the DCs up once measured (until interrupted), printing their "
+                             "kubeconfigs, e.g. to measure other builds against them")
+    parser.add_argument("--attach", metavar="DIR",
+                        help="measure the DCs a --hold run keeps up (its folder, printed)")
     args = parser.parse_args()
     target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     bin_dir = target / args.profile
@@ -135,10 +151,14 @@ def main():
     work = pathlib.Path(tempfile.mkdtemp(prefix="fleet-doctor-bench-"))
     processes = []
     names = [f"dc-{chr(ord('a') + i)}" for i in range(args.dcs)]
+    if args.attach:
+        work = pathlib.Path(args.attach)
     dcs = [Dc(name, work, bin_dir, args, processes) for name in names]
     try:
         started = time.monotonic()
-        for dc in dcs:
+        for dc in dcs if args.attach else []:
+            dc.attach(work / f"{dc.name}.kubesim.kubeconfig")
+        for dc in [] if args.attach else dcs:
             dc.start()
             dc.create_tenants()
             dc.start_operator()
@@ -150,7 +170,7 @@ def main():
             if all(c == args.tenants for c in counts):
                 break
             assert time.monotonic() - started < args.timeout, f"Healthy: {counts}"
-            for dc in dcs:
+            for dc in [] if args.attach else dcs:
                 assert dc.operator.poll() is None, f"{dc.name}: the operator exited"
             time.sleep(2)
         print(f"every tenant Healthy {time.monotonic() - started:.1f} s later", flush=True)
@@ -159,7 +179,8 @@ def main():
         kubeconfig_file(one, dcs[:1], "dc-a")
         kubeconfig_file(two, dcs[1:], dcs[-1].name)
         env = {**os.environ, "KUBECONFIG": f"{one}:{two}"}
-        plugin = bin_dir / "kubectl-express"
+        plugins = ([tuple(p.split("=", 1)) for p in args.plugin]
+                   or [("this", bin_dir / "kubectl-express")])
         cases = [
             ("one DC, single-context verb", ["--context", "dc-a"]),
             ("one DC, fleet path", ["--context", "/^dc-a$/"]),
@@ -167,17 +188,23 @@ def main():
             (f"{args.dcs} DCs, --all-contexts --max-parallel 1",
              ["--all-contexts", "--max-parallel", "1"]),
         ]
-        for what, flags in cases:
-            walls, cpus, elapsed = [], [], {}
+        if args.only_all_contexts:
+            cases = [case for case in cases if case[1] == ["--all-contexts"]]
+        for (name, plugin), (what, flags) in itertools.product(plugins, cases):
+            walls, cpus, rsss, elapsed = [], [], [], {}
             for _ in range(args.runs):
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 begin = time.perf_counter()
-                result = subprocess.run([str(plugin), "doctor", "-o", "json", *flags],
-                                        capture_output=True, text=True, env=env, timeout=300)
+                process = subprocess.Popen([str(plugin), "doctor", "-o", "json", *flags],
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                           text=True, env=env)
+                stdout = process.stdout.read()
+                _, status, usage = os.wait4(process.pid, 0)
+                process.stdout.close()
+                result = argparse.Namespace(returncode=os.waitstatus_to_exitcode(status))
                 walls.append(time.perf_counter() - begin)
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-                report = json.loads(result.stdout)
+                cpus.append(usage.ru_utime + usage.ru_stime)
+                rsss.append(usage.ru_maxrss / 1024)
+                report = json.loads(stdout)
                 if result.returncode != 0 or report["verdict"] != "healthy":
                     unread = {e["context"]: e["error"] for e in report.get("contexts", [])
                               if e["status"] != "ok"}
@@ -185,10 +212,15 @@ def main():
                           f"{report['verdict']}, not read: {unread}", flush=True)
                 for entry in report.get("contexts", []):
                     elapsed.setdefault(entry["context"], []).append(entry["elapsedMs"] / 1000)
-            print(f"{what}: wall {bench.spread_ms(walls)}; the plugin's CPU "
-                  f"{bench.spread_ms(cpus)}", flush=True)
+            print(f"{name}: {what}: wall {bench.spread_ms(walls)}; the plugin's CPU "
+                  f"{bench.spread_ms(cpus)}; peak RSS {min(rsss):.0f} to {max(rsss):.0f} MiB",
+                  flush=True)
             for context, values in elapsed.items():
                 print(f"    {context} elapsedMs: {bench.spread_ms(values)}", flush=True)
+        if args.hold and not args.attach:
+            print(f"holding the DCs: --attach {work}", flush=True)
+            while all(dc.operator.poll() is None for dc in dcs):
+                time.sleep(5)
     finally:
         stop(processes)
 

@@ -14,7 +14,14 @@ Healthy, then runs each verb `--runs` times with each plugin and reports, best a
 - the plugin's CPU (user + system of the process, from wait4), its wall time and its peak RSS;
 - the API requests it sent (kubesim's per-User-Agent counters: `kubectl-express/...`);
 - for the dashboard, the CPU and RSS of `kubectl express dashboard -A` from its start to its
-  first `GET /api/tenants` answering every tenant.
+  first `GET /api/tenants` answering every tenant;
+- and the CPU a change of one tenant costs the dashboard once it has listed (`--redraws`
+  changes, each to a tenant of its own: its namespace's control ConfigMap created, pausing it,
+  the operator's answer written, then one `GET /api/tenants` showing the tenant paused), against
+  the same windows without a change. Its doctor runs once at start (`--doctor-interval 3600`).
+
+`--attach KUBECONFIG` measures a fleet already up (e.g. one `--hold` kept, or a DC of
+scripts/fleet-doctor-bench.py) instead of making one: `--tenants` is then its one size.
 
 Needs the release binaries (`cargo build --release -p kubesim -p express-operator -p
 kubectl-express`) and kubectl in the virtualenv. Not part of the tests."""
@@ -113,6 +120,70 @@ def run_dashboard(plugin, env, tenants):
         process.stdout.close()
 
 
+def dashboard_cpu_per_change(plugin, env, tenants, kube, changes, first):
+    """The dashboard's CPU (ms) per window with a change of one tenant and per window without,
+    once it has listed every tenant: `changes` windows each, alternating; each window is a
+    1.5 s wait then one `GET /api/tenants` for the tenant. Tenants `first`.. are paused through
+    their namespace's control ConfigMap, and resumed (the ConfigMap deleted) at the end."""
+    process = subprocess.Popen([str(plugin), "dashboard", "-A", "--addr", "127.0.0.1:0",
+                                "--doctor-interval", "3600"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                               text=True)
+    created = []
+    try:
+        url = None
+        while url is None:
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError("the dashboard exited before printing its URL")
+            found = re.search(r"http://127\.0\.0\.1:\d+", line)
+            url = found.group(0) if found else None
+        begin = time.perf_counter()
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/tenants", timeout=60) as response:
+                    body = json.loads(response.read())
+                if body.get("total", 0) >= tenants and body.get("doctor"):
+                    break
+            except OSError:
+                pass
+            assert time.perf_counter() - begin < 300, "the dashboard never listed every tenant"
+            time.sleep(0.05)
+        time.sleep(3)
+
+        def window(namespace, change):
+            start = proc_cpu(process.pid)
+            if change:
+                kube.create(f"/api/v1/namespaces/{namespace}/configmaps", {
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "express-control", "namespace": namespace},
+                    "data": {"paused": "true", "reason": "l2-read-bench"}})
+                created.append(namespace)
+            time.sleep(1.5)
+            with urllib.request.urlopen(f"{url}/api/tenants?q={namespace}", timeout=60) as response:
+                rows = json.loads(response.read())["tenants"]
+            if change:
+                assert rows and rows[0]["paused"] not in ("false", "-", ""), rows[:1]
+            return (proc_cpu(process.pid) - start) * 1000
+
+        with_change, without = [], []
+        for i in range(changes):
+            namespace = f"tenant-{first + i:05d}"
+            without.append(window(namespace, False))
+            with_change.append(window(namespace, True))
+        return with_change, without
+    finally:
+        for namespace in created:
+            try:
+                kube.request("DELETE",
+                             f"/api/v1/namespaces/{namespace}/configmaps/express-control")
+            except Exception as error:  # noqa: BLE001: a clean-up, reported
+                print(f"    could not resume {namespace}: {error}", flush=True)
+        process.terminate()
+        process.wait(timeout=20)
+        process.stdout.close()
+
+
 def summary(values, unit, scale=1.0):
     values = sorted(v * scale for v in values)
     return f"best {values[0]:.2f} {unit}, median {statistics.median(values):.2f} {unit}"
@@ -128,7 +199,16 @@ def main():
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for Healthy")
     parser.add_argument("--plugin", action="append", default=[], metavar="NAME=PATH",
                         help="a plugin build to measure (default: this tree's)")
-    parser.add_argument("--no-dashboard", action="store_true")
+    parser.add_argument("--no-dashboard", action="store_true",
+                        help="the verbs alone (--measure verbs)")
+    parser.add_argument("--measure", default="verbs,first-listing,redraw",
+                        help="what to measure, comma-separated: verbs (doctor, list -A, rings), "
+                             "first-listing (the dashboard's), redraw (the dashboard's)")
+    parser.add_argument("--redraws", type=int, default=20,
+                        help="changes of one tenant each the dashboard's redraw is measured over "
+                             "(0: none)")
+    parser.add_argument("--attach", metavar="KUBECONFIG",
+                        help="measure the fleet this kubeconfig's context serves, already up")
     parser.add_argument("--hold", action="store_true",
                         help="keep the fleet of the last size up once measured (until interrupted), "
                              "printing its kubeconfig, e.g. to profile the plugin against it")
@@ -143,25 +223,33 @@ def main():
         if not pathlib.Path(path).exists():
             sys.exit(f"{path} is missing: build it first")
     sizes = [int(n) for n in args.tenants.split(",")]
+    measures = {"verbs"} if args.no_dashboard else set(args.measure.split(","))
+    if args.attach and len(sizes) != 1:
+        sys.exit("--attach measures one fleet: give its size alone to --tenants")
     for size in sizes:
         work = pathlib.Path(tempfile.mkdtemp(prefix="l2-read-bench-"))
         processes = []
         settings = argparse.Namespace(**{**vars(args), "tenants": size})
         dc = doctor_bench.Dc("dc-a", work, bin_dir, settings, processes)
         try:
-            started = time.monotonic()
-            dc.start()
-            dc.start_operator()
-            dc.create_tenants()
-            while dc.healthy() < size:
-                assert time.monotonic() - started < args.timeout, "not every tenant Healthy"
-                assert dc.operator.poll() is None, "the operator exited"
-                time.sleep(2)
-            print(f"## {size} tenants x {args.frontends + 1} nodes: Healthy "
-                  f"{time.monotonic() - started:.0f} s after the start", flush=True)
+            if args.attach:
+                dc.attach(pathlib.Path(args.attach))
+                print(f"## {size} tenants x {args.frontends + 1} nodes: {dc.healthy()} Healthy "
+                      f"(attached)", flush=True)
+            else:
+                started = time.monotonic()
+                dc.start()
+                dc.start_operator()
+                dc.create_tenants()
+                while dc.healthy() < size:
+                    assert time.monotonic() - started < args.timeout, "not every tenant Healthy"
+                    assert dc.operator.poll() is None, "the operator exited"
+                    time.sleep(2)
+                print(f"## {size} tenants x {args.frontends + 1} nodes: Healthy "
+                      f"{time.monotonic() - started:.0f} s after the start", flush=True)
             env = dc.env()
             for name, plugin in plugins:
-                for verb, argv in VERBS.items():
+                for verb, argv in VERBS.items() if "verbs" in measures else []:
                     cpus, walls, rsss, requests = [], [], [], []
                     for _ in range(args.runs):
                         before = plugin_requests(dc)
@@ -176,7 +264,7 @@ def main():
                           f"({min(cpus) / size * 1000:.3f} ms/tenant); wall "
                           f"{summary(walls, 's')}; peak RSS {summary(rsss, 'MiB')}; "
                           f"requests {max(requests)}", flush=True)
-                if not args.no_dashboard:
+                if "first-listing" in measures:
                     cpus, walls, rsss = [], [], []
                     for _ in range(args.runs):
                         cpu, wall, rss = run_dashboard(plugin, env, size)
@@ -186,6 +274,15 @@ def main():
                     print(f"{name:>8} dashboard first listing: CPU {summary(cpus, 's')} "
                           f"({min(cpus) / size * 1000:.3f} ms/tenant); wall "
                           f"{summary(walls, 's')}; peak RSS {summary(rsss, 'MiB')}", flush=True)
+                if "redraw" in measures and args.redraws:
+                    changed, idle = dashboard_cpu_per_change(
+                        plugin, env, size, dc.kube, args.redraws,
+                        first=(plugins.index((name, plugin)) + 1) * args.redraws)
+                    print(f"{name:>8} dashboard, a change of one tenant redrawn: CPU "
+                          f"{statistics.mean(changed):.1f} ms a window with a change (median "
+                          f"{statistics.median(changed):.1f}), {statistics.mean(idle):.1f} ms "
+                          f"a window without (median {statistics.median(idle):.1f}); "
+                          f"{args.redraws} each", flush=True)
             if args.hold and size == sizes[-1]:
                 print(f"holding the fleet: KUBECONFIG={dc.kubeconfig}", flush=True)
                 while dc.operator.poll() is None:

@@ -3,7 +3,9 @@
 //! [`verbs`].
 
 // jemalloc rather than the system allocator: a DC's read allocates and frees some 20 objects a
-// tenant within a second, which glibc's allocator served at about a third of the CPU.
+// tenant within a second, which glibc's allocator served at about a third of the CPU. The
+// `system-allocator` feature leaves it out, for a heap profiler that follows malloc.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
