@@ -105,7 +105,10 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
      lambda o: find(o, "Deployment")[0]["spec"]["template"]["spec"]["nodeSelector"] == {"pool": "ops"}),
     ({"kubeApi": {"qps": 5.5, "burst": 8}},
      lambda o: {"--kube-qps=5.5", "--kube-burst=8"}
-     <= set(find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"])),
+     <= set(find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"])
+     and "--streaming-lists" not in find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]),
+    ({"kubeApi": {"streamingLists": True}},
+     lambda o: "--streaming-lists" in find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]),
 ])
 def test_every_toggle_renders(values, check):
     objects, _ = render(values)

@@ -8,10 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use express_api::{Backend, ExpressCluster, Frontend, NodePhase};
+use express_operator::controller::Settings;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kubesim::KubeSim;
+use list_pages::FirstListing;
 use serde_json::json;
 
 const NS: &str = "tenant";
@@ -24,6 +26,11 @@ struct Env {
 }
 
 async fn env() -> Env {
+    env_filled(FirstListing::Paged).await
+}
+
+/// The environment, the operator's watches filling as `listing` says.
+async fn env_filled(listing: FirstListing) -> Env {
     let (sim, client) = support::kubesim_with_crds(0.15).await;
     express_operator::install::create_namespace(&client, NS)
         .await
@@ -48,7 +55,15 @@ async fn env() -> Env {
             }
         }
     });
-    support::operator(&client, "e2e", tokio::sync::watch::channel(true).1);
+    support::operator_with_settings(
+        &client,
+        Settings {
+            first_listing: listing,
+            ..Settings::cluster_wide("e2e", 4)
+        },
+        tokio::sync::watch::channel(true).1,
+        express_operator::metrics::Metrics::new(),
+    );
     Env {
         sim,
         client,
@@ -178,6 +193,49 @@ async fn provisions_from_nothing_then_upgrades_in_order() {
             .iter()
             .any(|c| c.type_ == "UpToDate" && c.status == "True")
     );
+}
+
+/// Through kube-rs against kubesim, the operator's watches filled by streaming lists (the
+/// initial events, then the bookmark that ends them) provision and upgrade in order, and go
+/// on after the server drops every watch (each fills again by a streaming list).
+#[tokio::test]
+async fn watches_filled_by_streaming_lists_provision_and_upgrade_in_order() {
+    let env = env_filled(FirstListing::Streamed).await;
+    tenant(&env, 4).await;
+    healthy(&env, 5).await;
+    assert_eq!(order(&env, 0), ["be", "fe1", "fe2", "fe3", "fe4"]);
+    let before = env.created.lock().unwrap().len();
+    set_version(&env, Some("v2"), Some("v2")).await;
+    healthy(&env, 5).await;
+    assert_eq!(
+        order(&env, before),
+        ["fe1", "fe2", "be", "fe3", "fe4"],
+        "full upgrade order"
+    );
+    // The test's own pod watch ends too: what runs is read from the nodes' statuses.
+    env.sim.faults().close_watches();
+    set_version(&env, Some("v3"), Some("v3")).await;
+    healthy(&env, 5).await;
+    let frontends = Api::<Frontend>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("frontends");
+    let backends = Api::<Backend>::namespaced(env.client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .expect("backends");
+    let running: Vec<Option<String>> = frontends
+        .items
+        .into_iter()
+        .map(|f| f.status.and_then(|s| s.running_version))
+        .chain(
+            backends
+                .items
+                .into_iter()
+                .map(|b| b.status.and_then(|s| s.running_version)),
+        )
+        .collect();
+    assert_eq!(running, vec![Some("v3".to_owned()); 5], "after the relist");
 }
 
 #[tokio::test]

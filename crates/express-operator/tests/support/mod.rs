@@ -43,12 +43,16 @@ pub fn operator_with_metrics(
     leader: tokio::sync::watch::Receiver<bool>,
     metrics: std::sync::Arc<Metrics>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(controller::run(
-        client.clone(),
-        Settings::cluster_wide(identity, 4),
-        metrics,
-        leader,
-    ))
+    operator_with_settings(client, Settings::cluster_wide(identity, 4), leader, metrics)
+}
+
+pub fn operator_with_settings(
+    client: &kube::Client,
+    settings: Settings,
+    leader: tokio::sync::watch::Receiver<bool>,
+    metrics: std::sync::Arc<Metrics>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(controller::run(client.clone(), settings, metrics, leader))
 }
 
 /// kubesim with a fast kubelet (pods Ready `startup_seconds` after creation, 0.1 s to
