@@ -164,6 +164,23 @@ pub struct NodeSpec {
     pub deployment_dependencies: Option<DeploymentDependencies>,
 }
 
+// Every field compares equal to itself (no floating-point number anywhere in a spec), so
+// the views of a fleet's nodes can share their specs ([`crate::views::Interner`]).
+impl Eq for NodeSpec {}
+
+/// Hashes what tells specs apart in practice (the cluster, up, version, image, changeset),
+/// not the pod template or the prerequisites: equal specs hash alike, which is all a hash
+/// owes, and a fleet's specs differ by these.
+impl std::hash::Hash for NodeSpec {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.cluster_config.cluster_name.hash(state);
+        self.up.hash(state);
+        self.express_version.hash(state);
+        self.image.hash(state);
+        self.config_changeset.hash(state);
+    }
+}
+
 impl NodeSpec {
     /// A node spec of the given cluster with no overrides.
     pub fn for_cluster(cluster_name: impl Into<String>) -> Self {

@@ -100,7 +100,8 @@ impl MetaView {
 pub struct NodeView {
     pub kind: NodeKind,
     pub meta: MetaView,
-    pub spec: NodeSpec,
+    /// Shared with the nodes of the same spec when read through an [`Interner`].
+    pub spec: Arc<NodeSpec>,
     pub status: Option<NodeStatus>,
 }
 
@@ -116,7 +117,10 @@ impl NodeView {
         NodeView {
             kind,
             meta: MetaView::new(meta, interner),
-            spec,
+            spec: match interner {
+                Some(interner) => interner.spec(spec),
+                None => Arc::new(spec),
+            },
             status,
         }
     }

@@ -105,7 +105,8 @@ fn each_verdict() {
                 ("acme-fe3", json!({})),
             ],
         );
-        Arc::make_mut(&mut t.frontends[0]).spec.express_version = Some("v2".into());
+        Arc::make_mut(&mut Arc::make_mut(&mut t.frontends[0]).spec).express_version =
+            Some("v2".into());
         t
     };
     let local = sides(&local_objects);
