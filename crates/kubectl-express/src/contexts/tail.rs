@@ -1,6 +1,8 @@
 //! The end every verb across contexts shares: the fleet's exit code from each context's, a line
 //! per context not read, the JSON entry of each context, and a table led by a CONTEXT column.
 
+use std::io::Write;
+
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -81,13 +83,14 @@ pub fn entries<T: Serialize>(
         .collect()
 }
 
-pub fn print_json(value: &Value) -> Result<(), Exit> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value)
-            .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?
-    );
-    Ok(())
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> Result<(), Exit> {
+    // Written as it is serialized: a fleet's answer is never a whole string in memory.
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value)
+        .map_err(|e| Exit::usage(format!("cannot write JSON: {e}")))?;
+    writeln!(out)
+        .and_then(|()| out.flush())
+        .map_err(|e| Exit::failure(format!("cannot write JSON: {e}")))
 }
 
 /// The rows of every context read, each led by its context, in context order (each context's

@@ -35,6 +35,32 @@ struct Clusters {
     clusters: Vec<cluster::ListRow>,
 }
 
+/// `list -o json` of one context: its rows, serialized as they are written, each an object of
+/// sorted keys as `list` has always written them (a row at a time, never the whole answer as
+/// one JSON value).
+struct Listed<'a> {
+    clusters: &'a [cluster::ListRow],
+}
+
+impl serde::Serialize for Listed<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Rows<'a>(&'a [cluster::ListRow]);
+        impl serde::Serialize for Rows<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_seq(
+                    self.0
+                        .iter()
+                        .map(|row| serde_json::to_value(row).unwrap_or_default()),
+                )
+            }
+        }
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("clusters", &Rows(self.clusters))?;
+        map.end()
+    }
+}
+
 pub fn run(args: Args) -> ExitCode {
     match args.connect.mode() {
         Err(error) => Exit::usage(error.to_string()).report("list"),
@@ -49,8 +75,10 @@ pub fn run(args: Args) -> ExitCode {
             .await
             .map_err(Exit::failure)?;
             let rows = cluster::list_rows(&objects, &args.operator.namespace);
+            // The rows are all the answer needs: the objects go before it is written.
+            drop(objects);
             match args.output {
-                Output::Json => tail::print_json(&json!({ "clusters": rows }))?,
+                Output::Json => tail::print_json(&Listed { clusters: &rows })?,
                 _ => print!("{}", cluster::render_list(&rows)),
             }
             Ok(Code::Done.into())
