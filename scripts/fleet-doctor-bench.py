@@ -34,12 +34,51 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("dashboard_bench", ROOT / "scripts" / "dashboard-bench.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
+
+
+def run_measured(argv, env):
+    """Runs `argv` to its end: its exit code, standard output and error, CPU seconds (user +
+    system), wall seconds and peak RSS in MiB. The peak is the process's own high-water mark
+    (VmHWM, read every 2 ms while it runs), not wait4's ru_maxrss, which Linux starts at the
+    RSS of the process that forked it (this script's, hundreds of MiB after it read a fleet)."""
+    begin = time.perf_counter()
+    process = subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env)
+    peak = [0.0]
+
+    def follow():
+        path = pathlib.Path(f"/proc/{process.pid}/status")
+        while process.returncode is None:
+            try:
+                for line in path.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak[0] = max(peak[0], int(line.split()[1]) / 1024)
+            except (OSError, ValueError):
+                return
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=follow, daemon=True)
+    watcher.start()
+    out = concurrent.futures.ThreadPoolExecutor(2)
+    stdout, stderr = out.submit(process.stdout.read), out.submit(process.stderr.read)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - begin
+    watcher.join()
+    result = (process.returncode, stdout.result().decode(errors="replace"),
+              stderr.result().decode(errors="replace"), usage.ru_utime + usage.ru_stime, wall,
+              peak[0])
+    out.shutdown()
+    process.stdout.close()
+    process.stderr.close()
+    return result
 
 
 class Dc:
@@ -193,17 +232,12 @@ def main():
         for (name, plugin), (what, flags) in itertools.product(plugins, cases):
             walls, cpus, rsss, elapsed = [], [], [], {}
             for _ in range(args.runs):
-                begin = time.perf_counter()
-                process = subprocess.Popen([str(plugin), "doctor", "-o", "json", *flags],
-                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                           text=True, env=env)
-                stdout = process.stdout.read()
-                _, status, usage = os.wait4(process.pid, 0)
-                process.stdout.close()
-                result = argparse.Namespace(returncode=os.waitstatus_to_exitcode(status))
-                walls.append(time.perf_counter() - begin)
-                cpus.append(usage.ru_utime + usage.ru_stime)
-                rsss.append(usage.ru_maxrss / 1024)
+                code, stdout, _, cpu, wall, rss = run_measured(
+                    [plugin, "doctor", "-o", "json", *flags], env)
+                result = argparse.Namespace(returncode=code)
+                walls.append(wall)
+                cpus.append(cpu)
+                rsss.append(rss)
                 report = json.loads(stdout)
                 if result.returncode != 0 or report["verdict"] != "healthy":
                     unread = {e["context"]: e["error"] for e in report.get("contexts", [])

@@ -63,16 +63,10 @@ def plugin_requests(dc):
 
 
 def run_verb(plugin, argv, env):
-    """CPU seconds, wall seconds, peak RSS (MiB) and exit code of one plugin process."""
-    begin = time.perf_counter()
-    process = subprocess.Popen([str(plugin), *argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - begin
-    process.returncode = os.waitstatus_to_exitcode(status)
-    stderr = process.stderr.read().decode(errors="replace")
-    process.stderr.close()
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024, process.returncode, stderr
+    """CPU seconds, wall seconds, peak RSS (MiB, the process's own: see
+    `fleet-doctor-bench.run_measured`) and exit code of one plugin process."""
+    code, _, stderr, cpu, wall, rss = doctor_bench.run_measured([plugin, *argv], env)
+    return cpu, wall, rss, code, stderr
 
 
 def proc_cpu(pid):

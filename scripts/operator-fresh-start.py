@@ -97,10 +97,12 @@ def main():
     parser.add_argument("--attach", required=True, metavar="KUBECONFIG")
     parser.add_argument("--binary", default=str(ROOT / "target" / "release" / "express-operator"))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--ways", default="paged,streamed",
+                        help="paged, streamed or both (a build before --streaming-lists: paged)")
     args = parser.parse_args()
     kubeconfig = pathlib.Path(args.attach)
     server = re.search(r"server:\s*'?([^'\s]+)", kubeconfig.read_text()).group(1)
-    for streaming in (False, True):
+    for streaming in [way == "streamed" for way in args.ways.split(",")]:
         results = [one_start(args.binary, kubeconfig, server, streaming)
                    for _ in range(args.runs)]
         way = "streaming lists" if streaming else "paged lists"
