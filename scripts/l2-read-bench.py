@@ -81,6 +81,28 @@ def proc_hwm_mib(pid):
     return 0.0
 
 
+def listed(process, tenants, begin):
+    """The URL a dashboard process prints, once its first listing counts every tenant and its
+    doctor's banner is drawn."""
+    url = None
+    while url is None:
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError("the dashboard exited before printing its URL")
+        found = re.search(r"http://127\.0\.0\.1:\d+", line)
+        url = found.group(0) if found else None
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/tenants", timeout=60) as response:
+                body = json.loads(response.read())
+            if body.get("total", 0) >= tenants and body.get("doctor"):
+                return url
+        except OSError:
+            pass
+        assert time.perf_counter() - begin < 300, "the dashboard never listed every tenant"
+        time.sleep(0.02)
+
+
 def run_dashboard(plugin, env, tenants):
     """CPU seconds, wall seconds and peak RSS (MiB) of the dashboard until its first listing
     counts every tenant and its doctor's banner is drawn."""
@@ -89,23 +111,7 @@ def run_dashboard(plugin, env, tenants):
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                text=True)
     try:
-        url = None
-        while url is None:
-            line = process.stdout.readline()
-            if not line:
-                raise RuntimeError("the dashboard exited before printing its URL")
-            found = re.search(r"http://127\.0\.0\.1:\d+", line)
-            url = found.group(0) if found else None
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/tenants", timeout=60) as response:
-                    body = json.loads(response.read())
-                if body.get("total", 0) >= tenants and body.get("doctor"):
-                    break
-            except OSError:
-                pass
-            assert time.perf_counter() - begin < 300, "the dashboard never listed every tenant"
-            time.sleep(0.02)
+        listed(process, tenants, begin)
         wall = time.perf_counter() - begin
         return proc_cpu(process.pid), wall, proc_hwm_mib(process.pid)
     finally:
@@ -125,24 +131,7 @@ def dashboard_cpu_per_change(plugin, env, tenants, kube, changes, first):
                                text=True)
     created = []
     try:
-        url = None
-        while url is None:
-            line = process.stdout.readline()
-            if not line:
-                raise RuntimeError("the dashboard exited before printing its URL")
-            found = re.search(r"http://127\.0\.0\.1:\d+", line)
-            url = found.group(0) if found else None
-        begin = time.perf_counter()
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/tenants", timeout=60) as response:
-                    body = json.loads(response.read())
-                if body.get("total", 0) >= tenants and body.get("doctor"):
-                    break
-            except OSError:
-                pass
-            assert time.perf_counter() - begin < 300, "the dashboard never listed every tenant"
-            time.sleep(0.05)
+        url = listed(process, tenants, time.perf_counter())
         time.sleep(3)
 
         def window(namespace, change):

@@ -217,6 +217,16 @@ impl<V> Writer<V> {
 }
 
 impl<V> Held<V> {
+    fn empty() -> Held<V> {
+        Held {
+            entries: BTreeMap::new(),
+            listing: None,
+            version: 0,
+            touched: HashMap::new(),
+            relisted: 0,
+        }
+    }
+
     fn touch(&mut self, key: &Key) {
         self.version += 1;
         let version = self.version;
@@ -256,13 +266,7 @@ where
     K: WatchedKind,
     V: Send + Sync + 'static,
 {
-    let held = Arc::new(RwLock::new(Held {
-        entries: BTreeMap::new(),
-        listing: None,
-        version: 0,
-        touched: HashMap::new(),
-        relisted: 0,
-    }));
+    let held = Arc::new(RwLock::new(Held::empty()));
     let (listed_tx, listed_rx) = watch::channel(false);
     let writer = Writer {
         held: held.clone(),
@@ -333,13 +337,7 @@ mod tests {
     /// a namespace's views are read alone.
     #[test]
     fn a_store_names_the_namespaces_changed_since_a_reader_looked() {
-        let held = Arc::new(RwLock::new(Held {
-            entries: BTreeMap::new(),
-            listing: None,
-            version: 0,
-            touched: HashMap::new(),
-            relisted: 0,
-        }));
+        let held = Arc::new(RwLock::new(Held::empty()));
         let (listed, listed_rx) = watch::channel(false);
         let writer = Writer {
             held: held.clone(),
