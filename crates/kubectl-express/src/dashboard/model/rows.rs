@@ -82,6 +82,24 @@ impl TenantRow {
     }
 }
 
+/// A row as a page shows it at a time: the row and its rollout's age then.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShownRow {
+    #[serde(flatten)]
+    pub row: TenantRow,
+    pub rollout_age: Option<String>,
+}
+
+impl ShownRow {
+    pub fn at(row: TenantRow, now: Timestamp) -> ShownRow {
+        ShownRow {
+            rollout_age: row.rollout_age(now),
+            row,
+        }
+    }
+}
+
 /// The doctor's verdict and the checks that are not ok, for the banner.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DoctorBanner {

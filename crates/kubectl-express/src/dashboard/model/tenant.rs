@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::graph::{GraphView, graph_view};
-use super::rows::{TenantRow, tenant_row};
+use super::rows::{ShownRow, tenant_row};
 use super::shown::{age, phase_of, seconds_since};
 use crate::show::cluster;
 use crate::show::graph;
@@ -100,8 +100,8 @@ pub struct TenantView {
     pub cluster: String,
     /// The ExpressCluster's name, when the tenant has one (pause, abort and retry act on it).
     pub express_cluster: Option<String>,
-    /// The fleet row: phase, ring, operator version, pause...
-    pub summary: TenantRow,
+    /// The fleet row: phase, ring, operator version, pause..., and its rollout's age.
+    pub summary: ShownRow,
     /// Where it stands, in the `status` verb's words.
     pub message: String,
     /// The pause in force, with its scope and reason.
@@ -140,7 +140,7 @@ pub fn tenant(
         .into_iter()
         .find(|r| r.cluster == cluster)?;
     let nodes = group.nodes_of(namespace, cluster);
-    let summary = tenant_row(list, &group, &nodes);
+    let summary = ShownRow::at(tenant_row(list, &group, &nodes), now);
     let express_cluster = group.express_cluster(namespace, cluster);
     let status = express_cluster.and_then(|c| c.status.as_ref());
     let inventory = crate::read::live::inventory(&group, operator_namespace);

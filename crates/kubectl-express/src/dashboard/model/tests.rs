@@ -289,6 +289,12 @@ fn the_tenant_page_has_nodes_in_upgrade_order_the_graph_and_the_history() {
     )
     .unwrap();
     assert_eq!(view.express_cluster.as_deref(), Some("shop"));
+    // The summary is the fleet row with its rollout's age, in the API as on the fleet page.
+    let summary = serde_json::to_value(&view.summary).unwrap();
+    assert_eq!(
+        (&summary["rolloutAge"], &summary["namespace"]),
+        (&json!("1m30s"), &json!("team-b"))
+    );
     let order: Vec<&str> = view.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(order, ["shop-fe1", "shop-fe2", "shop-be", "shop-fe3"]);
     let fe2 = &view.nodes[1];

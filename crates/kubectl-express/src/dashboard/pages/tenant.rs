@@ -68,7 +68,7 @@ pub fn tenant_parts(view: &TenantView, chrome: &Chrome<'_>) -> Vec<(&'static str
 }
 
 fn summary(view: &TenantView) -> Markup {
-    let row = &view.summary;
+    let row = &view.summary.row;
     html! {
         dl {
             dt { "Phase" } dd { span class=(format!("phase {}", cluster_class(&row.list.phase))) data-phase=(row.list.phase) { (row.list.phase) } }
