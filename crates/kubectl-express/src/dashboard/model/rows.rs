@@ -228,10 +228,29 @@ impl DoctorBanner {
 
 /// Every tenant of one DC as a row, by namespace then cluster, each built from its own
 /// namespace's objects (so the cost grows with the fleet, not with its square).
-pub fn rows(objects: &Objects, operator_namespace: &str) -> Vec<TenantRow> {
+#[cfg(test)]
+pub fn rows(objects: &Objects, operator_namespace: &str) -> Vec<Arc<TenantRow>> {
+    rows_by_namespace(objects, operator_namespace)
+        .into_values()
+        .flatten()
+        .collect()
+}
+
+/// The rows of every namespace that has a tenant, by namespace.
+fn rows_by_namespace(
+    objects: &Objects,
+    operator_namespace: &str,
+) -> std::collections::BTreeMap<String, Vec<Arc<TenantRow>>> {
     cluster::by_namespace(objects, operator_namespace)
         .into_iter()
-        .flat_map(|(namespace, group)| namespace_rows(&group, &namespace, operator_namespace))
+        .map(|(namespace, group)| {
+            let rows = namespace_rows(&group, &namespace, operator_namespace);
+            (
+                namespace,
+                rows.into_iter().map(Arc::new).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, rows)| !rows.is_empty())
         .collect()
 }
 
@@ -280,18 +299,7 @@ impl DcRows {
                 self.all = Arc::new(self.by_namespace.values().flatten().cloned().collect());
             }
             Changed::Everything => {
-                let objects = stores.objects();
-                self.by_namespace = cluster::by_namespace(&objects, operator_namespace)
-                    .into_iter()
-                    .map(|(namespace, group)| {
-                        let rows = namespace_rows(&group, &namespace, operator_namespace);
-                        (
-                            namespace,
-                            rows.into_iter().map(Arc::new).collect::<Vec<_>>(),
-                        )
-                    })
-                    .filter(|(_, rows)| !rows.is_empty())
-                    .collect();
+                self.by_namespace = rows_by_namespace(&stores.objects(), operator_namespace);
                 self.all = Arc::new(self.by_namespace.values().flatten().cloned().collect());
             }
         }

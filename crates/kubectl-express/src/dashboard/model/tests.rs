@@ -7,7 +7,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 
 use super::fleet::{DcInput, FleetQuery, FleetSort, FleetView, Health, merge};
-use super::rows::{TenantRow, rows};
+use super::rows::rows;
 use super::tenant::*;
 use express_api::ExpressCluster;
 use express_api::objects::shared;
@@ -162,10 +162,7 @@ fn fleet_objects() -> Objects {
 
 /// The fleet page of one DC holding [`fleet_objects`].
 fn fleet_with(query: FleetQuery) -> FleetView {
-    let rows: Vec<Arc<TenantRow>> = rows(&fleet_objects(), OPERATOR_NAMESPACE)
-        .into_iter()
-        .map(Arc::new)
-        .collect();
+    let rows = rows(&fleet_objects(), OPERATOR_NAMESPACE);
     let one = DcInput {
         context: "",
         health: &Health::Live,
