@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# Kubernetes' own control plane on loopback, for the tests and for trying the operator on a real
+# API server (DESIGN section 17):
+#
+#   scripts/real-cluster.sh up DIR [--nodes N]   build what is missing, start it, write DIR/kubeconfig
+#   scripts/real-cluster.sh down DIR             stop every process `up` started in DIR
+#   scripts/real-cluster.sh build                only build (the test command does this first)
+#
+# `up` builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler (Kubernetes 1.37,
+# pinned in tests/real-cluster/go.mod) and kwok (tests/real-cluster/kwok/go.mod) with `go build`
+# the first time (Go's caches make the next builds quick; the binaries are kept under
+# target/real-cluster/ with a stamp of the modules they came from). It then starts on free
+# loopback ports: etcd; kube-apiserver with its own CA, serving certificate and service-account
+# keys (`--authorization-mode=Node,RBAC`, the default admission plugins); kube-controller-manager
+# (garbage collection, namespaces, service accounts and their tokens); kube-scheduler; kwok, which
+# runs the scheduled pods by the Stages of tests/real-cluster/stages (kubesim's pod behaviours);
+# and N nodes (default 3). It exits 0 once /readyz answers, every node is Ready and the default
+# namespace has its service account. DIR/kubeconfig is cluster-admin (client certificate in
+# group system:masters); DIR/logs holds each component's output; DIR/pids what `down` stops.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+modules="$root/tests/real-cluster"
+bin_dir="${CARGO_TARGET_DIR:-$root/target}/real-cluster/bin"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# Pinned: the modules are built as go.mod and go.sum say, never updated by a build.
+export GOFLAGS="-mod=readonly -buildvcs=false"
+
+usage() {
+    echo "usage: $0 up DIR [--nodes N] | down DIR" >&2
+    exit 2
+}
+
+log() { echo "real-cluster: $*" >&2; }
+
+die() {
+    echo "real-cluster: $*" >&2
+    exit 1
+}
+
+# The binaries are built again only when a module file changed.
+build() {
+    local stamp
+    stamp=$(cat "$modules/go.mod" "$modules/go.sum" "$modules/kwok/go.mod" "$modules/kwok/go.sum" | sha256sum | cut -d' ' -f1)
+    if [ -f "$bin_dir/stamp" ] && [ "$(cat "$bin_dir/stamp")" = "$stamp" ]; then
+        return
+    fi
+    command -v go >/dev/null || die "go is needed to build the control plane (Go 1.26 or newer)"
+    mkdir -p "$bin_dir"
+    rm -f "$bin_dir/stamp"
+    local started=$SECONDS
+    log "building etcd, kube-apiserver, kube-controller-manager and kube-scheduler (first time: minutes)"
+    (cd "$modules" && go build -trimpath -o "$bin_dir/" \
+        k8s.io/kubernetes/cmd/kube-apiserver \
+        k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kube-scheduler \
+        go.etcd.io/etcd/server/v3)
+    mv "$bin_dir/server" "$bin_dir/etcd"
+    log "building kwok"
+    (cd "$modules/kwok" && go build -trimpath -o "$bin_dir/" sigs.k8s.io/kwok/cmd/kwok)
+    echo "$stamp" >"$bin_dir/stamp"
+    log "built in $((SECONDS - started))s"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# A CA, the API server's serving certificate, client certificates for cluster-admin, the
+# controller manager and the scheduler, and the service-account signing key pair.
+certificates() {
+    local pki="$1"
+    mkdir -p "$pki"
+    command -v openssl >/dev/null || {
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
+    }
+    (
+        cd "$pki"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=express-test-ca" \
+            -keyout ca.key -out ca.crt 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout apiserver.key -out apiserver.csr 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >apiserver.ext
+        openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+            -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+        client() {
+            local name="$1" subject="$2"
+            openssl req -newkey rsa:2048 -nodes -subj "$subject" -keyout "$name.key" -out "$name.csr" 2>/dev/null
+            printf 'extendedKeyUsage=clientAuth\n' >client.ext
+            openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+                -extfile client.ext -out "$name.crt" 2>/dev/null
+        }
+        client admin "/O=system:masters/CN=express-test-admin"
+        client controller-manager "/CN=system:kube-controller-manager"
+        client scheduler "/CN=system:kube-scheduler"
+        openssl genrsa -out sa.key 2048 2>/dev/null
+        openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+        rm -f ./*.csr ./*.ext
+    )
+}
+
+kubeconfig() {
+    local path="$1" server="$2" pki="$3" user="$4"
+    cat >"$path" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: real
+  cluster:
+    server: $server
+    certificate-authority: $pki/ca.crt
+users:
+- name: $user
+  user:
+    client-certificate: $pki/$user.crt
+    client-key: $pki/$user.key
+contexts:
+- name: real
+  context:
+    cluster: real
+    user: $user
+current-context: real
+EOF
+}
+
+start() {
+    local dir="$1" name="$2"
+    shift 2
+    "$@" >"$dir/logs/$name.log" 2>&1 &
+    echo "$! $name" >>"$dir/pids"
+}
+
+wait_for() {
+    local what="$1" seconds="$2" dir="$3"
+    shift 3
+    local deadline=$((SECONDS + seconds)) pid name
+    until "$@" >/dev/null 2>&1; do
+        while read -r pid name; do
+            if ! kill -0 "$pid" 2>/dev/null; then
+                log "$name exited while waiting for $what; its last lines:"
+                tail -n 20 "$dir/logs/$name.log" >&2 || true
+                down "$dir"
+                exit 1
+            fi
+        done <"$dir/pids"
+        if [ $SECONDS -ge $deadline ]; then
+            log "timed out after ${seconds}s waiting for $what; the components' last lines:"
+            tail -n 5 "$dir"/logs/*.log >&2 || true
+            down "$dir"
+            exit 1
+        fi
+        sleep 0.2
+    done
+}
+
+api() {
+    local dir="$1" path="$2"
+    curl -fsS --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
+        "$(cat "$dir/server")$path"
+}
+
+nodes_ready() {
+    local dir="$1" count="$2"
+    local ready
+    ready=$(api "$dir" /api/v1/nodes | python3 -c '
+import json, sys
+nodes = json.load(sys.stdin)["items"]
+print(sum(1 for n in nodes for c in n.get("status", {}).get("conditions", [])
+          if c["type"] == "Ready" and c["status"] == "True"))')
+    [ "$ready" -ge "$count" ]
+}
+
+up() {
+    local dir="$1" nodes="$2"
+    mkdir -p "$dir"
+    dir="$(cd "$dir" && pwd)"
+    [ -s "$dir/pids" ] && die "$dir already has a running control plane (down it first)"
+    build
+    rm -rf "$dir/logs" "$dir/etcd-data" "$dir/pki"
+    mkdir -p "$dir/logs"
+    : >"$dir/pids"
+    local started=$SECONDS
+    certificates "$dir/pki"
+    local pki="$dir/pki"
+    local etcd_port etcd_peer apiserver_port
+    etcd_port=$(free_port)
+    etcd_peer=$(free_port)
+    apiserver_port=$(free_port)
+    echo "https://127.0.0.1:$apiserver_port" >"$dir/server"
+
+    start "$dir" etcd "$bin_dir/etcd" --data-dir "$dir/etcd-data" \
+        --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+        --listen-peer-urls "http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+        --initial-cluster "default=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync
+    wait_for "etcd" 60 "$dir" curl -fsS "http://127.0.0.1:$etcd_port/health"
+
+    start "$dir" kube-apiserver "$bin_dir/kube-apiserver" \
+        --etcd-servers "http://127.0.0.1:$etcd_port" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
+        --cert-dir "$pki" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+        --client-ca-file "$pki/ca.crt" \
+        --service-account-issuer https://kubernetes.default.svc \
+        --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+        --service-cluster-ip-range 10.0.0.0/24 \
+        --authorization-mode Node,RBAC \
+        --endpoint-reconciler-type none \
+        --allow-privileged=false
+    wait_for "kube-apiserver /readyz" 120 "$dir" api "$dir" /readyz
+
+    kubeconfig "$dir/kubeconfig" "https://127.0.0.1:$apiserver_port" "$pki" admin
+    kubeconfig "$dir/controller-manager.kubeconfig" "https://127.0.0.1:$apiserver_port" "$pki" controller-manager
+    kubeconfig "$dir/scheduler.kubeconfig" "https://127.0.0.1:$apiserver_port" "$pki" scheduler
+
+    start "$dir" kube-controller-manager "$bin_dir/kube-controller-manager" \
+        --kubeconfig "$dir/controller-manager.kubeconfig" \
+        --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
+        --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
+        --bind-address 127.0.0.1 --secure-port 0 \
+        --use-service-account-credentials \
+        --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+        --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+        --leader-elect=false
+    start "$dir" kube-scheduler "$bin_dir/kube-scheduler" \
+        --kubeconfig "$dir/scheduler.kubeconfig" \
+        --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
+        --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+        --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false
+    cat "$modules/stages/node.yaml" <(echo "---") "$modules/stages/pod.yaml" >"$dir/kwok-stages.yaml"
+    start "$dir" kwok "$bin_dir/kwok" --kubeconfig "$dir/kubeconfig" --config "$dir/kwok-stages.yaml" \
+        --manage-all-nodes=true --node-lease-duration-seconds 40 --server-address 127.0.0.1:0
+
+    local i
+    for i in $(seq 1 "$nodes"); do
+        curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+            -X POST -H 'Content-Type: application/json' "https://127.0.0.1:$apiserver_port/api/v1/nodes" \
+            -d "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"kwok-node-$i\",\"labels\":{\"kubernetes.io/hostname\":\"kwok-node-$i\",\"kubernetes.io/os\":\"linux\",\"type\":\"kwok\"},\"annotations\":{\"kwok.x-k8s.io/node\":\"fake\"}}}" >/dev/null
+    done
+    wait_for "$nodes Ready nodes" 60 "$dir" nodes_ready "$dir" "$nodes"
+    wait_for "the default service account" 60 "$dir" api "$dir" /api/v1/namespaces/default/serviceaccounts/default
+    log "up in $((SECONDS - started))s: KUBECONFIG=$dir/kubeconfig"
+}
+
+down() {
+    local dir="$1"
+    [ -f "$dir/pids" ] || return 0
+    local pid name
+    # The reverse order of their start: clients before the API server, etcd last.
+    while read -r pid name; do
+        kill "$pid" 2>/dev/null || true
+    done < <(tac "$dir/pids")
+    local deadline=$((SECONDS + 20))
+    while read -r pid name; do
+        while kill -0 "$pid" 2>/dev/null; do
+            if [ $SECONDS -ge $deadline ]; then
+                kill -9 "$pid" 2>/dev/null || true
+                break
+            fi
+            sleep 0.1
+        done
+    done <"$dir/pids"
+    rm -f "$dir/pids"
+}
+
+[ $# -ge 1 ] || usage
+command="$1"
+shift
+if [ "$command" = build ]; then
+    build
+    exit 0
+fi
+[ $# -ge 1 ] || usage
+dir="$1"
+shift
+case "$command" in
+up)
+    nodes=3
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --nodes)
+            [ $# -ge 2 ] || usage
+            nodes="$2"
+            shift 2
+            ;;
+        *) usage ;;
+        esac
+    done
+    up "$dir" "$nodes"
+    ;;
+down)
+    [ $# -eq 0 ] || usage
+    down "$dir"
+    ;;
+*) usage ;;
+esac
