@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh machine: formatting, lints, unit, table, property
 # and end-to-end tests, then kubesim's acceptance tests through kubectl 1.37, the Python
-# kubernetes client and the Helm engine, and the dashboard's tests in headless Chromium. Installs
+# kubernetes client and the Helm engine, the core scenarios again on Kubernetes' own control plane
+# (etcd, Kubernetes 1.37 and kwok built from their Go modules by scripts/real-cluster.sh), and the
+# dashboard's tests in headless Chromium. Installs
 # what the tests need first: a project-local virtualenv in .venv from
 # tests/acceptance/requirements.txt, Debian's chromium and chromium-driver, and Debian's prometheus
 # (its promtool tests the chart's alerts; the tests start their own prometheus on loopback).
@@ -85,6 +87,9 @@ fi
 phase "debug binaries for the benchmark smoke run and the acceptance tests"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
 
+phase "the real control plane: etcd, Kubernetes 1.37 and kwok built from their Go modules (cached after the first time)"
+bash scripts/real-cluster.sh build
+
 phase "fleet benchmark, smoke run: 2 tenants on the debug binaries (figures: docs/benchmarks.md)"
 # --workspace: the features the tests' build chose, so that no dependency is built again; fast
 # pods and short rests: the smoke run shows the benchmark runs, the figures come from release
@@ -93,7 +98,7 @@ cargo test --workspace --locked --bench fleet -- --tenants 2 \
     --kubesim "$target_dir/debug/kubesim" --operator "$target_dir/debug/express-operator" \
     --startup-seconds 0.2 --terminate-seconds 0.2 --rest-seconds 1 --timeout-seconds 300
 
-phase "acceptance: kubesim through kubectl, the Python client and Helm; the dashboard in Chromium; the alerts under promtool and a real Prometheus"
+phase "acceptance: kubesim and the real control plane through kubectl, the Python client and Helm; the dashboard in Chromium; the alerts under promtool and a real Prometheus"
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
 EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \

@@ -1,5 +1,6 @@
 """Fixtures for checking kubesim with clients nobody here wrote: kubectl 1.37, the Python
-kubernetes client and the Helm engine. Each test gets its own `kubesim serve` process."""
+kubernetes client and the Helm engine. Each test gets its own `kubesim serve` process; the tests
+of both substrates also get Kubernetes' own control plane (real_cluster.py), one per session."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 
 import pytest
 
@@ -20,9 +22,13 @@ KUBECTL_EXPRESS = os.environ.get("KUBECTL_EXPRESS_BIN", str(ROOT / "target" / "d
 OPERATOR = os.environ.get("EXPRESS_OPERATOR_BIN", str(ROOT / "target" / "debug" / "express-operator"))
 
 
-class Sim:
-    def __init__(self, process, kubeconfig):
-        self.process = process
+class Cluster:
+    """An API server the tests reach through a kubeconfig: kubesim (Sim) or the real control plane
+    (real_cluster.Real)."""
+
+    substrate = None
+
+    def __init__(self, kubeconfig):
         self.kubeconfig = kubeconfig
         self.url = next(
             line.split("server:", 1)[1].strip()
@@ -45,6 +51,32 @@ class Sim:
 
     def kubectl_json(self, *args):
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def namespace(self, prefix="tenant"):
+        """A namespace of its own for one test (on the real control plane, tests share one
+        server)."""
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        self.kubectl("create", "namespace", name)
+        return name
+
+    def install_crds(self):
+        """The build's CRDs, as deploy/crds holds them, applied and Established."""
+        self.kubectl("apply", "-f", str(ROOT / "deploy" / "crds"))
+        self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
+
+    @property
+    def operator_kubeconfig(self):
+        """The credentials the operator runs with: kubesim has no authorization, the real
+        control plane hands out the operator chart's ServiceAccount."""
+        return self.kubeconfig
+
+
+class Sim(Cluster):
+    substrate = "kubesim"
+
+    def __init__(self, process, kubeconfig):
+        super().__init__(kubeconfig)
+        self.process = process
 
     def control(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
@@ -88,6 +120,34 @@ def sim(tmp_path):
     stop_sim(started)
 
 
+@pytest.fixture(scope="session")
+def real_control_plane(tmp_path_factory):
+    """Kubernetes' own control plane, one per session (real_cluster.py), with the CRDs."""
+    import real_cluster
+
+    started = real_cluster.up(tmp_path_factory.mktemp("real-cluster"))
+    try:
+        started.install_crds()
+        yield started
+    finally:
+        real_cluster.down(started)
+
+
+@pytest.fixture(params=["kubesim", "real"])
+def cluster(request, tmp_path):
+    """A test of both substrates: its own kubesim with the CRDs, or the session's real control
+    plane (a namespace of the test's own keeps tests apart there)."""
+    if request.param == "real":
+        yield request.getfixturevalue("real_control_plane")
+        return
+    started = start_sim(tmp_path)
+    try:
+        started.install_crds()
+        yield started
+    finally:
+        stop_sim(started)
+
+
 def eventually(probe, timeout=10.0, what="condition"):
     deadline = time.time() + timeout
     while True:
@@ -124,7 +184,7 @@ def tenant_yaml(namespace, frontends=1, version="v1", pod_template=None, cluster
 def start_operator(sim, log_path, *flags, pod_name=None, leader_elect=True, metrics_addr="127.0.0.1:0"):
     """`express-operator run` in a process of its own against `sim`, its output appended to
     `log_path`; `flags` go after the usual ones (`--ring canary`...)."""
-    env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig), "RUST_LOG": "info"}
+    env = {**os.environ, "KUBECONFIG": str(sim.operator_kubeconfig), "RUST_LOG": "info"}
     if pod_name:
         env["POD_NAME"] = pod_name
     with open(log_path, "a") as log:

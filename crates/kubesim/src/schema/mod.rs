@@ -17,7 +17,7 @@
 //!   by the node's schema, `oldSelf` on an update where the old object has a value at that path
 //!   (transition rules run only then; list items correlate only in `x-kubernetes-list-type: map`
 //!   lists). A failing rule is a cause at the node's path plus its `fieldPath`, with its reason
-//!   and message (`spec: Invalid value: "object": fromRing and toRing must differ`). Ratcheting,
+//!   and message (`spec: Invalid value: fromRing and toRing must differ`). Ratcheting,
 //!   as Kubernetes 1.33: a rule that fails on a value an update leaves unchanged is a `Warning`,
 //!   not a refusal. A rule the evaluator cannot judge (Kubernetes' own CEL libraries, a typing
 //!   cel-rust does not share, `optionalOldSelf`) is skipped, never a refusal.
@@ -599,10 +599,10 @@ mod tests {
         assert_eq!(
             described(&admission.causes),
             [
-                "spec: Invalid value: \"object\": fromRing and toRing must differ",
-                "spec: Invalid value: \"object\": failed rule: self.toRing != 'attic'",
+                "spec: Invalid value: fromRing and toRing must differ",
+                "spec: Invalid value: failed rule: self.toRing != 'attic'",
                 "spec.replicas: Forbidden: replicas 12 is too many",
-                "spec.waves[1]: Invalid value: \"object\": a wave gives exactly one of tenants and percent",
+                "spec.waves[1]: Invalid value: a wave gives exactly one of tenants and percent",
             ]
         );
         let reasons: Vec<&str> = admission.causes.iter().map(|c| c.reason).collect();
@@ -658,7 +658,7 @@ mod tests {
         let changed = admit(&schema, &mut spec(Some("bob")), Some(&old));
         assert_eq!(
             described(&changed.causes),
-            ["spec.owner: Invalid value: \"string\": owner is immutable"]
+            ["spec.owner: Invalid value: \"bob\": owner is immutable"]
         );
     }
 
@@ -672,13 +672,13 @@ mod tests {
         assert!(admission.causes.is_empty(), "{:?}", admission.causes);
         assert_eq!(
             admission.warnings,
-            ["spec: Invalid value: \"object\": fromRing and toRing must differ"]
+            ["spec: Invalid value: fromRing and toRing must differ"]
         );
         let mut other_invalid = release(json!({"fromRing": "b", "toRing": "b"}));
         let admission = admit(&schema, &mut other_invalid, Some(&old));
         assert_eq!(
             described(&admission.causes),
-            ["spec: Invalid value: \"object\": fromRing and toRing must differ"]
+            ["spec: Invalid value: fromRing and toRing must differ"]
         );
         // The same invalid value on a create is refused: nothing to ratchet against.
         assert_eq!(admit(&schema, &mut old.clone(), None).causes.len(), 1);

@@ -105,9 +105,13 @@ impl Rules {
         } else {
             (value.clone(), old.cloned())
         };
-        let shown_type = schema["type"].as_str().unwrap_or(type_name(&value));
+        // As the API server: a scalar's value is shown, an object's or an array's is not.
+        let shown_value = match schema["type"].as_str().unwrap_or(type_name(&value)) {
+            "object" | "array" => None,
+            _ => Some(super::shown(&value)),
+        };
         for failure in crd_compat::validation::validate(schema, &value, old.as_ref()) {
-            let cause = rule_cause(&failure, path, shown_type);
+            let cause = rule_cause(&failure, path, shown_value.as_deref());
             if failure.ratcheted {
                 self.warnings.push(cause.describe());
             } else {
@@ -140,8 +144,13 @@ fn correlated_item<'a>(schema: &Value, item: &Value, old: &'a Value) -> Option<&
 }
 
 /// A failing rule as the API server's cause: the node's path plus the rule's `fieldPath`, the
-/// reason it names, the schema's type shown as the value.
-fn rule_cause(failure: &crd_compat::validation::Failure, path: &str, shown_type: &str) -> Cause {
+/// reason it names and the rule's message, after the value when it is a scalar (Kubernetes 1.37
+/// shows no value for an object or an array; earlier releases showed the type, `"object"`).
+fn rule_cause(
+    failure: &crd_compat::validation::Failure,
+    path: &str,
+    shown_value: Option<&str>,
+) -> Cause {
     use crd_compat::validation::Reason;
     let below = failure.field_path.trim_start_matches('.');
     let field = if below.is_empty() {
@@ -152,10 +161,16 @@ fn rule_cause(failure: &crd_compat::validation::Failure, path: &str, shown_type:
         format!("{path}.{below}")
     };
     let message = match failure.reason {
-        Reason::Invalid => format!("Invalid value: {shown_type:?}: {}", failure.message),
+        Reason::Invalid => match shown_value {
+            Some(value) => format!("Invalid value: {value}: {}", failure.message),
+            None => format!("Invalid value: {}", failure.message),
+        },
         Reason::Forbidden => format!("Forbidden: {}", failure.message),
         Reason::Required => format!("Required value: {}", failure.message),
-        Reason::Duplicate => format!("Duplicate value: {shown_type:?}"),
+        Reason::Duplicate => match shown_value {
+            Some(value) => format!("Duplicate value: {value}"),
+            None => "Duplicate value".to_owned(),
+        },
     };
     Cause {
         reason: failure.reason.as_str(),

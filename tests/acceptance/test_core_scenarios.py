@@ -1,0 +1,288 @@
+"""The core scenarios on both substrates (DESIGN section 17): kubesim, and Kubernetes' own control
+plane (etcd, kube-apiserver with RBAC and default admission, kube-controller-manager,
+kube-scheduler, kwok running the pods by the same kubesim.dev/* behaviours). The operator binary
+runs as the operator chart's ServiceAccount on the real one. Tenants are delivered as users
+deliver them: the tenant chart rendered by the Helm engine and applied with kubectl 1.37, nodes
+patched one at a time; the order is read from a pod watch of the Python client, and every
+assertion reads what the API shows. Where the substrates disagree, the test asserts what the
+real server does."""
+
+import json
+import signal
+import threading
+import time
+
+import pytest
+from kubernetes import client, config, watch
+
+from conftest import eventually, start_operator, stop_process, tenant_yaml
+from test_helm import render, tenant_values
+
+# DESIGN section 3: a full upgrade runs fe1, fe2, be, fe3, fe4.
+UPGRADE_ORDER = ["fe1", "fe2", "be", "fe3", "fe4"]
+NODES = ["be", "fe1", "fe2", "fe3", "fe4"]
+
+
+@pytest.fixture
+def operator(cluster, tmp_path):
+    process = start_operator(cluster, tmp_path / "operator.log", leader_elect=False)
+    yield process
+    stop_process(process)
+    print(f"--- operator log\n{(tmp_path / 'operator.log').read_text()[-6000:]}")
+
+
+class PodCreations:
+    """Names of the pods created in a namespace, in the order a watch sees them (the tenant's
+    name prefix removed)."""
+
+    def __init__(self, kubeconfig, namespace, prefix):
+        self.names, self.error, self.stopped = [], None, False
+        self.namespace, self.prefix = namespace, prefix
+        api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+        start = api.list_namespaced_pod(namespace).metadata.resource_version
+        self.watch = watch.Watch()
+        self.thread = threading.Thread(target=self.run, args=(api, start), daemon=True)
+        self.thread.start()
+
+    def run(self, api, start):
+        try:
+            for event in self.watch.stream(api.list_namespaced_pod, self.namespace, resource_version=start,
+                                           timeout_seconds=300):
+                if event["type"] == "ADDED":
+                    self.names.append(event["object"].metadata.name.removeprefix(self.prefix))
+        except Exception as error:  # the server going away after the test is no failure
+            if not self.stopped:
+                self.error = error
+
+    def stop(self):
+        self.stopped = True
+        self.watch.stop()
+        assert self.error is None, f"the pod watch failed: {self.error!r}"
+        return list(self.names)
+
+
+def pods(cluster, namespace):
+    return {p["metadata"]["name"]: p for p in cluster.kubectl_json("get", "pods", "-n", namespace)["items"]
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+def ready(pod):
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def all_ready_on(cluster, namespace, names, version):
+    found = pods(cluster, namespace)
+    return all(n in found and ready(found[n])
+               and found[n]["metadata"].get("annotations", {}).get("express.dev/express-version") == version
+               for n in names)
+
+
+def status(cluster, namespace, name):
+    return cluster.kubectl_json("get", "expresscluster", name, "-n", namespace).get("status", {})
+
+
+def rollout_state(cluster, namespace, name):
+    return status(cluster, namespace, name).get("rollout", {}).get("state")
+
+
+def events(cluster, namespace):
+    return cluster.kubectl_json("get", "events.v1.events.k8s.io", "-n", namespace)["items"]
+
+
+def acme(namespace, version, pod_annotations=None, **values):
+    """The chart's tenant "acme" of the namespace, on `version`, its pods annotated with
+    `pod_annotations` (kubesim.dev/* behaviours)."""
+    if pod_annotations:
+        template = {"metadata": {"annotations": pod_annotations}}
+        values["podTemplate"] = {"Backend": template, "Frontend": template}
+    return render(tenant_values(frontends=4, version=version, rollout={"settleSeconds": 2}, **values),
+                  namespace=namespace)
+
+
+def acme_names():
+    return [f"acme-{n}" for n in NODES]
+
+
+def provision_acme(cluster, namespace, version="express-e689.154", **values):
+    created = PodCreations(cluster.kubeconfig, namespace, "acme-")
+    cluster.kubectl("apply", "-f", "-", input=acme(namespace, version, **values))
+    eventually(lambda: all_ready_on(cluster, namespace, acme_names(), version), timeout=90, what="provisioned")
+    return created.stop()
+
+
+def test_provisioned_in_order_then_a_chart_upgrade_applied_with_kubectl_follows_the_design_order(
+        cluster, operator):
+    namespace = cluster.namespace()
+    provisioned = provision_acme(cluster, namespace)
+    assert provisioned[0] == "be" and sorted(provisioned) == sorted(NODES), provisioned
+    upgraded = PodCreations(cluster.kubeconfig, namespace, "acme-")
+    cluster.kubectl("apply", "-f", "-", input=acme(namespace, "express-e689.155"))
+    eventually(lambda: all_ready_on(cluster, namespace, acme_names(), "express-e689.155"), timeout=120,
+               what="upgraded")
+    assert upgraded.stop() == UPGRADE_ORDER
+    settled = next(c for c in status(cluster, namespace, "acme")["conditions"] if c["type"] == "DesiredStateSettled")
+    assert settled["status"] == "True"
+    assert status(cluster, namespace, "acme")["phase"] == "Healthy"
+
+
+def test_nodes_patched_one_at_a_time_upgrade_in_the_design_order(cluster, operator):
+    namespace = cluster.namespace()
+    cluster.kubectl("apply", "-f", "-", input=tenant_yaml(namespace, frontends=4, version="v1",
+                                                        rollout={"settleSeconds": 3}))
+    shop = [f"shop-{n}" for n in NODES]
+    eventually(lambda: all_ready_on(cluster, namespace, shop, "v1"), timeout=90, what="provisioned")
+    created = PodCreations(cluster.kubeconfig, namespace, "shop-")
+    # A person patching the nodes one by one, the last ones first.
+    for node in ["fe4", "fe3", "be", "fe2", "fe1"]:
+        kind = "backend" if node == "be" else "frontend"
+        cluster.kubectl("patch", kind, f"shop-{node}", "-n", namespace, "--type", "merge",
+                        "-p", json.dumps({"spec": {"expressVersion": "v2"}}))
+        time.sleep(0.3)
+    eventually(lambda: all_ready_on(cluster, namespace, shop, "v2"), timeout=120, what="upgraded")
+    assert created.stop() == UPGRADE_ORDER
+
+
+def test_a_crash_looping_version_fails_the_rollout_and_rolls_back(cluster, operator):
+    namespace = cluster.namespace()
+    provision_acme(cluster, namespace, "express-e689.154")
+    cluster.kubectl("apply", "-f", "-", input=acme(
+        namespace, "express-e689.155",
+        pod_annotations={"kubesim.dev/behavior": "crash-loop", "kubesim.dev/startup-seconds": "0.5"}))
+
+    def rolled_back():
+        found = status(cluster, namespace, "acme")
+        return (found.get("rollout", {}).get("state") == "Failed"
+                and all_ready_on(cluster, namespace, acme_names(), "express-e689.154") and found)
+
+    failed = eventually(rolled_back, timeout=120, what="failed and rolled back")
+    assert failed["phase"] == "Failed"
+    assert failed["rollout"]["failedNode"] == "acme-fe1"
+    assert "crash-looping" in failed.get("message", ""), failed
+    fe1 = cluster.kubectl_json("get", "frontend", "acme-fe1", "-n", namespace)
+    assert len(fe1["status"]["invalidRevisions"]) == 1
+    eventually(lambda: any(e.get("reason") == "RollingBack" for e in events(cluster, namespace)), timeout=20,
+               what="a RollingBack event")
+
+
+def test_pause_then_abort_and_retry(cluster, operator):
+    namespace = cluster.namespace()
+    provision_acme(cluster, namespace)
+    cluster.kubectl("patch", "expresscluster", "acme", "-n", namespace, "--type", "merge",
+                    "-p", '{"spec":{"paused":true}}')
+    eventually(lambda: status(cluster, namespace, "acme").get("phase") == "Paused", timeout=30, what="paused")
+    created = PodCreations(cluster.kubeconfig, namespace, "acme-")
+    # The chart writes spec.paused: the delivery says the pause stays.
+    cluster.kubectl("apply", "-f", "-", input=acme(namespace, "express-e689.155",
+                                                   pod_annotations={"kubesim.dev/startup-seconds": "3"}, paused=True))
+    time.sleep(4)
+    assert created.names == [], "nothing moves while paused"
+
+    cluster.kubectl("patch", "expresscluster", "acme", "-n", namespace, "--type", "merge",
+                    "-p", '{"spec":{"paused":false}}')
+    eventually(lambda: len(created.names) >= 2, timeout=60, what="two nodes changed")
+    cluster.kubectl("annotate", "expresscluster", "acme", "-n", namespace, "express.dev/abort=abort-1",
+                    "--overwrite")
+    eventually(lambda: rollout_state(cluster, namespace, "acme") == "Aborted", timeout=30, what="aborted")
+    after_abort = list(created.names)
+    time.sleep(5)
+    assert created.names == after_abort, "nothing starts after the abort"
+    assert after_abort in (UPGRADE_ORDER[:2], UPGRADE_ORDER[:3]), after_abort
+
+    cluster.kubectl("annotate", "expresscluster", "acme", "-n", namespace, "express.dev/retry=retry-1",
+                    "--overwrite")
+    eventually(lambda: all_ready_on(cluster, namespace, acme_names(), "express-e689.155"), timeout=120,
+               what="resumed to the end")
+    assert created.stop() == UPGRADE_ORDER
+    found = status(cluster, namespace, "acme")
+    assert found["requests"]["retry"] == "retry-1" and found["requests"]["abort"] == "abort-1"
+
+
+def test_a_bounce_restarts_one_pod_on_its_revision(cluster, operator):
+    namespace = cluster.namespace()
+    provision_acme(cluster, namespace)
+    before = pods(cluster, namespace)["acme-fe2"]["metadata"]["uid"]
+    cluster.kubectl("annotate", "frontend", "acme-fe2", "-n", namespace, "express.dev/bounce=bounce-1",
+                    "--overwrite")
+
+    def succeeded():
+        bounce = cluster.kubectl_json("get", "frontend", "acme-fe2", "-n", namespace).get("status", {}).get("bounce")
+        return bounce if bounce and bounce.get("phase") == "Succeeded" else None
+
+    bounce = eventually(succeeded, timeout=60, what="the bounce succeeded")
+    assert bounce["requestId"] == "bounce-1"
+    after = pods(cluster, namespace)["acme-fe2"]
+    assert after["metadata"]["uid"] != before and ready(after)
+    assert after["metadata"]["annotations"]["express.dev/express-version"] == "express-e689.154"
+    # The events follow the status write the test saw first.
+    eventually(lambda: {"BounceStarted", "Bouncing", "Bounced"} <= {e.get("reason") for e in events(cluster, namespace)},
+               timeout=20, what="the bounce's events")
+
+
+def test_a_lost_pod_is_recreated_as_a_recovery(cluster, operator):
+    namespace = cluster.namespace()
+    provision_acme(cluster, namespace)
+    lost = pods(cluster, namespace)["acme-fe3"]["metadata"]["uid"]
+    cluster.kubectl("delete", "pod", "acme-fe3", "-n", namespace, "--wait=false")
+
+    def recreated():
+        pod = pods(cluster, namespace).get("acme-fe3")
+        return pod and pod["metadata"]["uid"] != lost and ready(pod)
+
+    eventually(recreated, timeout=60, what="fe3 recreated")
+
+    def recovering():
+        return [e for e in events(cluster, namespace) if e.get("reason") == "Recovering"]
+
+    assert "acme-fe3" in eventually(recovering, timeout=20, what="a Recovering event")[0]["note"]
+    assert status(cluster, namespace, "acme").get("rollout", {}).get("state") in (None, "Complete")
+
+
+def test_a_deleted_nodes_pod_goes_through_its_owner_reference(cluster, tmp_path):
+    """The garbage collector, not the operator: the operator is stopped before the node goes."""
+    namespace = cluster.namespace()
+    process = start_operator(cluster, tmp_path / "operator.log", leader_elect=False)
+    try:
+        provision_acme(cluster, namespace)
+    finally:
+        stop_process(process)
+    pod = pods(cluster, namespace)["acme-fe4"]
+    assert pod["metadata"]["ownerReferences"][0]["name"] == "acme-fe4"
+    cluster.kubectl("delete", "frontend", "acme-fe4", "-n", namespace)
+    eventually(lambda: "acme-fe4" not in pods(cluster, namespace), timeout=60, what="the pod collected")
+    assert "acme-fe3" in pods(cluster, namespace), "only the deleted node's pod goes"
+
+
+def test_two_replicas_lead_through_a_lease_and_the_other_takes_over(cluster, tmp_path):
+    namespace = cluster.namespace()
+    cluster.kubectl("create", "namespace", "express-system", check=False)
+    ring = f"failover-{namespace.rsplit('-', 1)[1]}"
+    replicas = {
+        name: start_operator(cluster, tmp_path / f"{name}.log", "--ring", ring, pod_name=name)
+        for name in ("replica-a", "replica-b")
+    }
+    try:
+        lease = f"express-operator-{ring}"
+
+        def holder():
+            found = cluster.kubectl("get", "lease", lease, "-n", "express-system", "-o", "json", check=False)
+            return found.returncode == 0 and json.loads(found.stdout)["spec"].get("holderIdentity")
+
+        leader = eventually(holder, timeout=30, what="a leader")
+        assert leader in replicas, leader
+        cluster.kubectl("apply", "-f", "-", input=tenant_yaml(namespace, frontends=2, version="v1",
+                                                            cluster_labels={"express.dev/operator-ring": ring}))
+        shop = ["shop-be", "shop-fe1", "shop-fe2"]
+        eventually(lambda: all_ready_on(cluster, namespace, shop, "v1"), timeout=90, what="provisioned")
+
+        # The leader dies without a word; the other replica takes the Lease once it expires.
+        stop_process(replicas.pop(leader), signal.SIGKILL)
+        [other] = replicas
+        eventually(lambda: holder() == other, timeout=60, what="the other replica leading")
+        cluster.kubectl("patch", "expresscluster", "shop", "-n", namespace, "--type", "merge",
+                        "-p", '{"spec":{"defaults":{"backend":{"expressVersion":"v2"},"frontend":{"expressVersion":"v2"}}}}')
+        eventually(lambda: all_ready_on(cluster, namespace, shop, "v2"), timeout=90, what="upgraded by the new leader")
+    finally:
+        for process in replicas.values():
+            stop_process(process)
+        for log in sorted(tmp_path.glob("replica-*.log")):
+            print(f"--- {log.name}\n{log.read_text()[-3000:]}")
