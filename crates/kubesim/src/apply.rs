@@ -6,7 +6,7 @@
 //! forced, which takes the field over); fields a manager applied before and no longer applies
 //! are removed unless another manager owns them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -377,7 +377,7 @@ pub fn server_side_apply(
     let mut managers = entries(&current);
     let conflicts = conflicts(&current, &config, &managers, &manager, &applied);
     if !conflicts.is_empty() && !options.force {
-        return Err(conflict_error(rt, name, &conflicts));
+        return Err(conflict_error(&conflicts));
     }
     let mut next = merge_applied(
         &current,
@@ -409,8 +409,11 @@ fn field_manager(options: &WriteOptions) -> Result<String, ApiError> {
         .clone()
         .filter(|m| !m.is_empty())
         .ok_or_else(|| {
-            ApiError::bad_request(
-                "PATCH, with apply-patch+yaml, requires the fieldManager parameter",
+            ApiError::invalid_option(
+                "PatchOptions",
+                "fieldManager",
+                "FieldValueRequired",
+                "Required value: is required for apply patch",
             )
         })
 }
@@ -467,46 +470,60 @@ fn first_apply(
     object
 }
 
-/// The fields the configuration sets to another value than another manager left them at.
+/// The fields the configuration sets to another value than another manager left them at: each
+/// as that manager and the field's path.
 fn conflicts(
     current: &Value,
     config: &Value,
     managers: &[Entry],
     manager: &str,
     applied: &BTreeSet<Path>,
-) -> Vec<String> {
+) -> Vec<(String, String)> {
     let mut conflicts = Vec::new();
     for entry in managers.iter().filter(|e| e.manager != manager) {
         for path in entry.fields.intersection(applied) {
             if lookup(current, path) != lookup(config, path) {
-                conflicts.push(format!(
-                    "conflict with \"{}\": {}",
-                    entry.manager,
-                    describe(path)
-                ));
+                conflicts.push((entry.manager.clone(), describe(path)));
             }
         }
     }
     conflicts
 }
 
-fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[String]) -> ApiError {
-    let mut err = ApiError::conflict(
-        &rt.group,
-        &rt.plural,
-        name,
-        &format!(
-            "Apply failed with {} conflict(s): {}",
-            conflicts.len(),
-            conflicts.join("; ")
-        ),
-    );
-    err.message = format!(
-        "Apply failed with {} conflict(s): {}",
-        conflicts.len(),
-        conflicts.join("; ")
-    );
-    err
+/// A 409 worded as the API server words an apply conflict: one cause per field
+/// (`FieldManagerConflict`, the field, the manager), the message singular for one conflict and
+/// grouped by manager for several.
+fn conflict_error(conflicts: &[(String, String)]) -> ApiError {
+    let message = match conflicts {
+        [(manager, path)] => {
+            format!("Apply failed with 1 conflict: conflict with \"{manager}\": {path}")
+        }
+        _ => {
+            let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for (manager, path) in conflicts {
+                by_manager.entry(manager).or_default().push(path);
+            }
+            let lines: Vec<String> = by_manager
+                .iter()
+                .flat_map(|(manager, paths)| {
+                    std::iter::once(format!("conflicts with \"{manager}\":"))
+                        .chain(paths.iter().map(|path| format!("- {path}")))
+                })
+                .collect();
+            format!(
+                "Apply failed with {} conflicts: {}",
+                conflicts.len(),
+                lines.join("\n")
+            )
+        }
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(manager, path)| {
+            json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{manager}\""), "field": path})
+        })
+        .collect();
+    ApiError::apply_conflict(message, causes)
 }
 
 /// The object with the configuration merged in and the fields the applier dropped since its

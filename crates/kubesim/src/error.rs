@@ -24,11 +24,38 @@ impl ApiError {
         }
     }
 
+    /// The details the API server gives: empty fields left out, as Go's `omitempty` does.
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        self.details = Some(Box::new(
-            json!({"name": name, "group": group, "kind": kind}),
-        ));
+        let mut details = serde_json::Map::new();
+        for (key, value) in [("name", name), ("group", group), ("kind", kind)] {
+            if !value.is_empty() {
+                details.insert(key.to_owned(), json!(value));
+            }
+        }
+        self.details = Some(Box::new(Value::Object(details)));
         self
+    }
+
+    /// 409 for a server-side apply that would take fields other managers own.
+    pub fn apply_conflict(message: String, causes: Vec<Value>) -> Self {
+        let mut err = Self::new(409, "Conflict", message);
+        err.details = Some(Box::new(json!({ "causes": causes })));
+        err
+    }
+
+    /// 422 for request options the API server refuses (`ListOptions`, `PatchOptions`...):
+    /// one cause on the option's name, worded as it words them.
+    pub fn invalid_option(options: &str, field: &str, reason: &'static str, why: &str) -> Self {
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!("{options}.meta.k8s.io \"\" is invalid: {field}: {why}"),
+        )
+        .with_details("meta.k8s.io", options, "");
+        if let Some(details) = err.details.as_deref_mut() {
+            details["causes"] = json!([{"reason": reason, "message": why, "field": field}]);
+        }
+        err
     }
 
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::api::{Cluster, DeleteOptions};
+use crate::api::{Cluster, DeleteOptions, PatchType};
 use crate::error::ApiError;
 use crate::faults::is_write;
 use crate::shared::Shared;
@@ -117,8 +117,12 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                 Err(err) => error_response(&err),
             };
         }
-        "get" => get(&shared, &target, as_table),
-        _ => write_verb(&shared, verb, &parts, &target, &query, &body, &mut warnings),
+        "get" => (get(&shared, &target, as_table), false),
+        _ => {
+            let creates = creates_object(&shared, verb, &parts.headers, &target);
+            let result = write_verb(&shared, verb, &parts, &target, &query, &body, &mut warnings);
+            (result, creates)
+        }
     };
     if matches!(
         verb,
@@ -126,7 +130,27 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     ) {
         shared.changed.notify_waiters();
     }
-    answer(verb, &query, result, warnings)
+    let (result, creates) = result;
+    answer(creates, result, warnings)
+}
+
+/// Whether a write makes a new object, answered 201 as the API server answers it: every create
+/// (a dry run's too) and a server-side apply of an object that does not exist yet.
+fn creates_object(shared: &Shared, verb: &str, headers: &HeaderMap, target: &Target) -> bool {
+    match verb {
+        "create" => true,
+        "patch" => {
+            matches!(patch_type(headers), Ok(PatchType::Apply))
+                && target.subresource.is_none()
+                && target.name.as_deref().is_some_and(|name| {
+                    shared
+                        .lock()
+                        .get(&target.rt, target.namespace.as_deref().unwrap_or(""), name)
+                        .is_err()
+                })
+        }
+        _ => false,
+    }
 }
 
 /// The request body, refused with 413 past the API server's limit.
@@ -333,17 +357,12 @@ fn delete(shared: &Shared, target: &Target, options: &DeleteOptions) -> Result<V
     result
 }
 
-/// The response to a verb that ran: 201 for a create that was not a dry run, with the
-/// warnings the write left as `Warning` headers.
-fn answer(
-    verb: &str,
-    query: &Query,
-    result: Result<Value, ApiError>,
-    warnings: Vec<String>,
-) -> Response {
+/// The response to a verb that ran: 201 when it made a new object, with the warnings the write
+/// left as `Warning` headers.
+fn answer(creates: bool, result: Result<Value, ApiError>, warnings: Vec<String>) -> Response {
     match result {
         Ok(value) => {
-            let status = if verb == "create" && query.get("dryRun").is_none_or(|d| d != "All") {
+            let status = if creates {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK

@@ -246,7 +246,9 @@ pub(super) fn delete_options(
     })
 }
 
+/// What a list or a watch selects, once its options are ones the API server accepts.
 pub(super) fn list_options(query: &Query) -> Result<ListOptions, ApiError> {
+    check_resource_version(query)?;
     Ok(ListOptions {
         labels: LabelSelector::parse(query.get("labelSelector").unwrap_or(""))?,
         fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or(""))?,
@@ -259,4 +261,65 @@ pub(super) fn list_options(query: &Query) -> Result<ListOptions, ApiError> {
             .filter(|c| !c.is_empty())
             .map(str::to_owned),
     })
+}
+
+/// `resourceVersion`, `resourceVersionMatch` and `sendInitialEvents` as the API server's
+/// `ValidateListOptions` judges them, with its status codes and words (kubesim itself always
+/// answers from its latest state, which every accepted combination allows).
+fn check_resource_version(query: &Query) -> Result<(), ApiError> {
+    const FIELD: &str = "resourceVersionMatch";
+    let forbidden = |why: &str| {
+        ApiError::invalid_option(
+            "ListOptions",
+            FIELD,
+            "FieldValueForbidden",
+            &format!("Forbidden: {why}"),
+        )
+    };
+    let version = query.get("resourceVersion").unwrap_or("");
+    if !version.is_empty() && version.parse::<u64>().is_err() {
+        return Err(ApiError::bad_request(format!(
+            "invalid resource version: resourceVersion: Invalid value: {version:?}: strconv.ParseUint: parsing {version:?}: invalid syntax"
+        )));
+    }
+    let matching = query.get(FIELD).unwrap_or("");
+    if !matches!(matching, "" | "Exact" | "NotOlderThan") {
+        return Err(ApiError::invalid_option(
+            "ListOptions",
+            FIELD,
+            "FieldValueNotSupported",
+            &format!(
+                "Unsupported value: {matching:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+            ),
+        ));
+    }
+    let watch = query.flag("watch");
+    if query.get("sendInitialEvents").is_some() {
+        if !watch {
+            return Err(forbidden("sendInitialEvents is forbidden for list"));
+        }
+        if matching != "NotOlderThan" {
+            return Err(forbidden(
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        return Ok(());
+    }
+    if matching.is_empty() {
+        return Ok(());
+    }
+    if watch {
+        return Err(forbidden("resourceVersionMatch is forbidden for watch"));
+    }
+    if version.is_empty() {
+        return Err(forbidden(
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ));
+    }
+    if matching == "Exact" && version == "0" {
+        return Err(forbidden(
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        ));
+    }
+    Ok(())
 }

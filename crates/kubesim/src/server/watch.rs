@@ -75,16 +75,9 @@ struct WatchRequest {
 
 impl WatchRequest {
     fn parse(query: &Query) -> Result<Self, ApiError> {
+        // The options' rules, sendInitialEvents' included, are list_options' own.
         let options = list_options(query)?;
         let send_initial = query.flag("sendInitialEvents");
-        if send_initial && query.get("resourceVersionMatch") != Some("NotOlderThan") {
-            return Err(ApiError::invalid(
-                "",
-                "ListOptions",
-                "",
-                "resourceVersionMatch: Forbidden: sendInitialEvents requires resourceVersionMatch=NotOlderThan",
-            ));
-        }
         Ok(WatchRequest {
             options,
             send_initial,
