@@ -8,14 +8,16 @@ assertion reads what the API shows. Where the substrates disagree, the test asse
 real server does."""
 
 import json
+import os
 import signal
+import subprocess
 import threading
 import time
 
 import pytest
 from kubernetes import client, config, watch
 
-from conftest import eventually, start_operator, stop_process, tenant_yaml
+from conftest import KUBECTL_EXPRESS, eventually, start_operator, stop_process, tenant_yaml
 from test_helm import render, tenant_values
 
 # DESIGN section 3: a full upgrade runs fe1, fe2, be, fe3, fe4.
@@ -286,3 +288,40 @@ def test_two_replicas_lead_through_a_lease_and_the_other_takes_over(cluster, tmp
             stop_process(process)
         for log in sorted(tmp_path.glob("replica-*.log")):
             print(f"--- {log.name}\n{log.read_text()[-3000:]}")
+
+
+def test_the_plugin_reads_what_the_api_holds(cluster, operator, tmp_path):
+    """`kubectl express` list, get, status, plan, revisions and doctor against the substrate, as an
+    SRE reads a tenant: through the real binary, with exit codes."""
+    namespace = cluster.namespace()
+    provision_acme(cluster, namespace)
+    eventually(lambda: status(cluster, namespace, "acme").get("phase") == "Healthy", timeout=30, what="healthy")
+
+    def kx(*args):
+        result = subprocess.run([KUBECTL_EXPRESS, *args], env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+                                capture_output=True, text=True, timeout=60)
+        print(f"$ kubectl express {' '.join(args)}  (exit {result.returncode})\n{result.stdout}{result.stderr}")
+        return result
+
+    listed = kx("list", "-n", namespace, "-o", "json")
+    assert listed.returncode == 0
+    [row] = json.loads(listed.stdout)["clusters"]
+    assert (row["namespace"], row["cluster"], row["phase"]) == (namespace, "acme", "Healthy")
+    tree = kx("get", "acme", "-n", namespace)
+    assert tree.returncode == 0
+    assert [n for n in ("acme-fe1", "acme-fe2", "acme-be", "acme-fe3", "acme-fe4") if n in tree.stdout] == \
+        ["acme-fe1", "acme-fe2", "acme-be", "acme-fe3", "acme-fe4"], "nodes in upgrade order"
+    done = kx("status", "acme", "-n", namespace, "--watch=false")
+    assert done.returncode == 0 and "Complete: all 5 up nodes Ready on their desired revision" in done.stdout
+    plan = kx("plan", "acme", "-n", namespace, "-o", "json")
+    assert plan.returncode == 0 and json.loads(plan.stdout)["clusters"][0]["steps"] == []
+    # The delivery that is live, checked before it is applied again: nothing would restart.
+    manifest = tmp_path / "acme.yaml"
+    manifest.write_text(acme(namespace, "express-e689.154"))
+    revisions = kx("revisions", "-f", str(manifest), "--live", "-o", "json", "--fail-on-restart")
+    assert revisions.returncode == 0
+    assert sorted(n["name"] for n in json.loads(revisions.stdout)["nodes"]) == sorted(acme_names())
+    doctor = kx("doctor", "-o", "json")
+    assert doctor.returncode in (0, 1, 3), doctor.stderr
+    report = json.loads(doctor.stdout)
+    assert report["verdict"] in ("healthy", "tenant", "deployment", "infrastructure") and report["checks"]
