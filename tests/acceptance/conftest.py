@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -68,6 +69,11 @@ class Cluster:
     def operator_kubeconfig(self):
         """The credentials the operator runs with: kubesim has no authorization, the real
         control plane hands out the operator chart's ServiceAccount."""
+        return self.account_kubeconfig("express-operator")
+
+    def account_kubeconfig(self, account):
+        """The credentials of a ServiceAccount given the operator chart's RBAC (`account`
+        names it; on kubesim, the one kubeconfig)."""
         return self.kubeconfig
 
 
@@ -133,6 +139,32 @@ def real_control_plane(tmp_path_factory):
         real_cluster.down(started)
 
 
+@pytest.fixture
+def substrate():
+    """The substrate of a test that takes one (parametrize `substrate` to run it on both)."""
+    return "kubesim"
+
+
+@pytest.fixture
+def dedicated_cluster(substrate, tmp_path):
+    """A server of the test's own on its substrate: a test that changes what every tenant shares
+    (CRDs, rings, releases) gets a real control plane to itself, not the session's."""
+    if substrate == "real":
+        import real_cluster
+
+        started = real_cluster.up(tmp_path / "real")
+        try:
+            yield started
+        finally:
+            real_cluster.down(started)
+        return
+    started = start_sim(tmp_path)
+    try:
+        yield started
+    finally:
+        stop_sim(started)
+
+
 @pytest.fixture(params=["kubesim", "real"])
 def cluster(request, tmp_path):
     """A test of both substrates: its own kubesim with the CRDs, or the session's real control
@@ -181,10 +213,12 @@ def tenant_yaml(namespace, frontends=1, version="v1", pod_template=None, cluster
     return "\n---\n".join(json.dumps(d) for d in documents)
 
 
-def start_operator(sim, log_path, *flags, pod_name=None, leader_elect=True, metrics_addr="127.0.0.1:0"):
-    """`express-operator run` in a process of its own against `sim`, its output appended to
-    `log_path`; `flags` go after the usual ones (`--ring canary`...)."""
-    env = {**os.environ, "KUBECONFIG": str(sim.operator_kubeconfig), "RUST_LOG": "info"}
+def start_operator(sim, log_path, *flags, pod_name=None, leader_elect=True, metrics_addr="127.0.0.1:0",
+                   account="express-operator"):
+    """`express-operator run` in a process of its own against `sim`, as the ServiceAccount
+    `account` on the real control plane, its output appended to `log_path`; `flags` go after
+    the usual ones (`--ring canary`...)."""
+    env = {**os.environ, "KUBECONFIG": str(sim.account_kubeconfig(account)), "RUST_LOG": "info"}
     if pod_name:
         env["POD_NAME"] = pod_name
     with open(log_path, "a") as log:
@@ -196,6 +230,38 @@ def start_operator(sim, log_path, *flags, pod_name=None, leader_elect=True, metr
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+
+class PodCreations:
+    """Names of the pods created in a namespace, in the order a watch of the Python client sees
+    them (`prefix` removed)."""
+
+    def __init__(self, kubeconfig, namespace, prefix=""):
+        from kubernetes import client, config, watch
+
+        self.names, self.error, self.stopped = [], None, False
+        self.namespace, self.prefix = namespace, prefix
+        api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+        start = api.list_namespaced_pod(namespace).metadata.resource_version
+        self.watch = watch.Watch()
+        self.thread = threading.Thread(target=self.run, args=(api, start), daemon=True)
+        self.thread.start()
+
+    def run(self, api, start):
+        try:
+            for event in self.watch.stream(api.list_namespaced_pod, self.namespace, resource_version=start,
+                                           timeout_seconds=600):
+                if event["type"] == "ADDED":
+                    self.names.append(event["object"].metadata.name.removeprefix(self.prefix))
+        except Exception as error:  # the server going away after the test is no failure
+            if not self.stopped:
+                self.error = error
+
+    def stop(self):
+        self.stopped = True
+        self.watch.stop()
+        assert self.error is None, f"the pod watch failed: {self.error!r}"
+        return list(self.names)
 
 
 def stop_process(process, how=signal.SIGTERM):

@@ -22,36 +22,62 @@ class Real(Cluster):
     def __init__(self, directory):
         super().__init__(directory / "kubeconfig")
         self.directory = directory
-        self._operator_kubeconfig = None
+        self.accounts = {}
 
-    @property
-    def operator_kubeconfig(self):
-        if self._operator_kubeconfig is None:
-            self._operator_kubeconfig = self._install_operator_rbac()
-        return self._operator_kubeconfig
+    def account_kubeconfig(self, account):
+        if account not in self.accounts:
+            self.accounts[account] = self._install_operator_rbac(account)
+        return self.accounts[account]
 
-    def _install_operator_rbac(self):
+    def _chart_rbac(self, account):
         """The operator chart's ServiceAccount, ClusterRoles, Roles and bindings as Helm renders
-        them, applied; returns a kubeconfig holding that account's token (`kubectl create
-        token`) and nothing else."""
+        them, for `account` (the chart's own, `express-operator`, or another given the same
+        rules under names of its own)."""
         manifests = helm.Chart.load(str(ROOT / "charts" / "express-operator")).render(
             {}, name="express", namespace=OPERATOR_NAMESPACE)
         rbac = [d for key, text in manifests.items() if not key.endswith("NOTES.txt")
                 for d in yaml.safe_load_all(text) if d and d["kind"] in RBAC_KINDS]
         assert {d["kind"] for d in rbac} == RBAC_KINDS, "the chart renders its RBAC"
+        if account != "express-operator":
+            suffix = account.removeprefix("express-operator-")
+            for document in rbac:
+                if document["kind"] == "ServiceAccount":
+                    document["metadata"]["name"] = account
+                    continue
+                document["metadata"]["name"] += f"-{suffix}"
+                if "roleRef" in document:
+                    document["roleRef"]["name"] += f"-{suffix}"
+                    for subject in document["subjects"]:
+                        subject["name"] = account
+        return rbac
+
+    def _install_operator_rbac(self, account):
+        """The chart's RBAC for `account`, applied; returns a kubeconfig holding that account's
+        token (`kubectl create token`) and nothing else."""
         self.kubectl("create", "namespace", OPERATOR_NAMESPACE, check=False)
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
-        token = self.kubectl("create", "token", "express-operator", "-n", OPERATOR_NAMESPACE,
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(self._chart_rbac(account)))
+        token = self.kubectl("create", "token", account, "-n", OPERATOR_NAMESPACE,
                              "--duration", "24h").stdout.strip()
-        path = self.directory / "operator.kubeconfig"
+        path = self.directory / f"{account}.kubeconfig"
         path.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "operator",
             "clusters": [{"name": "real", "cluster": {
                 "server": self.url, "certificate-authority": str(self.directory / "pki" / "ca.crt")}}],
-            "users": [{"name": "express-operator", "user": {"token": token}}],
-            "contexts": [{"name": "operator", "context": {"cluster": "real", "user": "express-operator"}}],
+            "users": [{"name": account, "user": {"token": token}}],
+            "contexts": [{"name": "operator", "context": {"cluster": "real", "user": account}}],
         }))
         return path
+
+    def deny_writes(self, account):
+        """What a build that cannot write meets on a real cluster: `account`'s roles lose every
+        verb but get, list and watch, except on its Lease (it stays the leader it was)."""
+        for document in self._chart_rbac(account):
+            if document["kind"] not in ("ClusterRole", "Role"):
+                continue
+            for rule in document["rules"]:
+                if rule["resources"] != ["leases"]:
+                    rule["verbs"] = [v for v in rule["verbs"] if v in ("get", "list", "watch")] or ["get"]
+            self.kubectl("apply", "-f", "-", input=yaml.safe_dump(document))
 
     def namespace(self, prefix="tenant"):
         # Pods are admitted once the service-account controller gave the namespace its account.

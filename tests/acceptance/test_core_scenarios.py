@@ -11,13 +11,11 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
-from kubernetes import client, config, watch
 
-from conftest import KUBECTL_EXPRESS, eventually, start_operator, stop_process, tenant_yaml
+from conftest import KUBECTL_EXPRESS, PodCreations, eventually, start_operator, stop_process, tenant_yaml
 from test_helm import render, tenant_values
 
 # DESIGN section 3: a full upgrade runs fe1, fe2, be, fe3, fe4.
@@ -31,36 +29,6 @@ def operator(cluster, tmp_path):
     yield process
     stop_process(process)
     print(f"--- operator log\n{(tmp_path / 'operator.log').read_text()[-6000:]}")
-
-
-class PodCreations:
-    """Names of the pods created in a namespace, in the order a watch sees them (the tenant's
-    name prefix removed)."""
-
-    def __init__(self, kubeconfig, namespace, prefix):
-        self.names, self.error, self.stopped = [], None, False
-        self.namespace, self.prefix = namespace, prefix
-        api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
-        start = api.list_namespaced_pod(namespace).metadata.resource_version
-        self.watch = watch.Watch()
-        self.thread = threading.Thread(target=self.run, args=(api, start), daemon=True)
-        self.thread.start()
-
-    def run(self, api, start):
-        try:
-            for event in self.watch.stream(api.list_namespaced_pod, self.namespace, resource_version=start,
-                                           timeout_seconds=300):
-                if event["type"] == "ADDED":
-                    self.names.append(event["object"].metadata.name.removeprefix(self.prefix))
-        except Exception as error:  # the server going away after the test is no failure
-            if not self.stopped:
-                self.error = error
-
-    def stop(self):
-        self.stopped = True
-        self.watch.stop()
-        assert self.error is None, f"the pod watch failed: {self.error!r}"
-        return list(self.names)
 
 
 def pods(cluster, namespace):

@@ -31,9 +31,12 @@ class Operators:
 
     def start(self, ring):
         self.lives += 1
+        # On the real control plane each ring runs as a ServiceAccount of its own with the
+        # chart's rules, so that a test can take one ring's permissions away.
         self.running[ring] = start_operator(
             self.sim, self.tmp_path / f"operator-{ring}-{self.lives}.log", "--ring", ring,
-            pod_name=f"{ring}-{self.lives}")
+            pod_name=f"{ring}-{self.lives}",
+            account="express-operator" if ring == "default" else f"express-operator-{ring}")
 
     def stop(self, ring, how=signal.SIGTERM):
         stop_process(self.running.pop(ring), how)
