@@ -14,8 +14,9 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
-from conftest import KUBECTL_EXPRESS, PodCreations, eventually, start_operator, stop_process, tenant_yaml
+from conftest import KUBECTL_EXPRESS, OPERATOR, PodCreations, eventually, start_operator, stop_process, tenant_yaml
 from test_helm import render, tenant_values
 
 # DESIGN section 3: a full upgrade runs fe1, fe2, be, fe3, fe4.
@@ -293,3 +294,21 @@ def test_the_plugin_reads_what_the_api_holds(cluster, operator, tmp_path):
     assert doctor.returncode in (0, 1, 3), doctor.stderr
     report = json.loads(doctor.stdout)
     assert report["verdict"] in ("healthy", "tenant", "deployment", "infrastructure") and report["checks"]
+
+
+def test_crd_check_reads_the_servers_crds_and_every_object_they_store(cluster, operator):
+    """`express-operator crd check --context`: this build's CRDs against what the server has and
+    stores (a tenant included), through a kubeconfig context as an SRE names it."""
+    namespace = cluster.namespace()
+    provision_acme(cluster, namespace)
+    context = yaml.safe_load(cluster.kubeconfig.read_text())["current-context"]
+
+    def check(*args):
+        return subprocess.run([OPERATOR, "crd", "check", *args, "--kubeconfig", str(cluster.kubeconfig)],
+                              capture_output=True, text=True, timeout=60)
+
+    checked = check("--context", context)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "compatible: no breaking change" in checked.stdout, checked.stdout
+    unknown = check("--context", "no-such-context")
+    assert unknown.returncode == 2 and 'no context named "no-such-context"' in unknown.stderr, unknown.stderr

@@ -74,8 +74,9 @@ def moved(sim):
 
 
 @pytest.fixture
-def dc(sim, tmp_path):
+def dc(dedicated_cluster, tmp_path):
     """A DC whose CRDs are `edit`ed, both rings running, three tenants healthy on default."""
+    sim = dedicated_cluster
     operators = Operators(sim, tmp_path)
 
     def start(edit, extra=""):
@@ -102,6 +103,7 @@ def dc(sim, tmp_path):
         print(f"--- {log.name}\n{log.read_text()[-5000:]}")
 
 
+@pytest.mark.parametrize("substrate", ["kubesim", "real"])
 def test_a_release_applies_its_builds_crds_before_its_first_move_and_succeeds(dc):
     sim = dc(without_recovery)
     before = {name: crd(sim, name)["metadata"]["generation"] for name in NODE_CRDS}
