@@ -1,6 +1,7 @@
 """`kubectl express dashboard` in a real browser: headless Chromium (Debian's `chromium` and
-`chromium-driver`) driven through WebDriver by selenium, against `kubesim serve`, the real
-`express-operator run` binary and three tenants applied with kubectl 1.37. What the pages show
+`chromium-driver`) driven through WebDriver by selenium, against `kubesim serve` and against
+Kubernetes' own control plane, the real `express-operator run` binary and three tenants applied
+with kubectl 1.37. What the pages show
 is checked against what the API shows; actions are clicked through their confirmation and
 checked in the API.
 
@@ -80,11 +81,19 @@ def healthy(sim):
     )
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """kubesim, the operator and three healthy tenants; yields (sim, directory)."""
+@pytest.fixture(scope="module", params=["kubesim", "real"])
+def world(request, tmp_path_factory):
+    """The substrate (kubesim, or a real control plane of this module's own), the operator and
+    three healthy tenants; yields (sim, directory)."""
     directory = tmp_path_factory.mktemp("dashboard")
-    sim = start_sim(directory)
+    if request.param == "real":
+        import real_cluster
+
+        sim = real_cluster.up(directory / "real")
+        request.addfinalizer(lambda: real_cluster.down(sim))
+    else:
+        sim = start_sim(directory)
+        request.addfinalizer(lambda: stop_sim(sim))
     install(sim)
     sim.kubectl("create", "namespace", "express-system")
     operator = start_operator(sim, directory / "operator.log", pod_name="dashboard-acceptance")
@@ -93,7 +102,6 @@ def world(tmp_path_factory):
     eventually(lambda: healthy(sim), timeout=90, what="three healthy tenants")
     yield sim, directory
     stop_process(operator)
-    stop_sim(sim)
 
 
 @pytest.fixture(scope="module")
