@@ -91,8 +91,19 @@ class Dc:
             print(f"--- {log.name}\n{log.read_text()[-3000:]}")
 
     def restart_canary(self, *flags):
+        """The canary's build replaced, and leading its ring before anything is asked of it: the
+        stopped process does not give its Lease back, so the new one leads only once the Lease
+        expires (15 s). A release started before that spent its adoption deadline waiting for a
+        leader, and a build was once rolled back for adopting too late, not for its fault."""
         stop_process(self.operators.pop("canary"))
         self.start("canary", *flags)
+        identity = f"canary-{self.lives}"
+
+        def leading():
+            lease = self.sim.kubectl_json("get", "lease", "express-operator-canary", "-n", "express-system")
+            return lease["spec"].get("holderIdentity") == identity
+
+        eventually(leading, timeout=45, what=f"{identity} holding ring canary's Lease")
 
     def release(self, name, window=30, bake=30):
         body = {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
