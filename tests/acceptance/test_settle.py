@@ -4,13 +4,11 @@ real `express-operator run` binary against `kubesim serve`. The order is read fr
 of the Python kubernetes client."""
 
 import json
-import threading
 import time
 
 import pytest
-from kubernetes import client, config, watch
 
-from conftest import eventually, start_operator, stop_process
+from conftest import PodCreations, eventually, start_operator, stop_process
 from test_helm import render, tenant_values
 from test_kubectl import install
 
@@ -24,35 +22,6 @@ def operator(sim, tmp_path):
     process = start_operator(sim, tmp_path / "operator.log", leader_elect=False)
     yield process
     stop_process(process)
-
-
-class PodCreations:
-    """Names of pods created in the namespace, in the order a watch sees them."""
-
-    def __init__(self, kubeconfig):
-        self.names = []
-        self.error = None
-        self.stopped = False
-        api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
-        start = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
-        self.watch = watch.Watch()
-        self.thread = threading.Thread(target=self.run, args=(api, start), daemon=True)
-        self.thread.start()
-
-    def run(self, api, start):
-        try:
-            for event in self.watch.stream(api.list_namespaced_pod, NAMESPACE, resource_version=start,
-                                           timeout_seconds=120):
-                if event["type"] == "ADDED":
-                    self.names.append(event["object"].metadata.name.removeprefix("acme-"))
-        except Exception as error:  # the server going away after the test is no failure
-            if not self.stopped:
-                self.error = error
-
-    def stop(self):
-        self.stopped = True
-        self.watch.stop()
-        assert self.error is None, f"the pod watch failed: {self.error!r}"
 
 
 def values(version):
@@ -85,7 +54,7 @@ def test_chart_upgrade_applied_with_kubectl_follows_the_design_order(sim, operat
     rendered = render(values("express-e689.155"))
     for document in documents(rendered):
         assert "express.dev/rollout-id" in document, document
-    created = PodCreations(sim.kubeconfig)
+    created = PodCreations(sim.kubeconfig, NAMESPACE, "acme-")
     try:
         if delivery == "one-apply":
             # One multi-document apply: kubectl writes the objects one by one, in file order.
@@ -109,7 +78,7 @@ def test_a_node_written_alone_with_a_new_rollout_id_holds_the_rollout(sim, opera
     provision(sim)
     rendered = render(values("express-e689.155"))
     fe3 = next(d for d in documents(rendered) if "name: acme-fe3" in d)
-    created = PodCreations(sim.kubeconfig)
+    created = PodCreations(sim.kubeconfig, NAMESPACE, "acme-")
     try:
         sim.kubectl("apply", "-f", "-", input=fe3)
 
