@@ -21,7 +21,8 @@ def test_the_install_walkthrough_works_as_written(tmp_path):
     script = walkthrough()
     assert "scripts/real-cluster.sh up $REAL" in script and "real-cluster.sh down $REAL" in script
     real = tmp_path / "real"
-    script = script.replace("REAL=/tmp/express-real", f"REAL={real}")
+    assert 'REAL="$PWD/target/express-real"' in script, "the walk-through names its directory"
+    script = script.replace('REAL="$PWD/target/express-real"', f"REAL={real}")
     env = helm_on_path(tmp_path)
     binaries = {os.path.dirname(p) for p in (KUBECTL, KUBECTL_EXPRESS, OPERATOR)}
     env["PATH"] = os.pathsep.join([*binaries, env["PATH"]])
