@@ -144,6 +144,14 @@ def read(browser, selector, *attributes):
         selector, list(attributes))
 
 
+def text_of(browser, selector):
+    """The text `selector`'s element shows (as a person reads it), or "" while the page has none:
+    read in one script, because a live update can replace the element between finding it and
+    asking for its text."""
+    return browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';", selector)
+
+
 def rows(browser):
     """The fleet table as the page shows it: {(namespace, cluster): phase}."""
     return {(ns, cluster): phase for ns, cluster, phase in

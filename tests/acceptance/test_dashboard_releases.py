@@ -14,7 +14,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from conftest import eventually
-from test_dashboard import browser, click_action, read, screenshot  # noqa: F401 (the browser fixture)
+from test_dashboard import browser, click_action, read, screenshot, text_of  # noqa: F401 (the browser fixture)
 from test_dashboard_dcs import FleetDashboard
 from test_fleet_release import fleet  # noqa: F401 (the three DCs with both rings)
 from test_release import apply_release, status
@@ -66,7 +66,7 @@ def test_an_operator_release_is_paused_resumed_promoted_and_aborted_from_its_pag
                what="wave 1 baking")
     eventually(lambda: int((shown(browser, "#release-charts svg.chart", "data-points") or ["0"])[0]) >= 3,
                timeout=30, what="three readings on the chart")
-    summary = browser.find_element(By.ID, "release-summary").text
+    summary = text_of(browser, "#release-summary")
     assert "Next: wave 1 bakes" in summary and "then wave 2 moves" in summary, summary
     assert shown(browser, "#release-charts svg.chart", "data-signal")[0] == "unhealthy tenants (%)"
     screenshot(browser, fleet.directory, "dashboard-release.png")
@@ -122,7 +122,7 @@ def test_a_fleet_release_is_approved_paused_resumed_and_rolled_back_from_its_pag
         timeout=30, what="the plan's line on the fleet page")
     screenshot(browser, fleet.directory, "dashboard-dcs-release.png")
     browser.get(dashboard.url + f"/fleet-releases/{name}")
-    attention = browser.find_element(By.ID, "attention").text
+    attention = eventually(lambda: text_of(browser, "#attention"), what="the plan's page")
     assert "stage 2 (rest: dc-b, dc-c) waits for approval" in attention, attention
     states = dict(read(browser, "#fleet-release-pipeline li.dc-card", "data-context", "data-state"))
     assert states == {"dc-a": "Succeeded", "dc-b": "Waiting", "dc-c": "Waiting"}, states
@@ -137,7 +137,7 @@ def test_a_fleet_release_is_approved_paused_resumed_and_rolled_back_from_its_pag
         browser.get(partial.url + f"/fleet-releases/{name}")
         offered = sorted(url.rsplit("/", 1)[1] for (url,) in read(browser, "#fleet-release-summary button.action", "data-url"))
         assert offered == ["approve"], offered
-        assert "does not act in dc-c" in browser.find_element(By.ID, "fleet-release-summary").text
+        assert "does not act in dc-c" in text_of(browser, "#fleet-release-summary")
         assert read(browser, "#fleet-release-pipeline li.dc-card[data-context=dc-c] .muted", "text") == [["no actions here"]]
     finally:
         partial.stop()
