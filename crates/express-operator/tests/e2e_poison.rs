@@ -1,5 +1,6 @@
 //! One object the operator cannot decode never stops the fleet (the failure model in
-//! docs/architecture.md). Each test stores one such object the way it happens for real (written
+//! docs/decisions/what-happens-when-things-fail.md).
+//! Each test stores one such object the way it happens for real (written
 //! under a looser CRD that was then restored, or a status a newer build wrote), starts the real
 //! controller, and checks through the API that another tenant, in another namespace, is
 //! provisioned, that the odd tenant's readable nodes go on where the order allows, and that the

@@ -381,7 +381,7 @@ pub struct NodeStatus {
     pub conditions: Vec<Condition>,
     /// The last change made to the node's pod.
     // Lenient on read: a record whose kind or state this build does not know reads as absent
-    // (docs/architecture.md, the failure model).
+    // (docs/decisions/what-happens-when-things-fail.md).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

@@ -150,7 +150,7 @@ mod tests {
     /// Each cached view is one allocation behind an `Arc` (two counters, 16 bytes, before it),
     /// rounded up by jemalloc to a size class (..., 96, ..., 256, ..., 768, 896, 1024, ...):
     /// a few bytes more would cost a whole class more for every node, pod or revision of a
-    /// fleet (docs/benchmarks.md, issue 39).
+    /// fleet (docs/benchmarks.md, "A settled fleet at 10,000 tenants: compact uids and instants").
     #[test]
     fn views_fit_the_allocator_size_classes_they_were_measured_in() {
         let arc = 2 * size_of::<usize>();
