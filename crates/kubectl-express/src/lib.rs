@@ -1,23 +1,18 @@
 //! `kubectl-express`: the kubectl plugin for Express clusters (DESIGN section 9), as a library
-//! the `kubectl-express` binary's menu dispatches into, and that `express-operator dev` drives a
-//! release across DCs with in process. The verbs live in [`verbs`], one module each; the modules
-//! beside it are the layers the verbs share, each importing only those below it: reading a
-//! cluster or manifests ([`read`]), writing requests ([`write`]), drawing ([`show`]) in the
-//! look of [`text`], choosing and reading contexts ([`contexts`]), driving a release across DCs
-//! ([`fleet_release`]: the `fleet-release` verb and the dashboard both act through it), the planner's report
-//! ([`plan`]), kept revisions ([`revisions`]), connecting ([`connect`]), the runtime
-//! ([`runtime`]) and exit codes ([`exit`]); [`dashboard`] is the web UI behind the `dashboard`
-//! verb.
+//! the `kubectl-express` binary's menu dispatches into. The verbs live in [`verbs`], one module
+//! each; the modules beside it are the layers the verbs share, each importing only those below
+//! it: reading a cluster or manifests ([`read`]), writing requests ([`write`]), drawing
+//! ([`show`]) in the look of [`text`], the contexts' shared end ([`contexts`]), the planner's
+//! report ([`plan`]) and kept revisions ([`revisions`]); [`dashboard`] is the web UI behind the
+//! `dashboard` verb. Connecting, exit codes, the runtime, live reads, requests and the driver of
+//! a release across DCs live one crate down, in `express-client` (the operator's `dev` drives
+//! its demo release with it).
 
-pub mod connect;
 pub mod contexts;
 pub mod dashboard;
-pub mod exit;
-pub mod fleet_release;
 pub mod plan;
 pub mod read;
 pub mod revisions;
-pub mod runtime;
 pub mod show;
 pub mod text;
 pub mod verbs;

@@ -154,7 +154,7 @@ pub fn live(
     operator_namespace: &str,
     cluster: Option<&str>,
 ) -> Report {
-    let inventory = crate::read::live::inventory(objects, operator_namespace);
+    let inventory = express_client::read::live::inventory(objects, operator_namespace);
     let mut warnings = Vec::new();
     let mut clusters = Vec::new();
     for snapshot in snapshots(&inventory) {

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use express_api::{ClusterPhase, ExpressCluster};
+use express_client::fleet_release::start::{self, Plan, Reach};
 use kube::api::Api;
 use kubesim::kubelet::KubeletConfig;
 use kubesim::{Config, KubeSim};
@@ -302,12 +303,15 @@ pub async fn run(options: DcsOptions) -> Result<(), DevError> {
             .as_ref()
             .and_then(|name| dcs.iter().find(|d| &d.context == name));
         println!("demo: releasing ring canary across the DCs ({plan_shown})");
-        let plan_run = kubectl_express::verbs::fleet_release::run_plan(
-            &plan_path,
-            &options.kubeconfig,
-            Duration::from_secs(if prometheus.is_some() { 160 } else { 110 }),
-            Duration::from_secs(5),
-        );
+        let reach = Reach {
+            operator_namespace: crate::controller::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
+            kubeconfig: Some(options.kubeconfig.clone()),
+            context: None,
+            context_timeout: Duration::from_secs(5),
+        };
+        let plan = Plan::File(plan_path.clone());
+        let timeout = Duration::from_secs(if prometheus.is_some() { 160 } else { 110 });
+        let plan_run = start::run(&reach, &plan, Some(timeout), start::DEFAULT_POLL);
         tokio::pin!(plan_run);
         let code = match failing {
             // The failing DC's canary stops writing once its release exists: it led its ring

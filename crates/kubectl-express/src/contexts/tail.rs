@@ -6,9 +6,9 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::contexts::across::{ContextError, PerContext};
-use crate::exit::{Code, Exit};
 use crate::text::table;
+use express_client::contexts::across::{ContextError, PerContext};
+use express_client::exit::{Code, Exit};
 
 /// The fleet's exit code from the exit codes of the contexts read (0, 1 or 3 each) and the
 /// number of contexts not read: the worst code read; 4 (*incomplete*) when some context was

@@ -1,5 +1,5 @@
 //! The dashboard's actions (pause, resume, abort, retry, bounce, an OperatorRelease's requests
-//! and a FleetRelease's): the same [`crate::write::control`] and [`crate::write::release`] functions the CLI verbs call,
+//! and a FleetRelease's): the same [`express_client::write::control`] and [`crate::write::release`] functions the CLI verbs call,
 //! in the DC the request names.
 //!
 //! Across DCs each button carries a token of its own, bound to (context, tenant, action)
@@ -15,12 +15,12 @@ use axum::response::{IntoResponse, Response};
 use super::dcs::{Dc, dc_refusal};
 use super::links::{Binding, TOKEN_HEADER, fleet_release_binding};
 use super::state::{AppState, RELEASE_READ_DEADLINE, refuse};
-use crate::exit::{Code, Exit};
-use crate::fleet_release::dcs::Dcs;
-use crate::fleet_release::requests::{Ask, request};
-use crate::read::live::no_cluster;
-use crate::write::control::{self, Done, Request as ControlRequest, Scope};
 use crate::write::release::{self, Request as ReleaseRequest};
+use express_client::exit::{Code, Exit};
+use express_client::fleet_release::dcs::Dcs;
+use express_client::fleet_release::requests::{Ask, request};
+use express_client::read::live::no_cluster;
+use express_client::write::control::{self, Done, Request as ControlRequest, Scope};
 
 /// Lets the action through, or says why not (403): the DC may act, and across DCs the token
 /// sent is the one bound to this very action.

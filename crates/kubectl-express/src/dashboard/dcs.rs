@@ -19,9 +19,9 @@ use tokio::sync::watch;
 use super::model::fleet::{DcDoctor, Health};
 use super::model::release::{Trail, TrailPoint, UNHEALTHY_SIGNAL};
 use super::model::rows::{DcRows, DoctorBanner, TenantRow};
-use crate::contexts::across::{ContextError, Scope};
-use crate::contexts::select::Loaded;
-use crate::read::live;
+use express_client::contexts::across::{ContextError, Scope};
+use express_client::contexts::select::Loaded;
+use express_client::read::live;
 
 /// How often a DC's doctor runs by default (it reads Leases, Deployments, events and the
 /// releases): `--doctor-interval`.
@@ -331,7 +331,7 @@ pub async fn open(
                 None,
                 read_only,
                 Health::Down {
-                    error: crate::contexts::across::ContextError::Config(why),
+                    error: express_client::contexts::across::ContextError::Config(why),
                     last_seen: None,
                 },
             ))),
@@ -412,7 +412,7 @@ pub async fn probe(dc: &Dc, deadline: Duration) -> Result<(), ContextError> {
     let namespace = dc.namespace.clone().unwrap_or_default();
     match tokio::time::timeout(
         deadline,
-        crate::contexts::across::probe(client, scope.namespace(&namespace)),
+        express_client::contexts::across::probe(client, scope.namespace(&namespace)),
     )
     .await
     {
@@ -442,7 +442,7 @@ pub async fn doctor(
         }
         if let (Health::Live, Some(client)) = (dc.health(), &dc.client) {
             let objects = dc.objects();
-            let fleet = crate::read::triage::fleet_around(
+            let fleet = express_client::read::triage::fleet_around(
                 client,
                 &operator_namespace,
                 &objects,
@@ -455,7 +455,7 @@ pub async fn doctor(
                 dc.record_releases(&releases, &fleet, Timestamp::now());
             }
             // The copies of the releases across DCs, for their stages (none before their CRD).
-            let plans = crate::read::fleet_release::copies(client, &operator_namespace)
+            let plans = express_client::read::fleet_release::copies(client, &operator_namespace)
                 .await
                 .unwrap_or_default();
             let banner = DoctorBanner::from_report(&report, &fleet.releases, &plans);

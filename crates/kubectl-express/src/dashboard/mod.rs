@@ -11,7 +11,7 @@
 //! - [`dcs`]: each DC's watches, health and doctor;
 //! - [`state`]: what every handler shares (the DCs, tokens, the render cache, the refusals);
 //! - the handlers: [`guard`] (the checks in front of every request), [`actions`] (the same
-//!   [`crate::write::control`] functions the CLI verbs call, each in the DC it names) and [`streams`]
+//!   [`express_client::write::control`] functions the CLI verbs call, each in the DC it names) and [`streams`]
 //!   (the live updates, server-sent events);
 //! - [`server`]: the router and starting the server.
 

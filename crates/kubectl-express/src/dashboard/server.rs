@@ -33,8 +33,8 @@ use super::pages;
 pub use super::state::Settings;
 use super::state::{AppState, ReleasePath, TenantPath, no_dc, refuse, shared};
 use super::streams;
-use crate::exit::Exit;
-use crate::read::live::{self, no_cluster};
+use express_client::exit::Exit;
+use express_client::read::live::{self, no_cluster};
 
 async fn listen(
     shared: AppState,

@@ -253,7 +253,7 @@ impl Shared {
         let read = crate::read::release::get(client, &self.settings.operator_namespace, name);
         let release = match tokio::time::timeout(RELEASE_READ_DEADLINE, read).await {
             Ok(Ok(release)) => release,
-            Ok(Err(exit)) if exit.code == crate::exit::Code::Usage => {
+            Ok(Err(exit)) if exit.code == express_client::exit::Code::Usage => {
                 return Err((StatusCode::NOT_FOUND, exit.message));
             }
             Ok(Err(exit)) => return Err((StatusCode::BAD_GATEWAY, exit.message)),
@@ -296,7 +296,7 @@ impl Shared {
             Some(async move {
                 tokio::time::timeout(
                     RELEASE_READ_DEADLINE,
-                    crate::read::fleet_release::copy(&client, namespace, name),
+                    express_client::read::fleet_release::copy(&client, namespace, name),
                 )
                 .await
                 .ok()

@@ -18,7 +18,7 @@ use super::dcs::Dc;
 use super::model::fleet::FleetQuery;
 use super::pages::{self, update};
 use super::state::{AppState, ReleasePath, TenantPath, no_dc};
-use crate::read::live::no_cluster;
+use express_client::read::live::no_cluster;
 
 /// Changes arriving this close together are sent as one update.
 const COALESCE: Duration = Duration::from_millis(150);

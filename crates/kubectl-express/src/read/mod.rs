@@ -1,11 +1,7 @@
-//! Reading: what the verbs and the dashboard read from a live cluster ([`live`]), from files
-//! ([`manifests`]), and the operator's releases ([`release`]). Imports nothing above it.
+//! Reading what only the plugin reads: manifests from files ([`manifests`]), the operator's
+//! releases ([`release`]) and its rings ([`rings`]). A live cluster's objects are read with
+//! `express_client::read`. Imports nothing above it.
 
-pub mod fleet_release;
-pub mod live;
 pub mod manifests;
 pub mod release;
 pub mod rings;
-pub mod triage;
-pub mod unread;
-pub mod view_store;

@@ -6,8 +6,8 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use list_pages::ListPaged;
 
-use crate::exit::Exit;
-use crate::read::unread::Unread;
+use express_client::exit::Exit;
+use express_client::read::unread::Unread;
 
 pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<OperatorRelease, Exit> {
     match Api::<OperatorRelease>::namespaced(client.clone(), namespace)

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use express_api::{NodeKind, NodeRef, Objects, effective_spec};
 
 use super::compare::{Facts, LiveFacts, NodeSide, Row, compare};
-use crate::exit::Exit;
-use crate::read::live;
 use crate::read::manifests::{self, Manifests};
+use express_client::exit::Exit;
+use express_client::read::live;
 
 /// The nodes of a set of objects, each with its effective spec under its cluster's defaults.
 /// `fallback_clusters` give the defaults of a cluster whose ExpressCluster is not among the

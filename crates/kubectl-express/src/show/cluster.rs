@@ -116,7 +116,7 @@ pub fn list_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
 /// The rows of one namespace's objects (a group of [`by_namespace`] or [`namespace_objects`],
 /// which already holds the operator-wide control ConfigMap).
 pub(crate) fn namespace_rows(objects: &Objects, operator_namespace: &str) -> Vec<ListRow> {
-    let inventory = crate::read::live::inventory(objects, operator_namespace);
+    let inventory = express_client::read::live::inventory(objects, operator_namespace);
     objects
         .cluster_keys()
         .into_iter()
@@ -249,7 +249,7 @@ pub fn render_list(rows: &[ListRow]) -> String {
 pub fn render_tree(objects: &Objects, namespace: &str, cluster: &str, style: Style) -> String {
     let express_cluster = objects.express_cluster(namespace, cluster);
     let nodes = objects.nodes_of(namespace, cluster);
-    let inventory = crate::read::live::inventory(objects, "");
+    let inventory = express_client::read::live::inventory(objects, "");
     let snapshot = snapshot_of(&inventory, namespace, cluster);
     let mut out = tree_header(
         express_cluster,

@@ -7,10 +7,10 @@ use serde::Serialize;
 use express_triage::across::FleetVerdict;
 use express_triage::{Check, Report, Status, TenantReport, Verdict};
 
-use crate::contexts::across::PerContext;
-use crate::exit::Code;
 use crate::show::cluster;
 use crate::text::table;
+use express_client::contexts::across::PerContext;
+use express_client::exit::Code;
 
 /// The exit code of a verdict: 0 healthy, 1 tenant or deployment, 3 infrastructure.
 pub fn verdict_code(verdict: Verdict) -> u8 {
@@ -256,7 +256,7 @@ mod tests {
     use express_triage::{Check, Report, Status, Verdict};
 
     use super::*;
-    use crate::contexts::across::ContextError;
+    use express_client::contexts::across::ContextError;
 
     fn report(verdict: Verdict, summary: &str, evidence: &[&str]) -> DcReport {
         DcReport {

@@ -13,9 +13,9 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::connect::{ConnectArgs, Connection};
-use crate::exit::{Code, Exit};
-use crate::write::control;
+use express_client::connect::{ConnectArgs, Connection};
+use express_client::exit::{Code, Exit};
+use express_client::write::control;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::CommandFactory;
 
-use crate::exit::Code;
+use express_client::exit::Code;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -12,11 +12,11 @@ use std::process::ExitCode;
 
 use std::time::Duration;
 
-use crate::contexts::select::{FleetArgs, Mode};
 use crate::dashboard::dcs::FleetStart;
 use crate::dashboard::server::{self, Settings};
-use crate::exit::Exit;
 use crate::verbs::args::OperatorNamespace;
+use express_client::contexts::select::{FleetArgs, Mode};
+use express_client::exit::Exit;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -118,34 +118,39 @@ pub fn run(args: Args) -> ExitCode {
         }
         Mode::Fleet(selection) => {
             let fleet_args = args.connect.clone();
-            crate::contexts::across::run("dashboard", &fleet_args, selection, |plan| async move {
-                let unknown: Vec<&String> = args
-                    .read_only_contexts
-                    .iter()
-                    .filter(|c| !plan.contexts.contains(c))
-                    .collect();
-                if let Some(context) = unknown.first() {
-                    return Err(Exit::usage(format!(
-                        "--read-only-context {context}: not among the contexts selected ({})",
-                        plan.contexts.join(", ")
-                    )));
-                }
-                let (listener, settings) = bind(&args).await?;
-                let banner = banner(&args, &settings);
-                let start = FleetStart {
-                    loaded: plan.loaded,
-                    contexts: plan.contexts,
-                    namespace: plan.namespace,
-                    all_namespaces: args.all_namespaces,
-                    read_only_contexts: args.read_only_contexts.clone(),
-                    deadline: plan.deadline.max(Duration::from_secs(1)),
-                };
-                server::serve_fleet(start, settings, listener, move |_| {
-                    println!("{banner}");
-                })
-                .await?;
-                Ok(ExitCode::SUCCESS)
-            })
+            express_client::contexts::across::run(
+                "dashboard",
+                &fleet_args,
+                selection,
+                |plan| async move {
+                    let unknown: Vec<&String> = args
+                        .read_only_contexts
+                        .iter()
+                        .filter(|c| !plan.contexts.contains(c))
+                        .collect();
+                    if let Some(context) = unknown.first() {
+                        return Err(Exit::usage(format!(
+                            "--read-only-context {context}: not among the contexts selected ({})",
+                            plan.contexts.join(", ")
+                        )));
+                    }
+                    let (listener, settings) = bind(&args).await?;
+                    let banner = banner(&args, &settings);
+                    let start = FleetStart {
+                        loaded: plan.loaded,
+                        contexts: plan.contexts,
+                        namespace: plan.namespace,
+                        all_namespaces: args.all_namespaces,
+                        read_only_contexts: args.read_only_contexts.clone(),
+                        deadline: plan.deadline.max(Duration::from_secs(1)),
+                    };
+                    server::serve_fleet(start, settings, listener, move |_| {
+                        println!("{banner}");
+                    })
+                    .await?;
+                    Ok(ExitCode::SUCCESS)
+                },
+            )
         }
     }
 }

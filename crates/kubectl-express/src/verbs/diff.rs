@@ -5,9 +5,9 @@
 use std::process::ExitCode;
 
 use super::revisions::CompareArgs;
-use crate::exit::{Code, Exit};
 use crate::revisions::sources::{Options, gather};
 use crate::show::revisions::render_diff;
+use express_client::exit::{Code, Exit};
 
 pub type Args = CompareArgs;
 

@@ -8,12 +8,12 @@ use std::process::ExitCode;
 
 use express_triage::{Thresholds, Verdict};
 
-use crate::contexts::select::{FleetArgs, Mode};
-use crate::contexts::{self};
-use crate::exit::Exit;
-use crate::read::triage::read_fleet;
+use express_client::contexts::select::{FleetArgs, Mode};
+
 use crate::show::doctor::{focus_section, render, verdict_code};
 use crate::verbs::args::{OperatorNamespace, Output};
+use express_client::exit::Exit;
+use express_client::read::triage::read_fleet;
 
 pub(crate) mod across;
 
@@ -73,7 +73,7 @@ pub fn run(args: Args) -> ExitCode {
         Err(error) => Exit::usage(error.to_string()).report("doctor"),
         Ok(Mode::Single(connect)) => single(&args, &connect),
         Ok(Mode::Fleet(selection)) => {
-            contexts::across::run("doctor", &args.connect, selection, |plan| {
+            express_client::contexts::across::run("doctor", &args.connect, selection, |plan| {
                 across::run(
                     args.output,
                     args.details,
@@ -86,7 +86,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
+fn single(args: &Args, connect: &express_client::connect::ConnectArgs) -> ExitCode {
     let focus = connect.namespace.clone();
     super::checked("doctor", connect, true, |client, _| async move {
         let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use express_api::Objects;
 
-use crate::connect::{ConnectArgs, Connection};
-use crate::exit::{Code, Exit};
-use crate::read::live;
 use crate::show::cluster::{self};
 use crate::show::status::Outcome;
 use crate::text::Style;
+use express_client::connect::{ConnectArgs, Connection};
+use express_client::exit::{Code, Exit};
+use express_client::read::live;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

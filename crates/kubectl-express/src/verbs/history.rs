@@ -12,10 +12,10 @@ use kube::api::{Api, ListParams};
 
 use list_pages::ListPaged;
 
-use crate::connect::ConnectArgs;
-use crate::exit::{Code, Exit};
-use crate::read::live::find_node;
 use crate::show::history::{diff, kept_of, pick, render};
+use express_client::connect::ConnectArgs;
+use express_client::exit::{Code, Exit};
+use express_client::read::live::find_node;
 
 // The verb's arguments; its help text is the subcommand's, in main.
 #[derive(clap::Args, Debug)]

@@ -7,13 +7,14 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::contexts::across::{PerContext, Plan, Scope};
-use crate::contexts::select::{FleetArgs, Mode};
-use crate::contexts::{across, tail};
-use crate::exit::{Code, Exit};
-use crate::read::live;
+use crate::contexts::tail;
 use crate::show::cluster;
 use crate::verbs::args::{OperatorNamespace, Output};
+use express_client::contexts::across;
+use express_client::contexts::across::{PerContext, Plan, Scope};
+use express_client::contexts::select::{FleetArgs, Mode};
+use express_client::exit::{Code, Exit};
+use express_client::read::live;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -164,7 +165,7 @@ fn render(results: &[PerContext<Clusters>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contexts::across::ContextError;
+    use express_client::contexts::across::ContextError;
     use std::time::Duration;
 
     fn row(namespace: &str) -> cluster::ListRow {

@@ -1,5 +1,5 @@
 //! One module per verb (argo-rollouts' layout): each has a `#[derive(clap::Args)]` struct and
-//! a `run` that ends in an exit code from [`crate::exit::Code`]. This module holds what they
+//! a `run` that ends in an exit code from [`express_client::exit::Code`]. This module holds what they
 //! share: running a verb on a single-threaded runtime, connected or not, and request ids.
 
 pub mod abort;
@@ -25,10 +25,10 @@ pub mod version;
 use std::future::Future;
 use std::process::ExitCode;
 
-use crate::connect::{ConnectArgs, Connection};
-use crate::contexts::select::known_context;
-use crate::exit::Exit;
-use crate::runtime::{block_on, run_on};
+use express_client::connect::{ConnectArgs, Connection};
+use express_client::contexts::select::known_context;
+use express_client::exit::Exit;
+use express_client::runtime::{block_on, run_on};
 
 /// The operator's namespace when a verb is not told otherwise (the chart's default).
 pub const DEFAULT_OPERATOR_NAMESPACE: &str = "express-system";

@@ -4,9 +4,9 @@
 
 use std::process::ExitCode;
 
-use crate::connect::ConnectArgs;
 use crate::verbs::args::OperatorNamespace;
-use crate::write::control::{self, Scope};
+use express_client::connect::ConnectArgs;
+use express_client::write::control::{self, Scope};
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("scope").required(true).args(["cluster", "namespace_wide", "all"])))]

@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::connect::ConnectArgs;
-use crate::exit::{Code, Exit};
 use crate::plan::{self, OfflinePlan, OutputFormat, Report};
-use crate::read::live;
 use crate::show::graph;
 use crate::verbs::args::OperatorNamespace;
+use express_client::connect::ConnectArgs;
+use express_client::exit::{Code, Exit};
+use express_client::read::live;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -14,16 +14,16 @@ use express_api::OperatorRelease;
 use express_api::release::ReleasePhase;
 use serde_json::{Map, Value, json};
 
-use crate::connect::ConnectArgs;
-use crate::contexts::across;
-use crate::contexts::across::{PerContext, Plan, Scope};
-use crate::contexts::select::{FleetArgs, Mode};
 use crate::contexts::tail;
-use crate::exit::{Code, Exit};
 use crate::read::release as read;
 use crate::show::release as show;
 use crate::verbs::args::{OperatorNamespace, Output};
 use crate::write::release::{self as write, Request};
+use express_client::connect::ConnectArgs;
+use express_client::contexts::across;
+use express_client::contexts::across::{PerContext, Plan, Scope};
+use express_client::contexts::select::{FleetArgs, Mode};
+use express_client::exit::{Code, Exit};
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]

@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-use crate::connect::ConnectArgs;
-use crate::write::control::{self, Request};
+use express_client::connect::ConnectArgs;
+use express_client::write::control::{self, Request};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::connect::ConnectArgs;
-use crate::exit::{Code, Exit};
 use crate::revisions::compare::Verdict;
 use crate::revisions::sources::{Options, Sources, gather};
 use crate::show::revisions::{render_json, render_table};
 use crate::verbs::args::OperatorNamespace;
+use express_client::connect::ConnectArgs;
+use express_client::exit::{Code, Exit};
 
 /// Local objects: rendered manifests, or a chart rendered with `helm template`.
 #[derive(clap::Args, Clone, Debug)]

@@ -13,12 +13,12 @@ mod across;
 
 use std::process::ExitCode;
 
-use crate::contexts::select::{FleetArgs, Mode};
-use crate::contexts::{self, tail};
-use crate::exit::{Code, Exit};
+use crate::contexts::tail;
 use crate::read::rings::{Read, read};
 use crate::show::rings::{render, unserved_lines};
 use crate::verbs::args::{OperatorNamespace, Output};
+use express_client::contexts::select::{FleetArgs, Mode};
+use express_client::exit::{Code, Exit};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -36,14 +36,14 @@ pub fn run(args: Args) -> ExitCode {
         Err(error) => Exit::usage(error.to_string()).report("rings"),
         Ok(Mode::Single(connect)) => single(&args, &connect),
         Ok(Mode::Fleet(selection)) => {
-            contexts::across::run("rings", &args.connect, selection, |plan| {
+            express_client::contexts::across::run("rings", &args.connect, selection, |plan| {
                 across::run(args.output, &args.operator.namespace, plan)
             })
         }
     }
 }
 
-fn single(args: &Args, connect: &crate::connect::ConnectArgs) -> ExitCode {
+fn single(args: &Args, connect: &express_client::connect::ConnectArgs) -> ExitCode {
     let focus = connect.namespace.clone();
     super::checked("rings", connect, true, |client, _| async move {
         let client = client.ok_or_else(|| Exit::usage("no cluster to read"))?;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use express_api::Objects;
 
-use crate::connect::ConnectArgs;
-use crate::exit::{Code, Exit};
-use crate::read::live::{self, Watched};
 use crate::show::status::{Outcome, StatusLine, assess};
+use express_client::connect::ConnectArgs;
+use express_client::exit::{Code, Exit};
+use express_client::read::live::{self, Watched};
 
 // The verb's arguments; its help text is the subcommand's, in main.
 #[derive(clap::Args, Debug)]

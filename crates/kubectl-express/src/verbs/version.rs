@@ -7,9 +7,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
-use crate::connect::ConnectArgs;
-use crate::exit::Code;
 use crate::verbs::args::OperatorNamespace;
+use express_client::connect::ConnectArgs;
+use express_client::exit::Code;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -1,7 +1,4 @@
-//! Writing: the requests people make, each written the way a user would write it — on clusters
-//! and nodes ([`control`]: pause, resume, abort, retry, bounce) and on operator releases
-//! ([`release`]).
+//! Writing the requests only the plugin makes: on operator releases ([`release`]). Requests on
+//! clusters and nodes, and a plan's copies, are written with `express_client::write`.
 
-pub mod control;
-pub mod fleet_release;
 pub mod release;

@@ -11,9 +11,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
-use crate::exit::Exit;
 use crate::read::release::get;
-use crate::write::control::{Done, FIELD_MANAGER};
+use express_client::exit::Exit;
+use express_client::write::control::{Done, FIELD_MANAGER};
 
 /// A person's request on a release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub async fn request(
             request.name()
         )));
     }
-    let id = crate::write::control::request_id();
+    let id = express_client::write::control::request_id();
     let patch = match request {
         Request::Pause | Request::Resume => {
             serde_json::json!({"spec": {"paused": request == Request::Pause}})

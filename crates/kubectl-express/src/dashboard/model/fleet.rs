@@ -18,8 +18,8 @@ use serde::Serialize;
 use express_triage::across::{ContextRead, FleetVerdict, fleet_verdict as across_dcs};
 
 use super::rows::{DoctorBanner, FleetReleaseRow, ReleaseRow, TenantRow};
-use crate::contexts::across::ContextError;
 use crate::dashboard::links::encode;
+use express_client::contexts::across::ContextError;
 
 /// Rows on one page of the fleet.
 pub const PAGE_SIZE: usize = 200;

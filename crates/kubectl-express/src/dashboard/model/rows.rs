@@ -9,8 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use super::shown::age;
-use crate::read::live::{Changed, Stores};
 use crate::show::cluster::{self, ListRow};
+use express_client::read::live::{Changed, Stores};
 
 /// One tenant on the fleet page: the `list` verb's row, and what the page adds to it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -269,7 +269,7 @@ fn namespace_rows(group: &Objects, namespace: &str, operator_namespace: &str) ->
 /// touched and shares the others (the dashboard's redraw of one tenant costs that tenant).
 #[derive(Default)]
 pub struct DcRows {
-    seen: Option<crate::read::live::Seen>,
+    seen: Option<express_client::read::live::Seen>,
     by_namespace: std::collections::BTreeMap<String, Vec<Arc<TenantRow>>>,
     all: Arc<Vec<Arc<TenantRow>>>,
 }

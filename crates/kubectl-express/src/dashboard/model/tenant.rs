@@ -143,7 +143,7 @@ pub fn tenant(
     let summary = ShownRow::at(tenant_row(list, &group, &nodes), now);
     let express_cluster = group.express_cluster(namespace, cluster);
     let status = express_cluster.and_then(|c| c.status.as_ref());
-    let inventory = crate::read::live::inventory(&group, operator_namespace);
+    let inventory = express_client::read::live::inventory(&group, operator_namespace);
     let snapshot = snapshot_of(&inventory, namespace, cluster);
     // One plan for the whole page: the order, and what each graph's edges wait for.
     let planned = snapshot.as_ref().map(|s| express_planner::plan(s, 0));

@@ -340,10 +340,10 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
-    use crate::contexts::across::ContextError;
     use crate::dashboard::model::fleet::{DcDoctor, DcInput, Health, merge};
     use crate::dashboard::model::rows::TenantRow;
     use crate::show::cluster::ListRow;
+    use express_client::contexts::across::ContextError;
 
     fn row(namespace: String, phase: &str) -> Arc<TenantRow> {
         Arc::new(TenantRow::new(

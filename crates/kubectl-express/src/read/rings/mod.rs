@@ -13,8 +13,8 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt as _};
 use list_pages::ListPaged;
 
-use crate::read::live;
-use crate::read::live::forbidden;
+use express_client::read::live;
+use express_client::read::live::forbidden;
 
 use survey::{Survey, survey, with_releases, without_lease_lines};
 

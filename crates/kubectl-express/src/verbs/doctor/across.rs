@@ -12,12 +12,12 @@ use express_triage::Thresholds;
 use express_triage::across::{ContextRead, fleet_verdict};
 use serde_json::{Map, Value, json};
 
-use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
 use crate::contexts::tail;
-use crate::exit::Exit;
-use crate::read::triage::read_fleet;
 use crate::show::doctor::{DcReport, focus_section, render_fleet, verdict_code};
 use crate::verbs::args::Output;
+use express_client::contexts::across::{ContextError, PerContext, Plan, Scope};
+use express_client::exit::Exit;
+use express_client::read::triage::read_fleet;
 
 pub async fn run(
     output: Output,

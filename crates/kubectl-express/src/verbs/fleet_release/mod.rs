@@ -8,21 +8,21 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use express_api::fleet_release::{DcState, FleetRelease, FleetReleaseSpec, spec_problems};
+use express_api::fleet_release::{DcState, FleetReleaseSpec};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::contexts::across::ContextError;
-use crate::contexts::select::{Loaded, load};
-use crate::exit::{Code, Exit};
-use crate::fleet_release::dcs::{self, Dcs};
-use crate::fleet_release::drive;
-use crate::fleet_release::requests::{Ask, Asked, request as ask_dcs};
-use crate::read::fleet_release as read;
-use crate::runtime::block_on_threads;
 use crate::show::fleet_release::{render, render_list};
 use crate::verbs::args::Output;
-use crate::write::fleet_release::{Placed, place};
+use express_client::contexts::select::load;
+use express_client::exit::{Code, Exit};
+use express_client::fleet_release::dcs::{self, Dcs};
+use express_client::fleet_release::requests::{Ask, Asked, request as ask_dcs};
+use express_client::fleet_release::start::{
+    self, Plan, Reach, copy_in_context, kubeconfig, plan_file,
+};
+use express_client::read::fleet_release as read;
+use express_client::runtime::block_on_threads;
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -52,6 +52,17 @@ struct Target {
     /// How long one DC may take to answer a read or a write.
     #[arg(long, default_value = "10s", value_parser = express_api::bounce::parse_duration, global = true)]
     context_timeout: u64,
+}
+
+impl Target {
+    fn reach(&self) -> Reach {
+        Reach {
+            operator_namespace: self.operator_namespace.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            context_timeout: Duration::from_secs(self.context_timeout),
+        }
+    }
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -122,16 +133,28 @@ struct PlanArgs {
 pub fn run(args: Args) -> ExitCode {
     let verb = "fleet-release";
     block_on_threads(verb, Exit::usage, async move {
-        let target = args.target.clone();
+        let reach = args.target.reach();
         match args.action {
-            None => show(&target, args.name.as_deref(), args.output).await,
-            Some(Action::Run(run)) => drive(&target, run).await.map(ExitCode::from),
-            Some(Action::Pause(n)) => request(&target, &n.name, Ask::Pause).await,
-            Some(Action::Resume(n)) => request(&target, &n.name, Ask::Resume).await,
-            Some(Action::Approve(n)) => request(&target, &n.name, Ask::Approve).await,
+            None => show(&reach, args.name.as_deref(), args.output).await,
+            Some(Action::Run(run)) => {
+                let plan = match (run.file, run.name) {
+                    (Some(path), _) => Plan::File(path),
+                    (None, Some(name)) => Plan::Named(name),
+                    (None, None) => {
+                        return Err(Exit::usage("give -f PLAN or the NAME of a plan in the DCs"));
+                    }
+                };
+                let timeout = run.timeout.map(Duration::from_secs);
+                start::run(&reach, &plan, timeout, Duration::from_secs(run.poll))
+                    .await
+                    .map(ExitCode::from)
+            }
+            Some(Action::Pause(n)) => request(&reach, &n.name, Ask::Pause).await,
+            Some(Action::Resume(n)) => request(&reach, &n.name, Ask::Resume).await,
+            Some(Action::Approve(n)) => request(&reach, &n.name, Ask::Approve).await,
             Some(Action::Abort(a)) => {
                 request(
-                    &target,
+                    &reach,
                     &a.name,
                     Ask::Abort {
                         rollback: a.rollback,
@@ -139,172 +162,19 @@ pub fn run(args: Args) -> ExitCode {
                 )
                 .await
             }
-            Some(Action::Plan(p)) => dry_run(&target, &p.file),
+            Some(Action::Plan(p)) => dry_run(&reach, &p.file),
         }
     })
 }
 
-/// A plan file: a FleetRelease with a name and a valid spec.
-fn plan_file(path: &PathBuf) -> Result<(String, FleetReleaseSpec), Exit> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Exit::usage(format!("cannot read {}: {e}", path.display())))?;
-    let plan: FleetRelease = serde_yaml::from_str(&text)
-        .map_err(|e| Exit::usage(format!("{} is not a FleetRelease: {e}", path.display())))?;
-    let name = plan
-        .metadata
-        .name
-        .clone()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| Exit::usage(format!("{}: the plan has no metadata.name", path.display())))?;
-    let problems = spec_problems(&plan.spec);
-    if !problems.is_empty() {
-        return Err(Exit::usage(format!(
-            "{}: the plan is invalid: {}",
-            path.display(),
-            problems.join("; ")
-        )));
-    }
-    Ok((name, plan.spec))
-}
-
-fn kubeconfig(target: &Target) -> Result<Loaded, Exit> {
-    let loaded = load(target.kubeconfig.as_deref()).map_err(Exit::usage)?;
-    for warning in &loaded.warnings {
-        eprintln!("kubectl-express fleet-release: warning: {warning}");
-    }
-    Ok(loaded)
-}
-
-/// The copy of the plan in the context read (`--context`, else the current one).
-async fn copy_in_context(
-    loaded: &Loaded,
-    target: &Target,
-    name: &str,
-) -> Result<FleetRelease, Exit> {
-    let context = target
-        .context
-        .clone()
-        .or_else(|| loaded.current_context().map(str::to_owned))
-        .ok_or_else(|| Exit::usage("no --context and no current context to read the plan from"))?;
-    if !loaded.context_names().contains(&context) {
-        return Err(Exit::usage(format!(
-            "no context named {context:?} in the kubeconfig (it has: {})",
-            loaded.context_names().join(", ")
-        )));
-    }
-    let (client, _) = loaded.client(&context).await.map_err(Exit::usage)?;
-    let deadline = Duration::from_secs(target.context_timeout);
-    let found = tokio::time::timeout(
-        deadline,
-        read::copy(&client, &target.operator_namespace, name),
-    )
-    .await
-    .map_err(|_| {
-        Exit::new(
-            Code::Incomplete,
-            format!("context {context}: timeout reading FleetRelease {name}"),
-        )
-    })?
-    .map_err(|why| Exit::failure(why.to_string()))?;
-    found.ok_or_else(|| {
-        Exit::usage(format!(
-            "no FleetRelease {name} in namespace {} of context {context}",
-            target.operator_namespace
-        ))
-    })
-}
-
-/// Drives the plan file `plan` across the DCs `kubeconfig` names to its end, as `fleet-release
-/// run -f PLAN --timeout T --context-timeout C` does: `express-operator dev --dcs N --demo`
-/// drives its demo with it in process, needing no plugin binary beside it.
-pub async fn run_plan(
-    plan: &Path,
-    kubeconfig: &Path,
-    timeout: Duration,
-    context_timeout: Duration,
-) -> Result<Code, Exit> {
-    let target = Target {
-        operator_namespace: super::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
-        kubeconfig: Some(kubeconfig.to_owned()),
-        context: None,
-        context_timeout: context_timeout.as_secs(),
-    };
-    let args = RunArgs {
-        file: Some(plan.to_owned()),
-        name: None,
-        timeout: Some(timeout.as_secs()),
-        poll: DEFAULT_POLL_SECONDS,
-    };
-    drive(&target, args).await
-}
-
-/// How often the driver reads the DCs while nothing is due, unless told otherwise.
-const DEFAULT_POLL_SECONDS: u64 = 5;
-
-async fn drive(target: &Target, args: RunArgs) -> Result<Code, Exit> {
-    let loaded = kubeconfig(target)?;
-    let deadline = Duration::from_secs(target.context_timeout);
-    let (name, spec) = match (&args.file, &args.name) {
-        (Some(path), _) => {
-            let (name, spec) = plan_file(path)?;
-            let dcs =
-                Dcs::open(&loaded, &spec, &target.operator_namespace, &name, deadline).await?;
-            // A different plan under this name anywhere refuses it before anything is written.
-            let readings = dcs.read().await;
-            let different = drive::different_copies(&readings, &spec);
-            if !different.is_empty() {
-                return Err(Exit::usage(format!(
-                    "FleetRelease {name} holds a different plan in {}: a changed plan is a new FleetRelease (another name)",
-                    different.join(", ")
-                )));
-            }
-            for (context, placed) in dcs
-                .each(|_, client| {
-                    let namespace = target.operator_namespace.clone();
-                    let (name, spec) = (name.clone(), spec.clone());
-                    async move {
-                        place(&client, &namespace, &name, &spec)
-                            .await
-                            .map_err(ContextError::Failed)
-                    }
-                })
-                .await
-            {
-                match placed {
-                    Ok(Placed::Created) => println!("{context}: FleetRelease {name} written"),
-                    Ok(Placed::Unchanged) => {}
-                    Err(why) => eprintln!("kubectl-express fleet-release: {context}: {why}"),
-                }
-            }
-            (name, spec)
-        }
-        (None, Some(name)) => {
-            let copy = copy_in_context(&loaded, target, name).await?;
-            (name.clone(), copy.spec)
-        }
-        (None, None) => return Err(Exit::usage("give -f PLAN or the NAME of a plan in the DCs")),
-    };
-    let dcs = Dcs::open(&loaded, &spec, &target.operator_namespace, &name, deadline).await?;
-    let timeout = args.timeout.map(Duration::from_secs);
-    let poll = Duration::from_secs(args.poll.max(1));
-    let drive = drive::run(&dcs, &spec, timeout, poll);
-    // The whole run is bounded, a driver stuck on a hung API server included.
-    Ok(match timeout {
-        Some(t) => tokio::time::timeout(t + deadline * 3, drive)
-            .await
-            .unwrap_or(Code::Incomplete),
-        None => drive.await,
-    })
-}
-
-async fn request(target: &Target, name: &str, what: Ask) -> Result<ExitCode, Exit> {
-    let loaded = kubeconfig(target)?;
-    let copy = copy_in_context(&loaded, target, name).await?;
-    let deadline = Duration::from_secs(target.context_timeout);
+async fn request(reach: &Reach, name: &str, what: Ask) -> Result<ExitCode, Exit> {
+    let loaded = kubeconfig(reach)?;
+    let copy = copy_in_context(&loaded, reach, name).await?;
+    let deadline = reach.context_timeout;
     let dcs = Dcs::open(
         &loaded,
         &copy.spec,
-        &target.operator_namespace,
+        &reach.operator_namespace,
         name,
         deadline,
     )
@@ -314,16 +184,16 @@ async fn request(target: &Target, name: &str, what: Ask) -> Result<ExitCode, Exi
 
 /// The plan as the copy in one DC has it: exit 1 when it ended badly, 4 when a DC could not be
 /// read.
-async fn show(target: &Target, name: Option<&str>, output: Output) -> Result<ExitCode, Exit> {
-    let loaded = kubeconfig(target)?;
+async fn show(reach: &Reach, name: Option<&str>, output: Output) -> Result<ExitCode, Exit> {
+    let loaded = kubeconfig(reach)?;
     let Some(name) = name else {
-        let context = target
+        let context = reach
             .context
             .clone()
             .or_else(|| loaded.current_context().map(str::to_owned))
             .ok_or_else(|| Exit::usage("no --context and no current context"))?;
         let (client, _) = loaded.client(&context).await.map_err(Exit::usage)?;
-        let plans = read::copies(&client, &target.operator_namespace)
+        let plans = read::copies(&client, &reach.operator_namespace)
             .await
             .map_err(|why| Exit::failure(why.to_string()))?;
         match output {
@@ -332,7 +202,7 @@ async fn show(target: &Target, name: Option<&str>, output: Output) -> Result<Exi
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let copy = copy_in_context(&loaded, target, name).await?;
+    let copy = copy_in_context(&loaded, reach, name).await?;
     let status = copy.status.clone().unwrap_or_default();
     match output {
         Output::Json => {
@@ -364,7 +234,7 @@ fn print_json(value: &serde_json::Value) -> Result<(), Exit> {
 }
 
 /// What would happen, in order; the contexts the kubeconfig lacks are named (exit 2).
-fn dry_run(target: &Target, path: &PathBuf) -> Result<ExitCode, Exit> {
+fn dry_run(reach: &Reach, path: &Path) -> Result<ExitCode, Exit> {
     let (name, spec) = plan_file(path)?;
     let mut out = format!(
         "FleetRelease {name}: ring {} → ring {}{} in namespace {}, one OperatorRelease {name} per DC\n",
@@ -374,7 +244,7 @@ fn dry_run(target: &Target, path: &PathBuf) -> Result<ExitCode, Exit> {
             .as_deref()
             .map(|v| format!(", build {v}"))
             .unwrap_or_default(),
-        target.operator_namespace
+        reach.operator_namespace
     );
     let waves: Vec<String> = spec.release.waves.iter().map(ToString::to_string).collect();
     out.push_str(&format!(
@@ -417,7 +287,7 @@ fn dry_run(target: &Target, path: &PathBuf) -> Result<ExitCode, Exit> {
     }
     print!("{out}");
     // The kubeconfig must name every DC for `run` to start.
-    match load(target.kubeconfig.as_deref()) {
+    match load(reach.kubeconfig.as_deref()) {
         Ok(loaded) => dcs::missing_contexts(&loaded, &spec)?,
         Err(why) => eprintln!("kubectl-express fleet-release plan: {why}"),
     }

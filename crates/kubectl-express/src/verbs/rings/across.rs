@@ -6,13 +6,13 @@ use std::process::ExitCode;
 
 use serde_json::{Map, Value, json};
 
-use crate::contexts::across::{ContextError, PerContext, Plan, Scope};
 use crate::contexts::tail;
-use crate::exit::Exit;
 use crate::read::rings::survey::Survey;
 use crate::read::rings::{Read, read};
 use crate::show::rings::{RING_HEADER, ring_rows, unserved_lines, with_release_column};
 use crate::verbs::args::Output;
+use express_client::contexts::across::{ContextError, PerContext, Plan, Scope};
+use express_client::exit::Exit;
 
 pub async fn run(output: Output, operator_namespace: &str, plan: Plan) -> Result<ExitCode, Exit> {
     let focus = plan.namespace.clone();

@@ -26,7 +26,7 @@ const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
 /// and pods, and the operator's Warning events. What cannot be read is named in `unreadable`.
 /// `doctor` calls it after listing the fleet, the dashboard's banner with the objects its watches
 /// hold.
-pub(crate) async fn fleet_around(
+pub async fn fleet_around(
     client: &Client,
     operator_namespace: &str,
     objects: &express_api::Objects,

@@ -152,7 +152,7 @@ impl Plan {
 /// Runs `work` for each context, each a task of its own, at most `max_parallel` at once, each
 /// within `deadline` (a context still running then is [`ContextError::TimedOut`]), in the order
 /// of `contexts`: the one fan-out of every verb across contexts, the fleet-release driver's too.
-pub(crate) async fn each_within<T, F, Fut>(
+pub async fn each_within<T, F, Fut>(
     contexts: &[String],
     max_parallel: usize,
     deadline: Duration,
@@ -208,7 +208,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub(crate) fn namespace<'a>(&self, namespace: &'a str) -> Option<&'a str> {
+    pub fn namespace<'a>(&self, namespace: &'a str) -> Option<&'a str> {
         match self {
             Scope::All => None,
             Scope::Namespace => Some(namespace),
@@ -216,10 +216,7 @@ impl Scope {
     }
 }
 
-pub(crate) async fn probe(
-    client: &kube::Client,
-    namespace: Option<&str>,
-) -> Result<(), ContextError> {
+pub async fn probe(client: &kube::Client, namespace: Option<&str>) -> Result<(), ContextError> {
     client
         .apiserver_version()
         .await

@@ -24,7 +24,7 @@ use list_pages::{self as pages, ListPaged};
 
 use crate::exit::Exit;
 
-pub(crate) fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
 {
@@ -36,7 +36,7 @@ where
 
 /// Lists one kind, decoding each object on its own: what cannot be decoded goes to
 /// `undecodable` instead of failing the list (the operator reports it on its tenant).
-pub(crate) async fn list<K>(
+pub async fn list<K>(
     api: Api<Lenient<K>>,
     params: &ListParams,
     what: &str,
@@ -51,7 +51,7 @@ where
 /// Lists one kind a page at a time, turning each page's objects into their views as the page
 /// arrives (`view`) and letting the page go: a DC's decoded objects are never all in memory
 /// at once, only one page of them and the views.
-pub(crate) async fn list_views<K, V>(
+pub async fn list_views<K, V>(
     api: Api<Lenient<K>>,
     params: &ListParams,
     what: &str,

@@ -54,11 +54,8 @@ impl ConnectArgs {
 /// audit log (or kubesim's counters) tells the plugin's requests apart.
 pub fn identified(mut config: kube::Config) -> kube::Config {
     config.headers.push((
-        axum::http::header::USER_AGENT,
-        axum::http::HeaderValue::from_static(concat!(
-            "kubectl-express/",
-            env!("CARGO_PKG_VERSION")
-        )),
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("kubectl-express/", env!("CARGO_PKG_VERSION"))),
     ));
     config
 }

@@ -5,3 +5,4 @@
 pub mod dcs;
 pub mod drive;
 pub mod requests;
+pub mod start;
