@@ -306,6 +306,18 @@ def test_a_build_not_reported_or_an_invalid_spec_moves_nothing(fleet):
     assert status(sim, "to-9")["phase"] == "Pending"
     shown = kx(sim, "release", "to-9")
     assert shown.returncode == 0 and "Pending" in shown.stdout and "reporting build 0.1.0, not 9.9.9" in shown.stdout
+    waiting = [c for c in status(sim, "to-9").get("conditions", []) if c["type"] == "ToRingLed"]
+    assert [(c["status"], c["reason"]) for c in waiting] == [("Unknown", "AwaitingLeader")], waiting
+    # A ring never led by the build asked for does not hold the release for ever: past
+    # leaderDeadlineSeconds (patched down, as a person would) it fails, nothing moved.
+    sim.kubectl("patch", "operatorrelease", "to-9", "-n", "express-system", "--type", "merge",
+                "-p", json.dumps({"spec": {"leaderDeadlineSeconds": 3}}))
+    eventually(lambda: phase_is(sim, "to-9", "RolledBack"), timeout=30, what="to-9 failed at its leader deadline")
+    why = status(sim, "to-9").get("rollbackReason", "")
+    assert "within 3s (leaderDeadlineSeconds)" in why and "not 9.9.9" in why, why
+    assert [(c["status"], c["reason"]) for c in status(sim, "to-9")["conditions"]
+            if c["type"] == "ToRingLed"] == [("False", "NoLeader")]
+    assert kx(sim, "release", "to-9").returncode == 1
 
     # The CRD's CEL rules are the API server's (kubesim runs them): a last wave under 100% is
     # refused with the rule's message, nothing stored.

@@ -116,6 +116,8 @@ pub struct ReleaseTemplate {
     pub failure_limit: u32,
     #[serde(default = "crate::release::default_adoption_deadline_seconds")]
     pub adoption_deadline_seconds: u64,
+    #[serde(default = "crate::release::default_leader_deadline_seconds")]
+    pub leader_deadline_seconds: u64,
     #[serde(default = "crate::release::default_max_hand_overs")]
     pub max_hand_overs: u32,
     #[serde(default = "crate::release::default_unhealthy_margin_percent")]
@@ -152,6 +154,7 @@ impl FleetReleaseSpec {
             interval_seconds: t.interval_seconds,
             failure_limit: t.failure_limit,
             adoption_deadline_seconds: t.adoption_deadline_seconds,
+            leader_deadline_seconds: t.leader_deadline_seconds,
             max_hand_overs: t.max_hand_overs,
             unhealthy_margin_percent: t.unhealthy_margin_percent,
             analysis: t.analysis.clone(),

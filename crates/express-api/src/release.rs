@@ -34,6 +34,15 @@ pub const DEFAULT_BAKE_SECONDS: u64 = 600;
 pub const DEFAULT_INTERVAL_SECONDS: u64 = 30;
 pub const DEFAULT_FAILURE_LIMIT: u32 = 2;
 pub const DEFAULT_ADOPTION_DEADLINE_SECONDS: u64 = 120;
+/// Ten minutes: a new build's pods pulled, started and holding `toRing`'s Lease, with room for
+/// a slow image pull; far above a Lease's duration.
+pub const DEFAULT_LEADER_DEADLINE_SECONDS: u64 = 600;
+
+/// The release's condition on `toRing`'s leader before the first move: `Unknown` while no live
+/// leader running the build asked for holds `toRing`'s Lease (since when: its
+/// `lastTransitionTime`), `True` once one does, `False` when none did within
+/// `leaderDeadlineSeconds` (the release then fails, nothing moved).
+pub const CONDITION_TO_RING_LED: &str = "ToRingLed";
 pub const DEFAULT_MAX_HAND_OVERS: u32 = 20;
 pub const DEFAULT_UNHEALTHY_MARGIN_PERCENT: u32 = 10;
 
@@ -104,6 +113,12 @@ pub struct OperatorReleaseSpec {
     #[serde(default = "default_adoption_deadline_seconds")]
     #[schemars(range(min = 1))]
     pub adoption_deadline_seconds: u64,
+    /// How long `toRing` may go without a live leader running the build asked for before the
+    /// first move (a ring whose pods never start, or start another build); past it the release
+    /// fails, nothing moved, condition `ToRingLed` False. The wait starts again after a pause.
+    /// 0 waits for ever.
+    #[serde(default = "default_leader_deadline_seconds")]
+    pub leader_deadline_seconds: u64,
     /// Hand-overs in flight at once (moved, not yet adopted).
     #[serde(default = "default_max_hand_overs")]
     #[schemars(range(min = 1))]
@@ -133,6 +148,9 @@ pub(crate) fn default_failure_limit() -> u32 {
 }
 pub(crate) fn default_adoption_deadline_seconds() -> u64 {
     DEFAULT_ADOPTION_DEADLINE_SECONDS
+}
+pub(crate) fn default_leader_deadline_seconds() -> u64 {
+    DEFAULT_LEADER_DEADLINE_SECONDS
 }
 pub(crate) fn default_max_hand_overs() -> u32 {
     DEFAULT_MAX_HAND_OVERS
@@ -573,6 +591,10 @@ mod tests {
         assert_eq!(
             spec.adoption_deadline_seconds,
             DEFAULT_ADOPTION_DEADLINE_SECONDS
+        );
+        assert_eq!(
+            spec.leader_deadline_seconds,
+            DEFAULT_LEADER_DEADLINE_SECONDS
         );
         assert!(spec_problems(&spec).is_empty());
     }

@@ -7,7 +7,8 @@
 use express_api::analysis::{Signal, SignalVerdict, Worse};
 use express_api::api_record::{ApiOutcome, ApiRecord, CONDITION_API_COMPATIBLE, CrdGeneration};
 use express_api::release::{
-    OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase, SampleVerdict, Wave,
+    CONDITION_TO_RING_LED, OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase, SampleVerdict,
+    Wave,
 };
 use express_planner::analysis::{Analysis, SignalSeries, floor};
 use express_planner::release::{
@@ -178,6 +179,7 @@ fn spec(waves: Vec<Wave>) -> OperatorReleaseSpec {
         interval_seconds: 10,
         failure_limit: 1,
         adoption_deadline_seconds: 30,
+        leader_deadline_seconds: 60,
         max_hand_overs: 100,
         unhealthy_margin_percent: 10,
         paused: false,
@@ -498,6 +500,127 @@ fn a_build_that_never_checks_its_api_fails_the_release_at_the_adoption_deadline(
     w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Applied));
     assert!(w.tick().moves.is_empty());
     assert_eq!(phase(&w), ReleasePhase::RolledBack);
+}
+
+#[test]
+fn a_to_ring_never_led_fails_the_release_at_the_leader_deadline() {
+    let mut w = World::new(spec(vec![percent(100)]), 4);
+    w.leader = None;
+    let deadline = w.spec.leader_deadline_seconds as i64;
+    assert!(w.tick().moves.is_empty());
+    assert_eq!(
+        condition(&w, CONDITION_TO_RING_LED),
+        Some(("Unknown".into(), reason::LEADER_AWAITED.into()))
+    );
+    // A tick moves the clock one second: this one is exactly at the deadline.
+    w.now += deadline - 1;
+    w.tick();
+    assert_eq!(
+        phase(&w),
+        ReleasePhase::Pending,
+        "not yet past the deadline"
+    );
+    w.now += 2;
+    let r = w.tick();
+    assert!(r.moves.is_empty());
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+    let why = w.status.rollback_reason.clone().unwrap_or_default();
+    assert!(
+        why.contains("ring canary had no live leader running the build asked for within 60s (leaderDeadlineSeconds)")
+            && why.contains("Lease express-operator-canary"),
+        "{why}"
+    );
+    assert_eq!(
+        condition(&w, CONDITION_TO_RING_LED),
+        Some(("False".into(), reason::NO_LEADER.into()))
+    );
+    assert!(r.notices.iter().any(|n| n.reason == reason::ROLLED_BACK));
+    // A leader arriving later changes nothing: the release is over.
+    w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Current));
+    assert!(w.tick().moves.is_empty());
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+}
+
+#[test]
+fn a_to_ring_led_by_another_build_fails_at_the_leader_deadline_too() {
+    let mut w = World::new(
+        OperatorReleaseSpec {
+            version: Some("0.3.0".into()),
+            ..spec(vec![percent(100)])
+        },
+        4,
+    );
+    w.tick();
+    w.now += w.spec.leader_deadline_seconds as i64 + 1;
+    w.tick();
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+    let why = w.status.rollback_reason.clone().unwrap_or_default();
+    assert!(why.contains("reporting build 0.2.0, not 0.3.0"), "{why}");
+}
+
+#[test]
+fn a_leader_in_time_is_recorded_and_the_release_goes_on() {
+    let mut w = World::new(spec(vec![percent(100)]), 4);
+    w.leader = None;
+    w.tick();
+    w.now += w.spec.leader_deadline_seconds as i64 - 5;
+    w.leader = Some(leader("canary-1", "0.2.0", ApiOutcome::Current));
+    let r = w.tick();
+    assert_eq!(r.moves.len(), 4);
+    assert_eq!(
+        condition(&w, CONDITION_TO_RING_LED),
+        Some(("True".into(), reason::LED.into()))
+    );
+    // Once started, toRing's leader is the samples' concern, not this deadline's.
+    w.leader = None;
+    w.now += 10 * w.spec.leader_deadline_seconds as i64;
+    w.tick();
+    assert_ne!(
+        w.status
+            .rollback_reason
+            .as_deref()
+            .map(|r| r.contains("leaderDeadlineSeconds")),
+        Some(true)
+    );
+}
+
+#[test]
+fn a_pause_stops_the_leader_clock_and_zero_waits_for_ever() {
+    let mut w = World::new(spec(vec![percent(100)]), 4);
+    w.leader = None;
+    w.tick();
+    w.now += 50;
+    w.spec.paused = true;
+    w.tick();
+    w.now += 500;
+    w.tick();
+    assert_eq!(phase(&w), ReleasePhase::Paused);
+    w.spec.paused = false;
+    w.tick();
+    assert_eq!(
+        phase(&w),
+        ReleasePhase::Pending,
+        "the wait starts again on resume"
+    );
+    w.now += w.spec.leader_deadline_seconds as i64 - 1;
+    w.tick();
+    assert_eq!(phase(&w), ReleasePhase::Pending);
+    w.now += 2;
+    w.tick();
+    assert_eq!(phase(&w), ReleasePhase::RolledBack);
+
+    let mut forever = World::new(
+        OperatorReleaseSpec {
+            leader_deadline_seconds: 0,
+            ..spec(vec![percent(100)])
+        },
+        4,
+    );
+    forever.leader = None;
+    forever.tick();
+    forever.now += 1_000_000;
+    forever.tick();
+    assert_eq!(phase(&forever), ReleasePhase::Pending);
 }
 
 #[test]

@@ -30,6 +30,9 @@ pub mod reason {
     pub const API_CHECKING: &str = "Checking";
     pub const API_BREAKING: &str = "APIBreaking";
     pub const API_READY: &str = "APIReady";
+    pub const LEADER_AWAITED: &str = "AwaitingLeader";
+    pub const LED: &str = "Led";
+    pub const NO_LEADER: &str = "NoLeader";
 }
 
 /// The requests found on the release's annotations.

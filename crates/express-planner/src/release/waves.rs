@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use express_api::release::{ReleasePhase, SampleVerdict};
+use express_api::release::{CONDITION_TO_RING_LED, ReleasePhase, SampleVerdict};
 use express_api::rings::lease_name;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -12,8 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use super::census::count;
 use super::model::{Direction, Move, reason};
 use super::schedule::next_sample;
-use super::stepper::{Stepper, Wave, progress_message};
-use crate::gates::{Gate, after};
+use super::stepper::{Stepper, Wave, progress_message, set_condition};
+use crate::gates::{Gate, after, seconds_between};
 
 impl Stepper<'_> {
     /// Before the first move: toRing must be led, by the build asked for. The start, and a
@@ -27,11 +27,7 @@ impl Stepper<'_> {
             .is_some_and(|w| w.started_at.is_some());
         if !started {
             self.fail_when_api_overdue()?;
-            if let Some(waiting) = self.leader_awaited() {
-                self.status.phase = Some(ReleasePhase::Pending);
-                self.status.message = Some(waiting);
-                return ControlFlow::Break(Some(after(self.s.now, spec.interval_seconds)));
-            }
+            self.leader_arrived()?;
             self.api_settled()?;
             self.notice(
                 false,
@@ -53,6 +49,73 @@ impl Stepper<'_> {
             );
         }
         ControlFlow::Continue(())
+    }
+
+    /// Continues once `toRing` is led by the build asked for; fails the release, nothing moved,
+    /// when it was not within `leaderDeadlineSeconds` of the wait's start (condition `ToRingLed`
+    /// Unknown since then). A pause stops that clock: the wait starts again on resume.
+    fn leader_arrived(&mut self) -> Gate {
+        let spec = self.s.spec;
+        let now = self.s.now;
+        if self.phase_before == ReleasePhase::Paused {
+            self.status
+                .conditions
+                .retain(|c| !(c.type_ == CONDITION_TO_RING_LED && c.status == "Unknown"));
+        }
+        let Some(waiting) = self.leader_awaited() else {
+            let led_by = self
+                .s
+                .to_leader
+                .as_ref()
+                .map_or_else(String::new, |l| l.holder.clone());
+            set_condition(
+                &mut self.status,
+                CONDITION_TO_RING_LED,
+                "True",
+                reason::LED,
+                format!("ring {} is led by {led_by}", spec.to_ring),
+                now,
+            );
+            return ControlFlow::Continue(());
+        };
+        let waiting_since = self
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_TO_RING_LED && c.status == "Unknown")
+            .map(|c| c.last_transition_time.0);
+        let deadline = spec.leader_deadline_seconds;
+        if let Some(since) = waiting_since
+            && deadline > 0
+            && seconds_between(since, now) > deadline
+        {
+            let why = format!(
+                "ring {} had no live leader running the build asked for within {deadline}s (leaderDeadlineSeconds): {waiting}",
+                spec.to_ring
+            );
+            set_condition(
+                &mut self.status,
+                CONDITION_TO_RING_LED,
+                "False",
+                reason::NO_LEADER,
+                why.clone(),
+                now,
+            );
+            self.begin_rollback(why);
+            self.roll_back();
+            return ControlFlow::Break(None);
+        }
+        set_condition(
+            &mut self.status,
+            CONDITION_TO_RING_LED,
+            "Unknown",
+            reason::LEADER_AWAITED,
+            waiting.clone(),
+            now,
+        );
+        self.status.phase = Some(ReleasePhase::Pending);
+        self.status.message = Some(waiting);
+        ControlFlow::Break(Some(after(now, spec.interval_seconds)))
     }
 
     /// Why the first move must still wait for toRing's leader, if it must.
