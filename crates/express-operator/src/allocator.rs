@@ -154,23 +154,31 @@ pub fn without_thread_cache(work: &mut dyn FnMut()) {
     let _ = enabled.write(was.unwrap_or(true));
 }
 
-/// Purges every arena's unused pages now: a decay time set to 0 purges at once (jemalloc's
-/// `arena.<i>.dirty_decay_ms` and `muzzy_decay_ms`), and the arena's own is set back after.
-/// Without it the pages a repack empties go back over the next ten seconds, bit by bit.
+/// Purges every arena's unused pages now, in this thread (`arena.<MALLCTL_ARENAS_ALL>.purge`):
+/// without it the pages a repack empties go back over the next ten seconds, bit by bit.
+/// Setting the arenas' decay times to 0 and back, as this did before, only tries the decay's
+/// lock: while a background thread held it (the more often, the busier the machine) nothing
+/// was purged, and a compaction returned nothing.
 pub fn return_free_pages() {
-    use tikv_jemalloc_ctl::{Access, AsName, arenas};
-    let Ok(arenas) = arenas::narenas::read() else {
+    /// jemalloc's `MALLCTL_ARENAS_ALL`: the index naming every arena at once.
+    const ALL_ARENAS: u32 = 4096;
+    let Ok(name) = std::ffi::CString::new(format!("arena.{ALL_ARENAS}.purge")) else {
         return;
     };
-    for arena in 0..arenas {
-        for decay in ["dirty", "muzzy"] {
-            let key = format!("arena.{arena}.{decay}_decay_ms\0");
-            let name = key.as_bytes().name();
-            let set: tikv_jemalloc_ctl::Result<isize> = name.update(0);
-            if let Ok(was) = set {
-                let _ = name.write(was);
-            }
-        }
+    // SAFETY: `arena.<i>.purge` takes and returns nothing: no old value is read (null `oldp`
+    // and `oldlenp`) and no new one written (null `newp`, length 0); the name is a valid C
+    // string for the call's duration.
+    let failed = unsafe {
+        jemalloc::mallctl(
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if failed != 0 {
+        tracing::warn!(code = failed, "jemalloc refused to purge its arenas");
     }
 }
 
