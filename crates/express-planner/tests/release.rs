@@ -724,6 +724,61 @@ fn a_worse_vital_sign_fails_samples_and_rolls_back_naming_the_signal() {
 }
 
 #[test]
+fn every_sample_leaves_its_verdict_and_figures_in_an_event() {
+    let mut w = World::new(spec(vec![percent(100)]), 4);
+    w.spec.failure_limit = 5;
+    w.vital = Some(vital(5.0, 5.0));
+    let mut said = Vec::new();
+    for _ in 0..25 {
+        said.extend(w.tick().notices);
+    }
+    let sampled: Vec<_> = said
+        .iter()
+        .filter(|n| n.reason == reason::SAMPLED)
+        .collect();
+    let taken = &w.status.samples;
+    assert_eq!(
+        sampled.len() as u32,
+        taken.ok,
+        "one event for every ok sample"
+    );
+    assert!(sampled.len() >= 2, "{said:?}");
+    for (i, n) in sampled.iter().enumerate() {
+        assert!(!n.warning);
+        assert!(
+            n.message.starts_with(&format!("sample {} Ok: ", i + 1))
+                && n.message.contains(
+                    "signals (canary vs baseline): apiRequestsPerReconcile 5.100 vs 5.100 (Ok)"
+                ),
+            "{}",
+            n.message
+        );
+    }
+    // A failed sample's event names its figures too.
+    w.vital = Some(vital(15.0, 5.0));
+    let failed: Vec<_> = (0..40)
+        .flat_map(|_| w.tick().notices)
+        .filter(|n| n.reason == reason::SAMPLE_FAILED)
+        .collect();
+    assert!(
+        failed.first().is_some_and(|n| n.warning
+            && n.message
+                .contains("apiRequestsPerReconcile 15.100 vs 5.100 (Worse)")),
+        "{failed:?}"
+    );
+    // Without vital signs, the tenants' verdict alone.
+    let mut plain = World::new(spec(vec![percent(100)]), 4);
+    let said: Vec<_> = (0..25).flat_map(|_| plain.tick().notices).collect();
+    let first = said.iter().find(|n| n.reason == reason::SAMPLED);
+    assert!(
+        first.is_some_and(
+            |n| n.message.starts_with("sample 1 Ok: ") && !n.message.contains("signals")
+        ),
+        "{said:?}"
+    );
+}
+
+#[test]
 fn healthy_vital_signs_let_the_release_succeed_and_no_data_holds_it() {
     let mut w = World::new(spec(vec![percent(100)]), 4);
     w.vital = Some(vital(5.0, 5.0));

@@ -193,6 +193,25 @@ pub fn analyse(analysis: &Analysis) -> (Vec<SignalReading>, SampleVerdict, Strin
     (readings, verdict, why)
 }
 
+/// Every signal's figures, as a sample's event keeps them: `signal canary vs baseline
+/// (verdict)`, medians over the window, `-` where a ring had none.
+pub fn evidence(readings: &[SignalReading]) -> String {
+    let side = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), figure);
+    readings
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} vs {} ({})",
+                r.signal,
+                side(r.canary),
+                side(r.baseline),
+                r.verdict.as_str()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A figure in few digits.
 fn figure(value: f64) -> String {
     if value.abs() >= 100.0 {

@@ -20,6 +20,7 @@ pub mod reason {
     pub const STARTED: &str = "Started";
     pub const WAVE_STARTED: &str = "WaveStarted";
     pub const SAMPLE_FAILED: &str = "SampleFailed";
+    pub const SAMPLED: &str = "Sampled";
     pub const INCONCLUSIVE: &str = "Inconclusive";
     pub const PROMOTED: &str = "Promoted";
     pub const PAUSED: &str = "Paused";

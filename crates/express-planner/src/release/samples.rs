@@ -15,7 +15,7 @@ use super::judge::judge;
 use super::model::{SAMPLES_KEPT, reason};
 use super::schedule::next_sample;
 use super::stepper::{Stepper, Wave};
-use crate::analysis::analyse;
+use crate::analysis::{analyse, evidence};
 use crate::gates::{Gate, after};
 
 impl Stepper<'_> {
@@ -35,6 +35,7 @@ impl Stepper<'_> {
         let (verdict, why) = self.judge_sample(health, wave);
         let (verdict, why) = self.with_vital_signs(verdict, why);
         self.keep_sample(verdict, &why);
+        let evidence = self.evidence();
         match verdict {
             SampleVerdict::Failed => {
                 let failed = self.status.samples.failed;
@@ -42,7 +43,7 @@ impl Stepper<'_> {
                     true,
                     reason::SAMPLE_FAILED,
                     format!(
-                        "failed sample {failed} (limit {}): {why}",
+                        "failed sample {failed} (limit {}): {why}{evidence}",
                         spec.failure_limit
                     ),
                 );
@@ -56,9 +57,23 @@ impl Stepper<'_> {
                 }
             }
             SampleVerdict::Inconclusive if self.phase_before != ReleasePhase::Inconclusive => {
-                self.notice(true, reason::INCONCLUSIVE, format!("holding: {why}"));
+                self.notice(
+                    true,
+                    reason::INCONCLUSIVE,
+                    format!("holding: {why}{evidence}"),
+                );
             }
-            _ => {}
+            // Every sample leaves its verdict and figures in an event, so that a verdict the
+            // status no longer keeps can still be explained from the API.
+            SampleVerdict::Ok | SampleVerdict::Inconclusive => {
+                let taken = &self.status.samples;
+                let n = taken.ok + taken.failed + taken.inconclusive;
+                self.notice(
+                    false,
+                    reason::SAMPLED,
+                    format!("sample {n} {}: {why}{evidence}", verdict.as_str()),
+                );
+            }
         }
         if verdict != SampleVerdict::Ok {
             self.status.waves[wave.index].bake_since = None;
@@ -135,6 +150,20 @@ impl Stepper<'_> {
             std::cmp::Ordering::Greater => (signals, said),
             std::cmp::Ordering::Less => (verdict, why),
             std::cmp::Ordering::Equal => (verdict, format!("{why}; {said}")),
+        }
+    }
+
+    /// The vital signs' figures read for this sample, if any were (`; signals: ...`).
+    fn evidence(&self) -> String {
+        let read_now = self.s.analysis.is_some();
+        match self.status.analysis.as_ref() {
+            Some(analysis) if read_now && !analysis.signals.is_empty() => {
+                format!(
+                    "; signals (canary vs baseline): {}",
+                    evidence(&analysis.signals)
+                )
+            }
+            _ => String::new(),
         }
     }
 
