@@ -48,17 +48,16 @@ pub async fn run(
     let loaded = kubeconfig(reach)?;
     let deadline = reach.context_timeout;
     let (name, spec) = match plan {
-        Plan::File(path) => {
-            let (name, spec) = plan_file(path)?;
-            place_everywhere(&loaded, reach, &name, &spec).await?;
-            (name, spec)
-        }
+        Plan::File(path) => plan_file(path)?,
         Plan::Named(name) => {
             let copy = copy_in_context(&loaded, reach, name).await?;
             (name.clone(), copy.spec)
         }
     };
     let dcs = Dcs::open(&loaded, &spec, &reach.operator_namespace, &name, deadline).await?;
+    if let Plan::File(_) = plan {
+        place_everywhere(&dcs, &spec).await?;
+    }
     let poll = poll.max(Duration::from_secs(1));
     let drive = drive::run(&dcs, &spec, timeout, poll);
     // The whole run is bounded, a driver stuck on a hung API server included.
@@ -72,20 +71,8 @@ pub async fn run(
 
 /// Writes the plan into every DC that lacks it, after checking none holds another plan under
 /// its name.
-async fn place_everywhere(
-    loaded: &Loaded,
-    reach: &Reach,
-    name: &str,
-    spec: &FleetReleaseSpec,
-) -> Result<(), Exit> {
-    let dcs = Dcs::open(
-        loaded,
-        spec,
-        &reach.operator_namespace,
-        name,
-        reach.context_timeout,
-    )
-    .await?;
+async fn place_everywhere(dcs: &Dcs, spec: &FleetReleaseSpec) -> Result<(), Exit> {
+    let name = &dcs.name;
     let readings = dcs.read().await;
     let different = drive::different_copies(&readings, spec);
     if !different.is_empty() {
@@ -96,8 +83,8 @@ async fn place_everywhere(
     }
     for (context, placed) in dcs
         .each(|_, client| {
-            let namespace = reach.operator_namespace.clone();
-            let (name, spec) = (name.to_owned(), spec.clone());
+            let namespace = dcs.namespace.clone();
+            let (name, spec) = (name.clone(), spec.clone());
             async move {
                 place(&client, &namespace, &name, &spec)
                     .await
