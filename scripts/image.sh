@@ -32,11 +32,12 @@ fi
 echo "== building the binaries ($profile)"
 target_dir=${CARGO_TARGET_DIR:-target}
 if [ "$profile" = release ]; then
-  # express-operator without its default `dev` feature: no emulator in the shipped binary.
-  cargo build --release --no-default-features -p express-operator -p kubectl-express
+  # express-operator without its default `dev` feature (no emulator in the shipped binary), with
+  # its allocator.
+  cargo build --release --no-default-features --features express-operator/jemalloc -p express-operator -p kubectl-express
   bin_dir="$target_dir/release"
 else
-  cargo build --no-default-features -p express-operator -p kubectl-express
+  cargo build --no-default-features --features express-operator/jemalloc -p express-operator -p kubectl-express
   bin_dir="$target_dir/debug"
 fi
 

@@ -14,7 +14,10 @@ use list_pages::FirstListing;
 use tokio::sync::watch;
 use tracing::{error, info};
 
-// The only unsafe code of the workspace: jemalloc's C API, behind a safe `GlobalAlloc`.
+// The only unsafe code of the workspace: jemalloc's C API, behind a safe `GlobalAlloc`. Without
+// the `jemalloc` feature (the local demo's quick build) the system allocator serves, and neither
+// the heap's figures nor its compaction exist.
+#[cfg(feature = "jemalloc")]
 #[allow(unsafe_code)]
 mod allocator;
 
@@ -165,11 +168,13 @@ enum Error {
 }
 
 /// The allocator, with the long-lived caches in an arena of their own (`allocator`).
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: allocator::LifetimeArenas = allocator::LifetimeArenas;
 
 /// Publishes the allocator's figures (`express_operator_heap_bytes`) every few seconds, so
 /// that the live heap shows beside the RSS and retention is visible.
+#[cfg(feature = "jemalloc")]
 async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
     let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
     loop {
@@ -187,7 +192,23 @@ async fn publish_heap(metrics: std::sync::Arc<Metrics>) {
     }
 }
 
+/// What the heap compaction asks of the allocator, where the allocator offers it.
+#[cfg(feature = "jemalloc")]
+fn heap_compactor() -> Option<controller::HeapCompactor> {
+    Some(controller::HeapCompactor {
+        heap: allocator::heap,
+        without_thread_cache: allocator::without_thread_cache,
+        return_free_pages: allocator::return_free_pages,
+    })
+}
+
+#[cfg(not(feature = "jemalloc"))]
+fn heap_compactor() -> Option<controller::HeapCompactor> {
+    None
+}
+
 fn main() -> ExitCode {
+    #[cfg(feature = "jemalloc")]
     allocator::reserve_long_lived_arena();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -365,6 +386,7 @@ async fn run(
         per_tenant,
     } = metrics_options;
     let metrics = Metrics::with_per_tenant(per_tenant);
+    #[cfg(feature = "jemalloc")]
     tokio::spawn(publish_heap(metrics.clone()));
     let config = kube::Config::infer()
         .await
@@ -416,11 +438,7 @@ async fn run(
         ring,
         version: env!("CARGO_PKG_VERSION").into(),
         fault,
-        compact_heap: Some(controller::HeapCompactor {
-            heap: allocator::heap,
-            without_thread_cache: allocator::without_thread_cache,
-            return_free_pages: allocator::return_free_pages,
-        }),
+        compact_heap: heap_compactor(),
     };
     tokio::select! {
         () = controller::run(client, settings, metrics, leader) => Ok(()),
