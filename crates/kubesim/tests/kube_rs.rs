@@ -188,6 +188,76 @@ async fn selectors_and_pagination() {
     assert_eq!(seen, (0..7).map(|i| format!("cm-{i}")).collect::<Vec<_>>());
 }
 
+/// Every page of a list reports the first page's revision, so that a watch from the last page
+/// sees what changed while the pages were read: here a ConfigMap changed after the page that
+/// listed it, and one created before the cursor.
+#[tokio::test]
+async fn a_watch_from_a_paged_lists_revision_sees_what_changed_between_the_pages() {
+    let (_sim, client) = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..5 {
+        cms.create(
+            &PostParams::default(),
+            &config_map(&format!("cm-{i}"), &[("v", "1")]),
+        )
+        .await
+        .expect("create");
+    }
+    let first = cms
+        .list(&ListParams::default().limit(2))
+        .await
+        .expect("page 1");
+    let began = first.metadata.resource_version.clone().expect("a revision");
+    // Between the pages: cm-0 (already listed) changes; cm-00 is created behind the cursor.
+    cms.patch(
+        "cm-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .expect("patch");
+    cms.create(&PostParams::default(), &config_map("cm-00", &[("v", "1")]))
+        .await
+        .expect("create");
+    let mut params = ListParams::default().limit(2);
+    let mut last = first;
+    while let Some(token) = last.metadata.continue_.clone().filter(|t| !t.is_empty()) {
+        params = params.continue_token(&token);
+        last = cms.list(&params).await.expect("next page");
+        assert_eq!(
+            last.metadata.resource_version.as_deref(),
+            Some(began.as_str()),
+            "a later page reports the first page's revision"
+        );
+    }
+
+    let events = cms
+        .watch(&kube::api::WatchParams::default().timeout(1), &began)
+        .await
+        .expect("watch");
+    let seen: Vec<(String, String)> = tokio::time::timeout(
+        Duration::from_secs(5),
+        futures::TryStreamExt::try_collect::<Vec<_>>(events),
+    )
+    .await
+    .expect("the watch ends at its timeout")
+    .expect("events")
+    .into_iter()
+    .filter_map(|event| match event {
+        kube::api::WatchEvent::Added(cm) => Some(("added".into(), cm.metadata.name?)),
+        kube::api::WatchEvent::Modified(cm) => Some(("modified".into(), cm.metadata.name?)),
+        _ => None,
+    })
+    .collect();
+    assert_eq!(
+        seen,
+        [
+            ("modified".to_string(), "cm-0".to_string()),
+            ("added".to_string(), "cm-00".to_string())
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_continue_token_from_before_a_compaction_is_expired() {
     let (sim, client) = start().await;

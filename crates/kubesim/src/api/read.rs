@@ -58,7 +58,11 @@ impl Cluster {
             items.push(object.clone());
             last_key = Some(key.clone());
         }
-        let mut metadata = json!({"resourceVersion": self.store.revision().to_string()});
+        // Every page reports the revision the first page was read at, as the API server's do
+        // (it serves them all from that revision). Later pages read the store as it is now, so
+        // a watch from this revision replays what changed between the pages; reporting the
+        // current revision would let the watch skip changes to objects already listed.
+        let mut metadata = json!({"resourceVersion": began.to_string()});
         if remaining > 0
             && let Some((ns, name)) = last_key
         {
