@@ -198,6 +198,56 @@ def test_the_tenant_page_draws_a_box_per_node_and_the_upgrade_order(dashboard, b
     assert {(e["from"], e["to"]) for e in tenant["upgradeGraph"]["edges"]} == UPGRADE_EDGES
 
 
+def api_phases(sim):
+    """Every tenant's phase and every node's, as the API holds them now."""
+    clusters = sim.kubectl_json("get", "expressclusters", "-A")["items"]
+    nodes = sim.kubectl_json("get", "backends,frontends", "-A")["items"]
+    return ({(c["metadata"]["namespace"], c["metadata"]["name"]): c.get("status", {}).get("phase") for c in clusters},
+            {(n["metadata"]["namespace"], n["metadata"]["name"]): n.get("status", {}).get("phase") for n in nodes})
+
+
+def first_page_phases(started):
+    """The same, as a dashboard's first answers show them."""
+    tenants = {(t["namespace"], t["cluster"]): t["phase"] for t in started.get_json("/api/tenants")["tenants"]}
+    nodes = {}
+    for namespace, cluster in tenants:
+        for node in started.get_json(f"/api/tenants/{namespace}/{cluster}")["nodes"]:
+            nodes[(namespace, node["name"])] = node["phase"]
+    return tenants, nodes
+
+
+def test_a_dashboard_started_right_after_a_change_shows_no_state_older_than_its_start(world):
+    """Issue 69: a dashboard's first page once showed tenants and nodes in phases the API had
+    left before the dashboard started. Each round changes a tenant (paused, then resumed), waits
+    until the API shows the change settled, starts a dashboard and reads its first answers: they
+    must be what the API held before it started. The API read again after it must not have
+    moved either: with nothing asked of it, a status that moves back is the operator's fault,
+    not the dashboard's."""
+    sim, directory = world
+    for round_ in range(6):
+        team = TEAMS[round_ % len(TEAMS)]
+        pausing = round_ < len(TEAMS)
+        sim.kubectl("patch", "expresscluster", "shop", "-n", team, "--type", "merge",
+                    "-p", json.dumps({"spec": {"paused": pausing}}))
+        settled = "Paused" if pausing else "Healthy"
+
+        def reached():
+            cluster = sim.kubectl_json("get", "expresscluster", "shop", "-n", team)
+            status = cluster.get("status", {})
+            return status.get("phase") == settled and status.get("observedGeneration") == cluster["metadata"]["generation"]
+
+        eventually(reached, timeout=30, what=f"{team} {settled} in the API")
+        before = api_phases(sim)
+        started = Dashboard(sim, directory, "--read-only")
+        try:
+            shown = first_page_phases(started)
+        finally:
+            started.stop()
+        after = api_phases(sim)
+        assert after == before, f"round {round_}: the API moved with nothing asked of it: {before} then {after}"
+        assert shown == before, f"round {round_}: the dashboard's first page {shown}, the API before it started {before}"
+
+
 def test_an_upgrade_started_with_kubectl_shows_live_without_a_reload(world, dashboard, browser):
     sim, directory = world
     browser.get(dashboard.url + "/tenants/team-a/shop")
