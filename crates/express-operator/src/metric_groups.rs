@@ -71,6 +71,15 @@ pub struct WorkMetrics {
     pub errors: Family<ErrorLabel, Counter>,
     pub actions: Family<ActionLabel, Counter>,
     pub reconcile_seconds: Histogram,
+    /// The reconciles that drove their tenant (this instance leads, watches the namespace and
+    /// the tenant is its ring's), by result; the others stop at a gate after a read or two.
+    /// A release's analysis divides by these, so that a ring reconciling other rings' tenants
+    /// (each ring reconciles every change to tell ownership) weighs nothing in its figures.
+    pub driven_reconciles: Family<ResultLabel, Counter>,
+    /// Time those reconciles took.
+    pub driven_reconcile_seconds: Histogram,
+    /// API requests those reconciles sent, watches aside.
+    pub driven_reconcile_requests: Counter,
     pub nodes: Family<PhaseLabel, Gauge>,
     pub rollout_failures: Counter,
     /// Bounce requests ended, by result: succeeded, failed, refused.
@@ -85,6 +94,9 @@ impl Default for WorkMetrics {
             errors: Family::default(),
             actions: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            driven_reconciles: Family::default(),
+            driven_reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            driven_reconcile_requests: Counter::default(),
             nodes: Family::default(),
             rollout_failures: Counter::default(),
             bounces: Family::default(),
@@ -119,6 +131,30 @@ impl WorkMetrics {
             "reconcile_duration_seconds",
             "Time to reconcile one Express cluster",
             self.reconcile_seconds.clone(),
+        );
+        // Both results exist from the start: a ring that has driven nothing yet shows zeros,
+        // which tells a release's analysis its build counts driven reconciles.
+        for result in ["ok", "error"] {
+            self.driven_reconciles
+                .get_or_create(&ResultLabel {
+                    result: result.into(),
+                })
+                .inc_by(0);
+        }
+        registry.register(
+            "driven_reconciles",
+            "Reconciles that drove their Express cluster (leader, watched namespace, the ring's tenant), by result",
+            self.driven_reconciles.clone(),
+        );
+        registry.register(
+            "driven_reconcile_duration_seconds",
+            "Time to reconcile an Express cluster this ring drives",
+            self.driven_reconcile_seconds.clone(),
+        );
+        registry.register(
+            "driven_reconcile_api_requests",
+            "API requests sent by the reconciles that drove their Express cluster, watches aside",
+            self.driven_reconcile_requests.clone(),
         );
         if per_tenant {
             registry.register(

@@ -197,11 +197,35 @@ where
                     .throttle_wait_seconds
                     .observe(waiting.elapsed().as_secs_f64());
             }
+            sent_by_reconcile();
             let answered = inner.ready().await?.call(request).await;
             count(&metrics, verb, &answered);
             answered
         })
     }
+}
+
+tokio::task_local! {
+    /// The requests the task's current reconcile has sent (see [`counting_requests`]).
+    static SENT_BY_RECONCILE: std::cell::Cell<u64>;
+}
+
+/// Runs `work` (one reconcile) counting the API requests it sends through this client, watches
+/// aside: a release's analysis divides them by the reconciles that drove a tenant, so that what
+/// other work sends (lease renewals, watches, the releases' own reads) cannot dilute them. The
+/// count is taken where the request is awaited, which is the reconcile's own task.
+pub async fn counting_requests<F: std::future::Future>(work: F) -> (F::Output, u64) {
+    SENT_BY_RECONCILE
+        .scope(std::cell::Cell::new(0), async move {
+            let output = work.await;
+            (output, SENT_BY_RECONCILE.with(std::cell::Cell::get))
+        })
+        .await
+}
+
+/// One more request for the reconcile running in this task, if one is.
+fn sent_by_reconcile() {
+    let _ = SENT_BY_RECONCILE.try_with(|sent| sent.set(sent.get() + 1));
 }
 
 /// The verb a request is counted under: its method, lowercased, `watch` for a watch.

@@ -436,15 +436,6 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
-/// The value of the first sample line starting with `prefix`.
-fn sample(text: &str, prefix: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
-}
-
 #[tokio::test]
 async fn metrics_health_and_readiness_are_served() {
     let env = env_without_operator().await;

@@ -209,6 +209,24 @@ async fn a_fleet_upgrade_under_a_low_qps_stays_under_the_limit_and_keeps_the_ord
         metrics.encode()
     );
 
+    // The reconciles that drove a tenant counted what they sent: some of the requests, never
+    // more than all of them.
+    let text = metrics.encode();
+    let driven_requests = sample(
+        &text,
+        "express_operator_driven_reconcile_api_requests_total",
+    );
+    assert!(
+        driven_requests > 0.0 && driven_requests <= sent as f64,
+        "{driven_requests} of {sent} requests sent by driven reconciles"
+    );
+    assert!(
+        sample(
+            &text,
+            "express_operator_driven_reconciles_total{result=\"ok\"}"
+        ) <= sample(&text, "express_operator_reconciles_total{result=\"ok\"}")
+    );
+
     let deleted = deleted.lock().unwrap().clone();
     for ns in TEAMS {
         let order = deleted.get(ns).cloned().unwrap_or_default();
@@ -218,4 +236,30 @@ async fn a_fleet_upgrade_under_a_low_qps_stays_under_the_limit_and_keeps_the_ord
             "{ns}: the default upgrade order (the backend after two frontends), each node once"
         );
     }
+}
+
+/// A reconcile's count holds the requests sent from its own task, and only those: another
+/// task's requests, and requests outside any reconcile, are not counted (nor do they fail).
+#[tokio::test]
+async fn a_reconcile_counts_the_requests_it_sends_and_no_others() {
+    let (sim, _) = kubesim_with_crds(0.1).await;
+    let client = throttle::client(
+        sim.agent_config(AGENT).unwrap(),
+        LIMITS,
+        "default",
+        Metrics::new(),
+    )
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let ((), sent) = throttle::counting_requests(async {
+        pods.list(&Default::default()).await.unwrap();
+        pods.get_opt("none").await.unwrap();
+        let elsewhere = pods.clone();
+        tokio::spawn(async move { elsewhere.list(&Default::default()).await.unwrap() })
+            .await
+            .unwrap();
+    })
+    .await;
+    assert_eq!(sent, 2);
+    pods.list(&Default::default()).await.unwrap();
 }

@@ -16,26 +16,63 @@ use super::report::report;
 use super::{handover, observe};
 use crate::runner::Next;
 
-pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
+/// A reconcile's result, and whether it got past the gates (leader, namespace, ownership, the
+/// tenant still there) to drive its tenant: the release's analysis weighs only those.
+pub struct Reconciled {
+    pub drove: bool,
+    pub result: Result<Next, Error>,
+}
+
+pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Reconciled {
+    match gates(ctx, key).await {
+        Ok(Gates::Pass(observed)) => Reconciled {
+            drove: true,
+            result: drive(ctx, key, &observed).await,
+        },
+        Ok(Gates::Stop(next)) => Reconciled {
+            drove: false,
+            result: Ok(next),
+        },
+        Err(error) => Reconciled {
+            drove: false,
+            result: Err(error),
+        },
+    }
+}
+
+enum Gates {
+    Pass(Box<observe::Observed>),
+    Stop(Next),
+}
+
+async fn gates(ctx: &Context, key: &ClusterKey) -> Result<Gates, Error> {
     // Whatever stops a reconcile here also stops this instance reporting the tenant's nodes.
     let forget = || ctx.metrics.forget_tenant(&key.namespace, &key.cluster);
     if !*ctx.leader.borrow() {
         debug!("not the leader; observing only");
         forget();
-        return Ok(Next::AwaitChange);
+        return Ok(Gates::Stop(Next::AwaitChange));
     }
     if !ctx.settings.namespaces.is_empty() && !ctx.settings.namespaces.contains(&key.namespace) {
-        return Ok(Next::AwaitChange);
+        return Ok(Gates::Stop(Next::AwaitChange));
     }
     // Ownership first, every time: a requeue can fire after the tenant moved to another ring.
     if let handover::Gate::Stop(next) = handover::gate(ctx, key).await? {
         forget();
-        return Ok(next);
+        return Ok(Gates::Stop(next));
     }
     let Some(observed) = observe::observe(ctx, key) else {
         forget();
-        return Ok(Next::AwaitChange);
+        return Ok(Gates::Stop(Next::AwaitChange));
     };
+    Ok(Gates::Pass(Box::new(observed)))
+}
+
+async fn drive(
+    ctx: &Context,
+    key: &ClusterKey,
+    observed: &observe::Observed,
+) -> Result<Next, Error> {
     let snapshot = &observed.snapshot;
 
     // Plan.
@@ -51,7 +88,7 @@ pub async fn reconcile(ctx: &Context, key: &ClusterKey) -> Result<Next, Error> {
         key,
         snapshot,
         plan: &plan,
-        observed: &observed,
+        observed,
         governing: observed.governing(),
         now: &now,
     };

@@ -271,26 +271,29 @@ pub(super) async fn keep_publishing(context: Arc<Context>) {
 pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> Result<Next, ()> {
     let started = Instant::now();
     let fault = context.settings.fault;
-    crate::faults::before_reconcile(fault, &context.client, key).await;
-    let mut result = reconcile::reconcile(context, key).await;
+    let (reconciled, requests) = crate::throttle::counting_requests(async {
+        crate::faults::before_reconcile(fault, &context.client, key).await;
+        reconcile::reconcile(context, key).await
+    })
+    .await;
+    let reconcile::Reconciled { drove, mut result } = reconciled;
     if result.is_ok() && crate::faults::fails_this_reconcile(fault) {
         result = Err(super::error::Error::InjectedFault {
             fault: fault.map_or("", crate::faults::Fault::as_str),
         });
     }
     let metrics = &context.metrics;
-    metrics
-        .work
-        .reconcile_seconds
-        .observe(started.elapsed().as_secs_f64());
-    let outcome = if result.is_ok() { "ok" } else { "error" };
-    metrics
-        .work
-        .reconciles
-        .get_or_create(&ResultLabel {
-            result: outcome.into(),
-        })
-        .inc();
+    let seconds = started.elapsed().as_secs_f64();
+    metrics.work.reconcile_seconds.observe(seconds);
+    let outcome = ResultLabel {
+        result: if result.is_ok() { "ok" } else { "error" }.into(),
+    };
+    metrics.work.reconciles.get_or_create(&outcome).inc();
+    if drove {
+        metrics.work.driven_reconciles.get_or_create(&outcome).inc();
+        metrics.work.driven_reconcile_seconds.observe(seconds);
+        metrics.work.driven_reconcile_requests.inc_by(requests);
+    }
     result.map_err(|err| {
         warn!(error = %err, "reconcile failed; retrying with backoff");
         metrics

@@ -69,16 +69,13 @@ async fn signals(
         end: baseline_end,
         step: window.step_seconds,
     };
+    let per = PerReconcile::of(&prometheus, &canary, &baseline, range).await;
     // Quiet: a side that did not reconcile in its span leaves a per-reconcile signal nothing
     // to compare (an idle ring is no regression, and no evidence either).
     let reconciles = |ring: &str| {
         format!(
             "sum({})",
-            of_ring(
-                "rate(express_operator_reconciles_total[RANGE])",
-                ring,
-                range
-            )
+            of_ring(&format!("rate({}[RANGE])", per.reconciles()), ring, range)
         )
     };
     let busy = |values: &Result<Vec<f64>, String>| {
@@ -98,7 +95,7 @@ async fn signals(
         } else {
             range
         };
-        let query = |ring: &str| builtin_query(signal, ring, range);
+        let query = |ring: &str| builtin_query(signal, ring, range, per);
         let per_reconcile = signal != Signal::MemoryGrowth;
         out.push(SignalSeries {
             name: signal.as_str().into(),
@@ -133,24 +130,90 @@ async fn custom_series(
     })
 }
 
+/// What a per-reconcile signal divides by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PerReconcile {
+    /// The reconciles that drove a tenant of the ring, and the requests they sent: what a
+    /// ring's own work costs, which neither its lease renewals and watches nor its reconciles
+    /// of other rings' tenants (each ring reconciles every change to tell ownership) dilute.
+    Driven,
+    /// Every reconcile and every request: a side's build does not count driven reconciles
+    /// (it predates them), and both sides are then read alike, so that a release that brings
+    /// the driven figures is not judged on two definitions.
+    Every,
+}
+
+impl PerReconcile {
+    /// Driven when both sides publish the driven reconciles over their spans.
+    async fn of(
+        prometheus: &Prometheus,
+        canary: &Span<'_>,
+        baseline: &Span<'_>,
+        range: u64,
+    ) -> Self {
+        let published = async |side: &Span<'_>| {
+            let query = format!(
+                "sum({})",
+                of_ring(PerReconcile::Driven.reconciles(), side.ring, range)
+            );
+            prometheus.values(side, &query).await.is_ok()
+        };
+        if published(canary).await && published(baseline).await {
+            PerReconcile::Driven
+        } else {
+            tracing::info!(
+                canary = canary.ring,
+                baseline = baseline.ring,
+                "a ring's build does not publish driven reconciles: per-reconcile signals divide by every reconcile"
+            );
+            PerReconcile::Every
+        }
+    }
+
+    /// The reconciles' counter.
+    fn reconciles(self) -> &'static str {
+        match self {
+            PerReconcile::Driven => "express_operator_driven_reconciles_total",
+            PerReconcile::Every => "express_operator_reconciles_total",
+        }
+    }
+
+    /// The requests' counter.
+    fn requests(self) -> &'static str {
+        match self {
+            PerReconcile::Driven => "express_operator_driven_reconcile_api_requests_total",
+            PerReconcile::Every => "express_operator_api_requests_total",
+        }
+    }
+
+    /// The reconciles' time histogram's buckets.
+    fn duration_buckets(self) -> &'static str {
+        match self {
+            PerReconcile::Driven => "express_operator_driven_reconcile_duration_seconds_bucket",
+            PerReconcile::Every => "express_operator_reconcile_duration_seconds_bucket",
+        }
+    }
+}
+
 /// A built-in signal's PromQL for one ring; `range` is the rate window in seconds.
-fn builtin_query(signal: Signal, ring: &str, range: u64) -> String {
+fn builtin_query(signal: Signal, ring: &str, range: u64, per: PerReconcile) -> String {
     let sum = |expr: &str| format!("sum({})", of_ring(expr, ring, range));
+    let reconciles = per.reconciles();
     match signal {
         Signal::ApiRequestsPerReconcile => format!(
             "{} / {}",
-            sum("rate(express_operator_api_requests_total[RANGE])"),
-            sum("rate(express_operator_reconciles_total[RANGE])")
+            sum(&format!("rate({}[RANGE])", per.requests())),
+            sum(&format!("rate({reconciles}[RANGE])"))
         ),
         Signal::ReconcileErrorRatio => format!(
             "({} or vector(0)) / {}",
-            sum("rate(express_operator_reconciles_total{result=\"error\"}[RANGE])"),
-            sum("rate(express_operator_reconciles_total[RANGE])")
+            sum(&format!("rate({reconciles}{{result=\"error\"}}[RANGE])")),
+            sum(&format!("rate({reconciles}[RANGE])"))
         ),
         Signal::ReconcileLatencyP95 => format!(
             "histogram_quantile(0.95, sum by (le) ({}))",
             of_ring(
-                "rate(express_operator_reconcile_duration_seconds_bucket[RANGE])",
+                &format!("rate({}[RANGE])", per.duration_buckets()),
                 ring,
                 range
             )
@@ -350,14 +413,40 @@ mod tests {
 
     #[test]
     fn a_ring_is_told_by_its_build_info_and_the_range_is_filled_in() {
-        let query = builtin_query(Signal::ReconcileErrorRatio, "canary", 20);
+        let query = builtin_query(
+            Signal::ReconcileErrorRatio,
+            "canary",
+            20,
+            PerReconcile::Every,
+        );
         assert_eq!(
             query,
             "(sum((rate(express_operator_reconciles_total{result=\"error\"}[20s])) * on(instance) group_left() express_operator_build_info{ring=\"canary\"}) or vector(0)) / sum((rate(express_operator_reconciles_total[20s])) * on(instance) group_left() express_operator_build_info{ring=\"canary\"})"
         );
         assert!(
-            builtin_query(Signal::ReconcileLatencyP95, "x", 8)
+            builtin_query(Signal::ReconcileLatencyP95, "x", 8, PerReconcile::Every)
                 .starts_with("histogram_quantile(0.95, sum by (le) (")
+        );
+    }
+
+    #[test]
+    fn driven_signals_divide_what_driven_reconciles_sent_by_them() {
+        let of = |signal| builtin_query(signal, "canary", 20, PerReconcile::Driven);
+        assert_eq!(
+            of(Signal::ApiRequestsPerReconcile),
+            "sum((rate(express_operator_driven_reconcile_api_requests_total[20s])) * on(instance) group_left() express_operator_build_info{ring=\"canary\"}) / sum((rate(express_operator_driven_reconciles_total[20s])) * on(instance) group_left() express_operator_build_info{ring=\"canary\"})"
+        );
+        assert!(of(Signal::ReconcileErrorRatio).starts_with(
+            "(sum((rate(express_operator_driven_reconciles_total{result=\"error\"}[20s]))"
+        ));
+        assert!(
+            of(Signal::ReconcileLatencyP95)
+                .contains("rate(express_operator_driven_reconcile_duration_seconds_bucket[20s])")
+        );
+        assert_eq!(
+            of(Signal::MemoryGrowth),
+            builtin_query(Signal::MemoryGrowth, "canary", 20, PerReconcile::Every),
+            "memory is not per reconcile"
         );
     }
 

@@ -486,3 +486,12 @@ pub async fn change_observed(env: &Env, patch: Value) {
     )
     .await;
 }
+
+/// The value of the first sample line of a `/metrics` text starting with `prefix`.
+pub fn sample(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {prefix} in:\n{text}"))
+}
