@@ -122,6 +122,32 @@ def test_list_pages_and_resource_version_rules(servers):
     same(servers, case)
 
 
+def test_every_page_reports_the_first_pages_revision_and_a_watch_from_it_sees_the_changes_between(servers):
+    """A list in pages, then a watch from its revision (kube-runtime's watcher does this): the
+    API server serves every page from the first page's revision and says so; a change made
+    between the pages is then seen by the watch. kubesim reported the current revision on later
+    pages, and such a watch missed the change."""
+    def case(s):
+        base = f"/api/v1/namespaces/{s.ns}/configmaps"
+        for name in ("p1", "p2", "p3"):
+            s.request("POST", base, cm(name))
+        _, page = s.request("GET", f"{base}?limit=1")
+        began = page["metadata"]["resourceVersion"]
+        s.request("PATCH", f"{base}/p1", {"data": {"k": "changed"}}, content_type="application/merge-patch+json")
+        revisions = []
+        while page["metadata"].get("continue"):
+            _, page = s.request("GET", f"{base}?limit=1&continue={page['metadata']['continue']}")
+            revisions.append(page["metadata"]["resourceVersion"])
+        _, events = s.watch(f"{base}?watch=true&resourceVersion={began}&timeoutSeconds=1", seconds=1)
+        changes = [(e["type"], e["object"]["metadata"]["name"]) for e in events if e["type"] != "BOOKMARK"]
+        return {"later pages": len(revisions) >= 2,
+                "every page at the first's revision": all(rv == began for rv in revisions),
+                "the watch from it sees the change": ("MODIFIED", "p1") in changes}
+
+    found = same(servers, case)
+    assert all(found.values()), found
+
+
 def test_a_list_is_never_older_than_the_write_before_it(servers):
     """The dashboard's first page (issue: a page older than its start): a list made after a
     write shows it, at resourceVersion "" (a consistent read) and at "0" (from the watch cache,
