@@ -1,4 +1,5 @@
-//! The `express.dev/v1alpha1` API: the `ExpressCluster`, `Backend` and `Frontend` custom
+//! The `express.dev` API, `v1alpha1` (the operator's own types) and `v1beta1` ([`v1beta1`],
+//! converted by [`conversion`]): the `ExpressCluster`, `Backend` and `Frontend` custom
 //! resources, the well-known labels and annotations, and the two derived facts every other crate
 //! relies on: a node's *effective* spec (cluster defaults merged with node overrides) and its
 //! *deployment revision* (a stable hash of that effective spec).
@@ -10,6 +11,7 @@ pub mod analysis;
 pub mod api_record;
 pub mod bounce;
 pub mod conditions;
+pub mod conversion;
 pub mod crd;
 pub mod delivery;
 pub mod effective;
@@ -23,6 +25,7 @@ pub mod objects;
 pub mod release;
 pub mod rings;
 pub mod types;
+pub mod v1beta1;
 pub mod verdict;
 pub mod views;
 

@@ -127,14 +127,14 @@ pub struct DeploymentDependencies {
 }
 
 /// Schema for free-form Kubernetes objects (pod template overrides): any object, kept verbatim.
-pub(super) fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
     })
 }
 
-pub(super) fn default_true() -> bool {
+pub(crate) fn default_true() -> bool {
     true
 }
 
