@@ -19,3 +19,4 @@ pub mod release_metrics;
 pub mod runner;
 pub mod status;
 pub mod throttle;
+pub mod webhook;

@@ -1,0 +1,240 @@
+//! The conversion webhook's server on loopback, reached over TLS as the API server reaches it:
+//! trusting only the `caBundle`. A review is answered, a body that is no review gets a `Failure`,
+//! and a serving certificate moved to a new authority mid-traffic fails no request of a client
+//! that trusts the bundle holding both.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use express_operator::webhook::authority::{
+    Authority, Validity, bundle, new_authority, new_serving, validity_of,
+};
+use express_operator::webhook::rotation::{Policy, authority_validity, serving_validity};
+use express_operator::webhook::server::{PATH, ServingCertificate, serve};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+fn authority() -> Authority {
+    new_authority(authority_validity(now(), &Policy::default())).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn serving_from(authority: &Authority) -> express_operator::webhook::authority::Serving {
+    let validity =
+        validity_of(&authority.certificate, "test authority").unwrap_or_else(|e| panic!("{e}"));
+    new_serving(
+        authority,
+        &["127.0.0.1".to_owned(), "localhost".to_owned()],
+        serving_validity(validity, now(), &Policy::default()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A client trusting `ca_bundle` only, as the API server trusts a CRD's `caBundle`.
+fn client_trusting(ca_bundle: &str) -> HttpsClient {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(ca_bundle.as_bytes()) {
+        roots
+            .add(certificate.unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap_or_else(|e| panic!("{e}"))
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_only()
+        .enable_http1()
+        .build();
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+async fn post(client: &HttpsClient, url: &str, body: Vec<u8>) -> Result<(u16, Value), String> {
+    let request = hyper::Request::post(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = client
+        .request(request)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let status = response.status().as_u16();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&bytes)))?;
+    Ok((status, body))
+}
+
+fn review(name: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": format!("uid-{name}"), "desiredAPIVersion": "express.dev/v1beta1", "objects": [
+            {"apiVersion": "express.dev/v1alpha1", "kind": "Backend",
+             "metadata": {"name": name, "namespace": "tenant-a"},
+             "spec": {"clusterConfig": {"clusterName": "shop"}, "expressVersion": "2.0"}}
+        ]}
+    }))
+    .unwrap_or_default()
+}
+
+async fn start(
+    certificate: Arc<ServingCertificate>,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let task = tokio::spawn(serve(listener, certificate));
+    (format!("https://{address}{PATH}"), task)
+}
+
+#[tokio::test]
+async fn a_review_is_answered_over_tls_to_a_client_trusting_the_bundle() {
+    let authority = authority();
+    let certificate = Arc::new(ServingCertificate::default());
+    certificate
+        .set(&serving_from(&authority))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (url, task) = start(certificate).await;
+    let client = client_trusting(&bundle([authority.certificate.as_str()]));
+
+    let (status, answer) = post(&client, &url, review("shop-be"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status, 200);
+    assert_eq!(answer["response"]["uid"], "uid-shop-be");
+    assert_eq!(answer["response"]["result"]["status"], "Success");
+    assert_eq!(
+        answer["response"]["convertedObjects"][0]["apiVersion"],
+        "express.dev/v1beta1"
+    );
+    assert_eq!(
+        answer["response"]["convertedObjects"][0]["spec"],
+        json!({"cluster": "shop", "version": "2.0"})
+    );
+
+    let (status, answer) = post(&client, &url, b"{not json".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status, 400);
+    assert_eq!(answer["response"]["result"]["status"], "Failure");
+    assert!(
+        answer["response"]["result"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("the body is not a ConversionReview"),
+        "{answer}"
+    );
+
+    // A client trusting another authority is refused at the handshake.
+    let stranger = client_trusting(&authority_pem_of_another());
+    assert!(post(&stranger, &url, review("x")).await.is_err());
+    task.abort();
+}
+
+fn authority_pem_of_another() -> String {
+    authority().certificate
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_moved_to_a_new_authority_mid_traffic_fails_no_request() {
+    let old = authority();
+    let new = authority();
+    assert_ne!(old.certificate, new.certificate);
+    let certificate = Arc::new(ServingCertificate::default());
+    certificate
+        .set(&serving_from(&old))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (url, task) = start(certificate.clone()).await;
+
+    // The API server holds the bundle with both while the replicas move.
+    let both = client_trusting(&bundle([
+        old.certificate.as_str(),
+        new.certificate.as_str(),
+    ]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let traffic = {
+        let (stop, url) = (stop.clone(), url.clone());
+        let trusted = bundle([old.certificate.as_str(), new.certificate.as_str()]);
+        tokio::spawn(async move {
+            let mut answered = 0;
+            while !stop.load(Ordering::Relaxed) {
+                // A fresh client per request: every request makes a new handshake.
+                let fresh = client_trusting(&trusted);
+                let (status, answer) = post(&fresh, &url, review("shop-be")).await?;
+                if status != 200 || answer["response"]["result"]["status"] != "Success" {
+                    return Err(format!("{status}: {answer}"));
+                }
+                answered += 1;
+            }
+            Ok::<_, String>(answered)
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    certificate
+        .set(&serving_from(&new))
+        .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let answered = traffic
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(answered > 2, "only {answered} requests were made");
+
+    // Served from the new authority now: a client trusting only the old one is refused, one
+    // trusting only the new one is answered.
+    let only_old = client_trusting(&old.certificate);
+    assert!(post(&only_old, &url, review("x")).await.is_err());
+    let only_new = client_trusting(&new.certificate);
+    assert!(post(&only_new, &url, review("x")).await.is_ok());
+    assert!(post(&both, &url, review("x")).await.is_ok());
+    task.abort();
+}
+
+#[test]
+fn a_serving_certificate_reads_back_with_the_validity_it_was_issued_with() {
+    let authority = authority();
+    let authority_validity =
+        validity_of(&authority.certificate, "authority").unwrap_or_else(|e| panic!("{e}"));
+    let wanted = Validity {
+        not_before: now() - 60,
+        not_after: now() + 3600,
+    };
+    let serving = new_serving(
+        &authority,
+        &["express-operator-webhook.express-system.svc".to_owned()],
+        wanted,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        validity_of(&serving.certificate, "serving").ok(),
+        Some(wanted)
+    );
+    assert!(authority_validity.not_after > wanted.not_after);
+    assert!(validity_of("not a certificate", "x").is_err());
+}
