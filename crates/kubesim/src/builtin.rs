@@ -47,6 +47,29 @@ pub fn type_problem(kind: &str, object: &Value) -> Option<String> {
     }
 }
 
+/// The fields of built-in kinds that the API server's Go types always write, even when a client
+/// left them out (a struct, not a pointer, in Go): by storage key, the fields made `{}` when
+/// absent. A leader election library creates its Lease without a `spec`; the API server still
+/// answers with `spec: {}`, and readers rely on it.
+const ALWAYS_WRITTEN: &[(&str, &[&str])] = &[("coordination.k8s.io/leases", &["spec"])];
+
+/// Gives `object` (stored under `storage_key`) the fields its Go type always writes.
+pub fn fill_always_written(storage_key: &str, object: &mut Value) {
+    let Some((_, fields)) = ALWAYS_WRITTEN.iter().find(|(key, _)| *key == storage_key) else {
+        return;
+    };
+    if let Some(map) = object.as_object_mut() {
+        for field in *fields {
+            let value = map
+                .entry(*field)
+                .or_insert_with(|| Value::Object(Default::default()));
+            if value.is_null() {
+                *value = Value::Object(Default::default());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

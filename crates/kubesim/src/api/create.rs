@@ -97,6 +97,7 @@ impl Cluster {
         }
         self.admit(rt, &mut object, None, &name, options)?;
         self.default_on_create(rt, &mut object);
+        crate::builtin::fill_always_written(&key, &mut object);
         if let Some(manager) = &options.field_manager {
             crate::apply::record_update(&mut object, None, manager, &rt.api_version());
         }

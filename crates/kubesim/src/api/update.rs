@@ -192,6 +192,7 @@ impl Cluster {
             crate::apply::record_update(&mut next, Some(current), manager, &rt.api_version());
         }
         let key = rt.storage_key();
+        crate::builtin::fill_always_written(&key, &mut next);
         if key == CRD_KEY {
             let mut registry = self.registry.clone();
             registry
