@@ -10,6 +10,7 @@ use express_operator::controller::{self, Settings};
 use express_operator::crd_check;
 use express_operator::metrics::{self, Metrics};
 use express_operator::throttle::{self, ApiLimits};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use list_pages::FirstListing;
 use tokio::sync::watch;
 use tracing::{error, info};
@@ -50,6 +51,19 @@ enum Command {
         /// Serve /metrics, /healthz and /readyz here.
         #[arg(long, default_value = "127.0.0.1:8080")]
         metrics_addr: SocketAddr,
+        /// Serve the conversion webhook here (HTTPS, /convert), keeping its certificate
+        /// authority in the Secret express-operator-webhook and its certificate in the
+        /// caBundle of the CRDs that convert through it.
+        #[arg(long, value_name = "ADDR")]
+        conversion_webhook_addr: Option<SocketAddr>,
+        /// A name the webhook's serving certificate is for (repeatable; default the chart's
+        /// Service, express-operator-webhook.NAMESPACE.svc).
+        #[arg(
+            long = "conversion-webhook-name",
+            value_name = "NAME",
+            requires = "conversion_webhook_addr"
+        )]
+        conversion_webhook_names: Vec<String>,
         /// The operator's own namespace (its control ConfigMap and Lease); default
         /// $POD_NAMESPACE, else express-system.
         #[arg(long)]
@@ -113,6 +127,15 @@ enum Command {
         /// Write `<crd-name>.yaml` files into this directory instead of printing.
         #[arg(long, value_name = "DIR")]
         output_dir: Option<PathBuf>,
+        /// Serve v1beta1 beside v1alpha1 (still stored), converted by the operator's webhook
+        /// (DESIGN section 18): the CRDs a build serving it applies, not yet `deploy/crds`.
+        #[arg(long)]
+        serve_v1beta1: bool,
+        /// With --serve-v1beta1: the URL the API server reaches the webhook at (an operator run
+        /// outside the cluster); default the chart's Service
+        /// express-system/express-operator-webhook, port 443.
+        #[arg(long, value_name = "URL", requires = "serve_v1beta1")]
+        webhook_url: Option<String>,
     },
 }
 
@@ -162,6 +185,10 @@ enum Error {
     Lease(String),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error("cannot merge the CRDs' versions: {0}")]
+    Merge(String),
+    #[error("cannot serve the conversion webhook: {0}")]
+    Webhook(std::io::Error),
     #[error("{0}")]
     #[cfg(feature = "dev")]
     Dev(express_operator::dev::DevError),
@@ -241,14 +268,13 @@ fn main() -> ExitCode {
         }
         Command::Crd {
             action: None,
-            output_dir: None,
-        } => express_api::crd::all_to_yaml()
-            .map(|yaml| print!("{yaml}"))
-            .map_err(Error::from),
-        Command::Crd {
-            action: None,
-            output_dir: Some(dir),
-        } => write_crds(&dir),
+            output_dir,
+            serve_v1beta1,
+            webhook_url,
+        } => crds(serve_v1beta1, webhook_url).and_then(|crds| match output_dir {
+            Some(dir) => write_crds(&dir, &crds),
+            None => print_crds(&crds),
+        }),
         #[cfg(feature = "dev")]
         Command::Dev {
             demo,
@@ -281,6 +307,8 @@ fn main() -> ExitCode {
             leader_elect,
             ring,
             metrics_addr,
+            conversion_webhook_addr,
+            conversion_webhook_names,
             operator_namespace,
             concurrency,
             kube_qps,
@@ -303,6 +331,10 @@ fn main() -> ExitCode {
                         MetricsOptions {
                             addr: metrics_addr,
                             per_tenant: per_tenant_metrics,
+                        },
+                        WebhookOptions {
+                            addr: conversion_webhook_addr,
+                            names: conversion_webhook_names,
                         },
                         operator_namespace,
                         Tuning {
@@ -356,6 +388,12 @@ struct MetricsOptions {
     per_tenant: bool,
 }
 
+/// Where the conversion webhook is served, if it is, and the names its certificate is for.
+struct WebhookOptions {
+    addr: Option<SocketAddr>,
+    names: Vec<String>,
+}
+
 /// How hard the operator works: reconciles at once, its API budget, a fault on purpose.
 struct Tuning {
     concurrency: usize,
@@ -369,6 +407,7 @@ async fn run(
     leader_elect: bool,
     ring: String,
     metrics_options: MetricsOptions,
+    webhook: WebhookOptions,
     operator_namespace: Option<String>,
     tuning: Tuning,
 ) -> Result<(), Error> {
@@ -404,6 +443,18 @@ async fn run(
                 error!(error = %err, addr = %metrics_addr, "cannot serve metrics");
             }
         });
+    }
+    if let Some(addr) = webhook.addr {
+        let names = if webhook.names.is_empty() {
+            express_operator::webhook::service_names(&operator_namespace)
+        } else {
+            webhook.names
+        };
+        let served =
+            express_operator::webhook::start(client.clone(), addr, &operator_namespace, names)
+                .await
+                .map_err(Error::Webhook)?;
+        info!(addr = %served, "serving the conversion webhook");
     }
     let identity = identity();
     let leader = if leader_elect {
@@ -464,14 +515,42 @@ async fn shutdown_signal() {
     }
 }
 
-fn write_crds(dir: &Path) -> Result<(), Error> {
+/// The CRDs `crd` prints: this build's, or with `serve_v1beta1` those of a build serving
+/// v1beta1 through its webhook.
+fn crds(
+    serve_v1beta1: bool,
+    webhook_url: Option<String>,
+) -> Result<Vec<CustomResourceDefinition>, Error> {
+    use express_api::crd::WebhookAt;
+    if !serve_v1beta1 {
+        return Ok(express_api::crd::all());
+    }
+    let at = match webhook_url {
+        Some(url) => WebhookAt::Url(url),
+        None => WebhookAt::Service {
+            namespace: controller::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
+            name: express_operator::webhook::SERVICE_NAME.to_owned(),
+            port: 443,
+        },
+    };
+    express_api::crd::serving_v1beta1(&at).map_err(Error::Merge)
+}
+
+fn print_crds(crds: &[CustomResourceDefinition]) -> Result<(), Error> {
+    for crd in crds {
+        print!("---\n{}", express_api::crd::to_yaml(crd)?);
+    }
+    Ok(())
+}
+
+fn write_crds(dir: &Path, crds: &[CustomResourceDefinition]) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Write {
         path: dir.to_owned(),
         source,
     })?;
-    for crd in express_api::crd::all() {
-        let path = dir.join(express_api::crd::file_name(&crd));
-        let yaml = express_api::crd::to_yaml(&crd)?;
+    for crd in crds {
+        let path = dir.join(express_api::crd::file_name(crd));
+        let yaml = express_api::crd::to_yaml(crd)?;
         std::fs::write(&path, yaml).map_err(|source| Error::Write { path, source })?;
     }
     Ok(())

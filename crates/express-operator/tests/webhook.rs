@@ -3,6 +3,10 @@
 //! and a serving certificate moved to a new authority mid-traffic fails no request of a client
 //! that trusts the bundle holding both.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // the shared set-up fails loudly
+
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -237,4 +241,171 @@ fn a_serving_certificate_reads_back_with_the_validity_it_was_issued_with() {
     );
     assert!(authority_validity.not_after > wanted.not_after);
     assert!(validity_of("not a certificate", "x").is_err());
+}
+
+mod keeper {
+    //! The keeper on kubesim through a whole cycle of its authority (made, written into the
+    //! CRD, rotated, retired), with lifetimes of minutes; at every step a client trusting what
+    //! the CRD's `caBundle` holds then reaches the webhook.
+
+    use super::*;
+    use express_operator::webhook::keeper::{Keeper, SECRET_NAME};
+    use express_operator::webhook::rotation::Upkeep;
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, PostParams};
+
+    use crate::support;
+
+    const CRD: &str = "backends.express.dev";
+
+    async fn crd_bundle(client: &kube::Client) -> String {
+        let crd = Api::<CustomResourceDefinition>::all(client.clone())
+            .get(CRD)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let bundle = crd
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.ca_bundle)
+            .map(|b| b.0)
+            .unwrap_or_default();
+        String::from_utf8(bundle).unwrap_or_default()
+    }
+
+    /// The Backend CRD naming the webhook, as a build that serves v1beta1 would apply it (its
+    /// `caBundle` left to the keeper).
+    async fn converting_crd(client: &kube::Client) {
+        let api = Api::<CustomResourceDefinition>::all(client.clone());
+        let mut crd = api.get(CRD).await.unwrap_or_else(|e| panic!("{e}"));
+        crd.spec.conversion = Some(
+            serde_json::from_value(json!({
+                "strategy": "Webhook",
+                "webhook": {"conversionReviewVersions": ["v1"],
+                            "clientConfig": {"url": "https://127.0.0.1:9443/convert"}}
+            }))
+            .unwrap_or_else(|e| panic!("{e}")),
+        );
+        api.replace(CRD, &PostParams::default(), &crd)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_authority_is_made_written_rotated_and_retired_and_the_bundle_always_trusts_what_is_served()
+     {
+        let (_sim, client) = support::kubesim_with_crds(0.1).await;
+        express_operator::install::create_namespace(&client, "express-system")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        converting_crd(&client).await;
+        assert!(crd_bundle(&client).await.is_empty());
+        // Minutes, not a year: rotation is due 100 s after an authority is made.
+        let policy = Policy {
+            authority_lifetime: 1000,
+            authority_renew_before: 900,
+            serving_lifetime: 600,
+            serving_renew_before: 60,
+            propagation: 20,
+            switch_grace: 30,
+            clock_skew: 300,
+        };
+        // Two replicas, each with its own server and certificate.
+        let mut replicas = Vec::new();
+        for _ in 0..2 {
+            let certificate = Arc::new(ServingCertificate::default());
+            let (url, task) = start(certificate.clone()).await;
+            let keeper = Keeper::new(
+                client.clone(),
+                "express-system".into(),
+                vec!["127.0.0.1".into()],
+                vec![CRD.into()],
+                certificate.clone(),
+            )
+            .with_policy(policy);
+            replicas.push((keeper, certificate, url, task));
+        }
+        let t0 = now();
+        let mut steps = Vec::new();
+        let mut bundles = Vec::new();
+        // The replicas look in turn, at the times given: they agree through the API server.
+        for (at, who) in [
+            (0, 0),
+            (0, 1),
+            (1, 0),
+            (2, 1),
+            (3, 0),
+            (100, 1),
+            (101, 0),
+            (102, 1),
+            (110, 0),
+            (123, 1),
+            (140, 0),
+            (153, 1),
+            (154, 0),
+            (155, 1),
+        ] {
+            let step = replicas[who]
+                .0
+                .look(t0 + at)
+                .await
+                .unwrap_or_else(|e| panic!("at +{at}: {e}"));
+            steps.push((at, step));
+            let bundle = crd_bundle(&client).await;
+            for (_, certificate, url, _) in &replicas {
+                if bundle.is_empty() || !certificate.is_set() {
+                    continue;
+                }
+                // What the API server would trust now reaches what every replica serves now.
+                let (status, _) = post(&client_trusting(&bundle), url, review("be"))
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "at +{at} ({step:?}) the bundle does not trust what {url} serves: {e}"
+                        )
+                    });
+                assert_eq!(status, 200);
+            }
+            if bundles.last() != Some(&bundle) {
+                bundles.push(bundle);
+            }
+        }
+        use Upkeep::*;
+        assert_eq!(
+            steps,
+            vec![
+                (0, Create),
+                (0, WriteBundle),
+                (1, MarkInBundle),
+                (2, Nothing),
+                (3, Nothing),
+                (100, Rotate),
+                (101, WriteBundle),
+                (102, MarkInBundle),
+                (110, Nothing),
+                (123, Nothing),
+                (140, Nothing),
+                (153, RetirePrevious),
+                (154, WriteBundle),
+                (155, Nothing)
+            ]
+        );
+        // No bundle, the first authority, both, the second.
+        let counts: Vec<usize> = bundles
+            .iter()
+            .map(|b| b.matches("BEGIN CERTIFICATE").count())
+            .collect();
+        assert_eq!(counts, vec![0, 1, 2, 1]);
+        let secret = Api::<Secret>::namespaced(client.clone(), "express-system")
+            .get(SECRET_NAME)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let keys: Vec<_> = secret.data.unwrap_or_default().into_keys().collect();
+        assert_eq!(keys, vec!["ca.crt", "ca.key"]);
+        for (_, _, _, task) in replicas {
+            task.abort();
+        }
+    }
 }

@@ -22,7 +22,7 @@ use tokio_rustls::TlsAcceptor;
 use super::authority::{CertificateError, Serving};
 
 /// The path the CRDs' `clientConfig` names.
-pub const PATH: &str = "/convert";
+pub const PATH: &str = express_api::crd::WEBHOOK_PATH;
 /// The largest review read: a list page's conversion is one review, and the API server pages a
 /// client's lists only when the client asks; 64 MiB holds some 30,000 nodes.
 const MAX_REVIEW_BYTES: usize = 64 << 20;
