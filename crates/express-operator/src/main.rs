@@ -240,32 +240,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crd {
-            action:
-                Some(CrdAction::Check {
-                    against,
-                    context,
-                    kubeconfig,
-                    output,
-                }),
+            action: Some(check),
             ..
-        } => {
-            let against = match (against, context) {
-                (Some(dir), _) => crd_check::Against::Directory(dir),
-                (None, Some(context)) => crd_check::Against::Context {
-                    kubeconfig,
-                    context,
-                },
-                // clap requires one of them.
-                (None, None) => return ExitCode::from(2),
-            };
-            return match tokio::runtime::Runtime::new() {
-                Ok(runtime) => ExitCode::from(runtime.block_on(crd_check::run(&against, output))),
-                Err(error) => {
-                    eprintln!("express-operator crd check: {}", Error::Runtime(error));
-                    ExitCode::from(2)
-                }
-            };
-        }
+        } => return crd_check_command(check),
         Command::Crd {
             action: None,
             output_dir,
@@ -355,6 +332,32 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("express-operator: {err}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// `crd check`: its exit code is the answer (crd_check::run says which).
+fn crd_check_command(check: CrdAction) -> ExitCode {
+    let CrdAction::Check {
+        against,
+        context,
+        kubeconfig,
+        output,
+    } = check;
+    let against = match (against, context) {
+        (Some(dir), _) => crd_check::Against::Directory(dir),
+        (None, Some(context)) => crd_check::Against::Context {
+            kubeconfig,
+            context,
+        },
+        // clap requires one of them.
+        (None, None) => return ExitCode::from(2),
+    };
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => ExitCode::from(runtime.block_on(crd_check::run(&against, output))),
+        Err(error) => {
+            eprintln!("express-operator crd check: {}", Error::Runtime(error));
+            ExitCode::from(2)
         }
     }
 }
