@@ -76,13 +76,9 @@ phase "container image (built from the dev binaries, and run from its own root f
 bash scripts/image.sh --profile dev
 
 phase "rust tests"
-if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --locked --no-fail-fast
-    # nextest does not run doc tests.
-    cargo test --workspace --doc --locked
-else
-    cargo test --workspace --locked --no-fail-fast
-fi
+# The test binaries two at a time (the end-to-end ones mostly wait on timers), then the doc tests.
+python3 scripts/rust-tests.py --jobs 2 --workspace --locked
+cargo test --workspace --doc --locked
 
 phase "debug binaries for the benchmark smoke run and the acceptance tests"
 cargo build --locked -p kubesim -p kubectl-express -p express-operator
@@ -102,4 +98,4 @@ phase "acceptance: kubesim and the real control plane through kubectl, the Pytho
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
 EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \
-    .venv/bin/python -m pytest -q tests/acceptance
+    .venv/bin/python -m pytest -q -n 2 --dist loadfile tests/acceptance
