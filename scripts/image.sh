@@ -43,10 +43,28 @@ fi
 
 out=target/image
 rootfs=$out/rootfs
+# buildah's vfs storage keeps whole copies of the layer (the container, the committed layer, the
+# archive), so a build needs several times the binaries' size free. A full disk shows up inside
+# buildah only as "read/write on closed pipe"; say it plainly before starting instead.
+mkdir -p "$out"
+binaries_kib=$(du -kc "$bin_dir/express-operator" "$bin_dir/kubectl-express" | tail -n1 | cut -f1)
+needed_kib=$((binaries_kib * 6 + 512 * 1024))
+free_kib=$(df -Pk "$out" | awk 'NR == 2 {print $4}')
+if [ "$free_kib" -lt "$needed_kib" ]; then
+  echo "image.sh: $((free_kib / 1024)) MiB free where the image is built ($out), $((needed_kib / 1024)) MiB needed; free some disk and run again" >&2
+  exit 1
+fi
+# Whatever happens below, leave no storage behind: it is large and only this run reads it.
+trap 'rm -rf "$out/storage" "$out/run" "$out/check"' EXIT
+
 rm -rf "$rootfs"
 mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc" "$rootfs/tmp"
 chmod 1777 "$rootfs/tmp"
 install -m 0755 "$bin_dir/express-operator" "$bin_dir/kubectl-express" "$rootfs/usr/local/bin/"
+if [ "$profile" = dev ]; then
+  # The dev build's line tables are a third of its size and no use inside the image.
+  strip --strip-debug "$rootfs"/usr/local/bin/*
+fi
 
 echo "== copying exactly the libraries the binaries load"
 libraries() {
@@ -100,5 +118,4 @@ echo "$reported"
   "$check/rootfs/usr/local/bin/kubectl-express" --version >/dev/null
 user=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); c=json.load(open(sys.argv[2]+"/"+m["config"]["digest"].split(":")[1])); print(c["config"]["User"])' "$check/oci/blobs/sha256/$manifest" "$check/oci/blobs/sha256")
 [ "$user" = "65532:65532" ] || { echo "image.sh: the image runs as $user, not 65532" >&2; exit 1; }
-rm -rf "$check" "$out/storage" "$out/run"
 echo "image: $out/express-operator.tar ($image, $(du -h "$out/express-operator.tar" | cut -f1)); runs as 65532"
