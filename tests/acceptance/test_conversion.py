@@ -5,6 +5,8 @@ certificate authority and writing it into the CRDs' `caBundle`. A tenant written
 reads at `v1beta1` through kubectl and the Python client; a node written at `v1beta1` reads back
 at `v1alpha1` and is provisioned by the operator, which reads `v1alpha1` only.
 
+Who serves the webhook during a release, as the endpoint slice controller sees it, is here too.
+
 Only on the real server: kubesim does not call conversion webhooks yet (docs/api.md)."""
 
 import base64
@@ -106,3 +108,71 @@ def test_a_tenant_reads_and_writes_at_both_versions_through_the_operators_webhoo
     finally:
         stop_process(operator)
         print((tmp_path / "operator.log").read_text()[-6000:])
+
+
+def operator_pod(name, ring):
+    """An operator pod as the chart's Deployment of `ring` makes it (the labels its Service
+    selects on, the `webhook` port); kwok runs it, the test runs its process."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "express-system",
+                         "labels": {"app.kubernetes.io/part-of": "express-operator",
+                                    "app.kubernetes.io/instance": "express",
+                                    "express.dev/operator-ring": ring}},
+            "spec": {"containers": [{"name": "express-operator", "image": "express-operator",
+                                     "ports": [{"name": "webhook", "containerPort": 9443}]}]}}
+
+
+def webhook_endpoints(cluster):
+    """The pods the endpoint slice controller put behind the chart's webhook Service."""
+    slices = cluster.kubectl_json("get", "endpointslices", "-n", "express-system",
+                                  "-l", "kubernetes.io/service-name=express-operator-webhook")["items"]
+    return sorted(e["targetRef"]["name"] for s in slices for e in s.get("endpoints") or [])
+
+
+@pytest.mark.parametrize("substrate", ["real"])
+def test_only_the_build_that_knows_every_listed_version_is_behind_the_webhook_service(dedicated_cluster, tmp_path):
+    """Two builds in one DC, as during a release: the canary ring's knows v1beta1, the default
+    ring's (pretending to be the build before it) knows v1alpha1 only. Each pod labels itself;
+    Kubernetes' endpoint slice controller then puts only the canary's pod behind the chart's
+    Service once the CRDs list v1beta1."""
+    from test_operator_chart import find, render
+
+    cluster = dedicated_cluster
+    cluster.install_crds()
+    cluster.kubectl("create", "namespace", "express-system", check=False)
+    objects, _ = render({"conversionWebhook": {"enabled": True}, "rings": [{"name": "default"}, {"name": "canary"}]})
+    [service] = find(objects, "Service", "express-operator-webhook")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(service))
+    for name, ring in (("express-operator-old", "default"), ("express-operator-new", "canary")):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(operator_pod(name, ring)))
+    processes = []
+    try:
+        for name, known in (("express-operator-old", ["--known-api-versions", "v1alpha1"]),
+                            ("express-operator-new", [])):
+            processes.append(start_operator(
+                cluster, tmp_path / f"{name}.log", "--conversion-webhook-addr", f"127.0.0.1:{free_port()}",
+                "--conversion-webhook-name", "127.0.0.1", *known, pod_name=name, leader_elect=False))
+
+        # The CRDs list v1alpha1 only: both builds know it, both serve.
+        eventually(lambda: webhook_endpoints(cluster) == ["express-operator-new", "express-operator-old"],
+                   timeout=60, what="both pods behind the Service")
+        old = cluster.kubectl_json("get", "pod", "express-operator-old", "-n", "express-system")["metadata"]
+        assert old["annotations"]["express.dev/api-versions"] == "v1alpha1"
+
+        # A build that serves v1beta1 applies its CRDs: the older build leaves the Service.
+        crds = tmp_path / "crds"
+        subprocess.run([OPERATOR, "crd", "--serve-v1beta1", "--webhook-url", "https://127.0.0.1:1/convert",
+                        "--output-dir", str(crds)], check=True, timeout=30)
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds))
+        eventually(lambda: webhook_endpoints(cluster) == ["express-operator-new"], timeout=90,
+                   what="only the build that knows v1beta1 behind the Service")
+        labels = cluster.kubectl_json("get", "pod", "express-operator-old", "-n", "express-system")["metadata"]["labels"]
+        assert "express.dev/conversion" not in labels, labels
+        new = cluster.kubectl_json("get", "pod", "express-operator-new", "-n", "express-system")["metadata"]
+        assert new["labels"]["express.dev/conversion"] == "serving"
+        assert new["annotations"]["express.dev/api-versions"] == "v1alpha1,v1beta1"
+    finally:
+        for process in processes:
+            stop_process(process)
+        for name in ("express-operator-old", "express-operator-new"):
+            print(name, (tmp_path / f"{name}.log").read_text()[-3000:])

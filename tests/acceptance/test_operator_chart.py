@@ -214,3 +214,28 @@ def test_rings_named_twice_or_badly_are_refused():
             render({"rings": [{"name": bad}]})
     with pytest.raises(Exception):
         render({"rings": []})
+
+
+def test_the_conversion_webhook_is_off_by_default_and_on_selects_only_pods_that_serve_it():
+    objects, _ = render()
+    assert not find(objects, "Service", "express-operator-webhook")
+    [container] = find(objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    assert not any(a.startswith("--conversion-webhook-addr") for a in container["args"])
+
+    objects, _ = render({"conversionWebhook": {"enabled": True, "port": 9444},
+                         "rings": [{"name": "default"}, {"name": "canary"}]})
+    [service] = find(objects, "Service", "express-operator-webhook", "express-system")
+    # Every ring's pods, but only those labelled by themselves as knowing every listed version.
+    assert service["spec"]["selector"] == {"app.kubernetes.io/part-of": "express-operator",
+                                           "app.kubernetes.io/instance": "express",
+                                           "express.dev/conversion": "serving"}
+    assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook"}]
+    for deployment in find(objects, "Deployment"):
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        assert "--conversion-webhook-addr=0.0.0.0:9444" in container["args"]
+        assert {"name": "webhook", "containerPort": 9444} in container["ports"]
+        assert {"app.kubernetes.io/part-of": "express-operator", "app.kubernetes.io/instance": "express"}.items() \
+            <= deployment["spec"]["template"]["metadata"]["labels"].items()
+        assert any(e["name"] == "POD_NAME" for e in container["env"]), "a pod labels itself by its name"
+    [role] = [r for r in find(objects, "Role") if r["metadata"]["namespace"] == "express-system"]
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]} in role["rules"]

@@ -70,3 +70,13 @@ pub const REPORTING_CONTROLLER: &str = "express-operator";
 pub const DEFAULT_IMAGE_REPOSITORY: &str = "express";
 /// Name of the application container in every node pod.
 pub const APP_CONTAINER: &str = "express";
+
+/// On an operator pod: `serving` while its build knows every version the CRDs list, so that
+/// it may answer their conversions; absent otherwise. The chart's webhook Service selects on
+/// it, so a build that would fail a review never receives one (DESIGN section 18).
+pub const LABEL_CONVERSION: &str = "express.dev/conversion";
+/// [`LABEL_CONVERSION`]'s value on a pod that serves the webhook.
+pub const CONVERSION_SERVING: &str = "serving";
+/// On an operator pod that serves the webhook: the API versions its build knows, comma
+/// separated, oldest first (`v1alpha1,v1beta1`), written by the pod itself.
+pub const ANNOTATION_API_VERSIONS: &str = "express.dev/api-versions";

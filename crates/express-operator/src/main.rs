@@ -93,6 +93,17 @@ enum Command {
         #[cfg(feature = "dev")]
         #[arg(long, value_enum, value_name = "NAME")]
         fault: Option<express_operator::faults::Fault>,
+        /// Serve the conversion webhook as a build that knows only these API versions
+        /// (comma separated): an older build, beside this one, in a test of who serves it.
+        /// Only in builds with the `dev` feature.
+        #[cfg(feature = "dev")]
+        #[arg(
+            long,
+            value_name = "VERSIONS",
+            value_delimiter = ',',
+            requires = "conversion_webhook_addr"
+        )]
+        known_api_versions: Vec<String>,
     },
     /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
     #[cfg(feature = "dev")]
@@ -294,9 +305,13 @@ fn main() -> ExitCode {
             streaming_lists,
             #[cfg(feature = "dev")]
             fault,
+            #[cfg(feature = "dev")]
+            known_api_versions,
         } => {
             #[cfg(not(feature = "dev"))]
             let fault = None;
+            #[cfg(not(feature = "dev"))]
+            let known_api_versions = Vec::new();
             init_tracing();
             tokio::runtime::Runtime::new()
                 .map_err(Error::Runtime)
@@ -312,6 +327,7 @@ fn main() -> ExitCode {
                         WebhookOptions {
                             addr: conversion_webhook_addr,
                             names: conversion_webhook_names,
+                            known: known_api_versions,
                         },
                         operator_namespace,
                         Tuning {
@@ -395,6 +411,8 @@ struct MetricsOptions {
 struct WebhookOptions {
     addr: Option<SocketAddr>,
     names: Vec<String>,
+    /// The versions to serve as knowing; empty: those this build knows.
+    known: Vec<String>,
 }
 
 /// How hard the operator works: reconciles at once, its API budget, a fault on purpose.
@@ -453,10 +471,21 @@ async fn run(
         } else {
             webhook.names
         };
-        let served =
-            express_operator::webhook::start(client.clone(), addr, &operator_namespace, names)
-                .await
-                .map_err(Error::Webhook)?;
+        let known = if webhook.known.is_empty() {
+            express_operator::webhook::known_versions()
+        } else {
+            webhook.known
+        };
+        let serving = express_operator::webhook::Serving {
+            addr,
+            namespace: operator_namespace.clone(),
+            names,
+            pod: std::env::var("POD_NAME").ok(),
+            known,
+        };
+        let served = express_operator::webhook::start(client.clone(), serving)
+            .await
+            .map_err(Error::Webhook)?;
         info!(addr = %served, "serving the conversion webhook");
     }
     let identity = identity();

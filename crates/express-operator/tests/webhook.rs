@@ -409,3 +409,118 @@ mod keeper {
         }
     }
 }
+
+mod membership {
+    //! Who serves the webhook, on kubesim: two pods, one of a build that knows both versions and
+    //! one of a build that knows only v1alpha1; each labels itself by what the CRDs list, and a
+    //! version listed before it is served already keeps the older build out.
+
+    use express_operator::webhook::membership::Membership;
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, ListParams, PostParams};
+    use serde_json::json;
+
+    use crate::support;
+
+    const NS: &str = "express-system";
+    const CRD: &str = "backends.express.dev";
+
+    async fn operator_pod(client: &kube::Client, name: &str) {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS,
+                         "labels": {"app.kubernetes.io/part-of": "express-operator"}},
+            "spec": {"containers": [{"name": "express-operator", "image": "express-operator"}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Pod>::namespaced(client.clone(), NS)
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The Backend CRD listing `v1beta1` beside `v1alpha1`, served or not.
+    async fn list_v1beta1(client: &kube::Client, served: bool) {
+        let api = Api::<CustomResourceDefinition>::all(client.clone());
+        let mut crd = api.get(CRD).await.unwrap_or_else(|e| panic!("{e}"));
+        crd.spec.versions.retain(|v| v.name == "v1alpha1");
+        let mut beta = crd.spec.versions[0].clone();
+        beta.name = "v1beta1".into();
+        beta.served = served;
+        beta.storage = false;
+        crd.spec.versions.push(beta);
+        api.replace(CRD, &PostParams::default(), &crd)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// The pods the chart's Service selects.
+    async fn selected(client: &kube::Client) -> Vec<String> {
+        let params = ListParams::default()
+            .labels("app.kubernetes.io/part-of=express-operator,express.dev/conversion=serving");
+        let mut names: Vec<String> = Api::<Pod>::namespaced(client.clone(), NS)
+            .list(&params)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn known(versions: &[&str]) -> Vec<String> {
+        versions.iter().map(|v| (*v).to_owned()).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_pods_whose_build_knows_every_listed_version_are_selected() {
+        let (_sim, client) = support::kubesim_with_crds(0.1).await;
+        express_operator::install::create_namespace(&client, NS)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        operator_pod(&client, "express-operator-new").await;
+        operator_pod(&client, "express-operator-old").await;
+        let membership = |pod: &str, versions: &[&str]| {
+            Membership::new(
+                client.clone(),
+                NS.into(),
+                pod.into(),
+                known(versions),
+                vec![CRD.into()],
+            )
+        };
+        let new = membership("express-operator-new", &["v1alpha1", "v1beta1"]);
+        let old = membership("express-operator-old", &["v1alpha1"]);
+
+        // One version: both builds know it, both serve.
+        assert!(new.look().await.unwrap_or_else(|e| panic!("{e}")));
+        assert!(old.look().await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(
+            selected(&client).await,
+            ["express-operator-new", "express-operator-old"]
+        );
+        let annotations = Api::<Pod>::namespaced(client.clone(), NS)
+            .get("express-operator-old")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .metadata
+            .annotations
+            .unwrap_or_default();
+        assert_eq!(annotations["express.dev/api-versions"], "v1alpha1");
+
+        // v1beta1 listed, not served yet: the older build leaves first.
+        list_v1beta1(&client, false).await;
+        assert!(!old.look().await.unwrap_or_else(|e| panic!("{e}")));
+        assert!(new.look().await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(selected(&client).await, ["express-operator-new"]);
+
+        // Served: still only the build that knows it.
+        list_v1beta1(&client, true).await;
+        assert!(!old.look().await.unwrap_or_else(|e| panic!("{e}")));
+        assert!(new.look().await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(selected(&client).await, ["express-operator-new"]);
+    }
+}

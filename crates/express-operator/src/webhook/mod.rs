@@ -1,7 +1,8 @@
 //! The conversion webhook (DESIGN section 18): the HTTPS server that answers the API server's
 //! `ConversionReview`s with `express_api::conversion` ([`server`]), the certificates it serves
 //! and the authority that signs them ([`authority`]), and when that authority is made, rotated and
-//! retired ([`rotation`], pure).
+//! retired ([`rotation`], pure), and which pods may serve it ([`membership`]: only those whose
+//! build knows every version the CRDs list).
 //!
 //! `run --conversion-webhook-addr` serves it and keeps its certificates ([`keeper`]); the CRDs
 //! that name it are `crd --serve-v1beta1`'s, not yet those a release applies (docs/api.md says
@@ -9,6 +10,7 @@
 
 pub mod authority;
 pub mod keeper;
+pub mod membership;
 pub mod rotation;
 pub mod server;
 
@@ -30,29 +32,57 @@ pub fn service_names(namespace: &str) -> Vec<String> {
     ]
 }
 
-/// Serves the webhook on `addr` and keeps its certificates (for `names`), each on a task of its
-/// own; returns the address it serves on.
-pub async fn start(
-    client: kube::Client,
-    addr: SocketAddr,
-    namespace: &str,
-    names: Vec<String>,
-) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+/// Where and as whom a replica serves the webhook.
+pub struct Serving {
+    /// The address to listen on.
+    pub addr: SocketAddr,
+    /// The operator's namespace (its Secret, its pods).
+    pub namespace: String,
+    /// The names the serving certificate is for.
+    pub names: Vec<String>,
+    /// This replica's pod, labelled while its build knows every listed version; none when the
+    /// operator runs outside a pod (then nothing selects it: it is called by URL).
+    pub pod: Option<String>,
+    /// The API versions this build knows (a test may pretend to be an older build).
+    pub known: Vec<String>,
+}
+
+/// The versions of `express.dev` this build knows, oldest first.
+pub fn known_versions() -> Vec<String> {
+    express_api::conversion::ApiVersion::ALL
+        .iter()
+        .map(|v| v.name().to_owned())
+        .collect()
+}
+
+/// Serves the webhook and keeps its certificates and this pod's membership, each on a task of
+/// its own; returns the address it serves on.
+pub async fn start(client: kube::Client, serving: Serving) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(serving.addr).await?;
     let served = listener.local_addr()?;
     let certificate = Arc::new(server::ServingCertificate::default());
-    let crds = express_api::crd::VERSIONED
+    let crds: Vec<String> = express_api::crd::VERSIONED
         .iter()
         .map(|n| (*n).to_owned())
         .collect();
     let keeper = keeper::Keeper::new(
-        client,
-        namespace.to_owned(),
-        names,
-        crds,
+        client.clone(),
+        serving.namespace.clone(),
+        serving.names,
+        crds.clone(),
         certificate.clone(),
     );
     tokio::spawn(keeper.run(LOOK_EVERY));
+    match serving.pod {
+        Some(pod) => {
+            let membership =
+                membership::Membership::new(client, serving.namespace, pod, serving.known, crds);
+            tokio::spawn(membership.run(LOOK_EVERY));
+        }
+        None => tracing::info!(
+            "conversion webhook: no POD_NAME, so no pod to label; reachable by URL only"
+        ),
+    }
     tokio::spawn(async move {
         if let Err(error) = server::serve(listener, certificate).await {
             tracing::error!(%error, "the conversion webhook stopped serving");
