@@ -9,6 +9,7 @@
 
 pub mod action;
 pub mod analysis;
+pub mod api_versions;
 pub mod bounce;
 pub mod fleet_release;
 pub mod gates;

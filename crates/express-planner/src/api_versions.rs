@@ -1,0 +1,360 @@
+//! The API's versions in one DC (DESIGN section 18), decided without I/O: which step brings a
+//! CRD of the DC to what a build carries, what a step waits for, how far a DC has come, and
+//! whether a build may lead at all.
+//!
+//! A new version travels in five steps, each taken only when the one before holds:
+//!
+//! 1. **listed**, not served: the older builds see a version they do not know and leave the
+//!    conversion webhook's Service (each pod decides for itself, by what the CRDs list);
+//! 2. **served**, once every pod behind the webhook knows every listed version;
+//! 3. **storage moved**, once every ring of the DC runs a build that knows the new version
+//!    (never on a canary's word: a ring whose build does not say what it knows holds it back);
+//! 4. **migrated**: every stored object rewritten at the new storage version, a page at a time;
+//! 5. **trimmed**: `status.storedVersions` is the storage version alone.
+//!
+//! A DC whose CRDs list a version the build does not know, or store at a version newer than the
+//! one it would store at, is ahead of the build: it is left as it is (a build never downgrades
+//! an API; a rollback leaves it).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// One version as a CRD lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    pub name: String,
+    pub served: bool,
+    pub storage: bool,
+}
+
+/// A CRD as the DC holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DcCrd {
+    pub name: String,
+    pub versions: Vec<Listed>,
+    /// `status.storedVersions`: every version an object may still be stored at.
+    pub stored_versions: Vec<String>,
+    /// The rewrite of the stored objects, as recorded on the CRD.
+    pub migration: Option<Migration>,
+}
+
+/// The rewrite of a CRD's stored objects at one storage version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Migration {
+    /// The storage version the objects are rewritten at.
+    pub to: String,
+    /// Objects rewritten so far.
+    pub rewritten: u64,
+    /// Objects there were to rewrite, once the first page said (its remaining count).
+    pub total: Option<u64>,
+    /// Every page rewritten, after the storage version moved.
+    pub complete: bool,
+}
+
+/// A CRD as a build carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildCrd {
+    pub name: String,
+    /// Every version the build serves for it, oldest first.
+    pub versions: Vec<String>,
+    /// The version the build stores it at, once every ring knows it.
+    pub storage: String,
+}
+
+/// What the builds of the DC know, as they say it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Builds {
+    /// Each ring of the DC with the versions its leader's build knows; `None` when it does not
+    /// say (a build older than this, or a ring nobody leads).
+    pub rings: Vec<(String, Option<Vec<String>>)>,
+    /// Each pod behind the conversion webhook's Service with the versions its build knows.
+    pub webhook_pods: Vec<(String, Vec<String>)>,
+}
+
+/// The next step for one CRD.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// List these versions, not served: the older builds leave the webhook first.
+    List(Vec<String>),
+    /// Serve these listed versions.
+    Serve(Vec<String>),
+    /// Store at `to` from now on.
+    MoveStorage { from: String, to: String },
+    /// Rewrite the stored objects at `to`, a page at a time (the next page, or the first).
+    Migrate { to: String },
+    /// Leave only `to` in `status.storedVersions`.
+    Trim { to: String, drop: Vec<String> },
+    /// Nothing can be done until this changes.
+    Wait(Waiting),
+    /// The DC's CRD lists or stores what the build does not know: left as it is.
+    Ahead(Vec<String>),
+    /// As the build carries it, storage moved and migrated.
+    Done,
+}
+
+/// What a step waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// No pod serves the webhook, so nothing could convert the versions to be served.
+    NoWebhookPod,
+    /// Pods behind the webhook whose build does not know every listed version (they leave it
+    /// on their own; the step follows).
+    WebhookPodsBehind(Vec<String>),
+    /// Rings whose build does not know the version storage would move to, or does not say.
+    RingsBehind(Vec<String>),
+}
+
+impl fmt::Display for Waiting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Waiting::NoWebhookPod => write!(
+                f,
+                "no operator pod serves the conversion webhook (conversionWebhook.enabled, a build that knows every listed version)"
+            ),
+            Waiting::WebhookPodsBehind(pods) => write!(
+                f,
+                "operator pods behind the conversion webhook do not know every listed version yet: {}",
+                pods.join(", ")
+            ),
+            Waiting::RingsBehind(rings) => write!(
+                f,
+                "rings whose build does not know the new storage version (or does not say): {}",
+                rings.join(", ")
+            ),
+        }
+    }
+}
+
+impl DcCrd {
+    fn listed(&self, version: &str) -> Option<&Listed> {
+        self.versions.iter().find(|v| v.name == version)
+    }
+
+    /// The version objects are written at now.
+    pub fn storage(&self) -> Option<&str> {
+        self.versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name.as_str())
+    }
+
+    fn listed_names(&self) -> BTreeSet<&str> {
+        self.versions.iter().map(|v| v.name.as_str()).collect()
+    }
+}
+
+fn knows(known: &[String], version: &str) -> bool {
+    known.iter().any(|k| k == version)
+}
+
+/// The next step that brings `dc` to what `build` carries, given what the DC's builds know.
+pub fn next_step(dc: &DcCrd, build: &BuildCrd, builds: &Builds) -> Step {
+    let position = |version: &str| build.versions.iter().position(|v| v == version);
+    let unknown: Vec<String> = dc
+        .versions
+        .iter()
+        .filter(|v| position(&v.name).is_none())
+        .map(|v| v.name.clone())
+        .collect();
+    if !unknown.is_empty() {
+        return Step::Ahead(unknown);
+    }
+    let (Some(storage), Some(target)) = (dc.storage(), position(&build.storage)) else {
+        // No storage version at all is not a CRD the API server would hold; nothing to decide.
+        return Step::Ahead(Vec::new());
+    };
+    let current = position(storage).unwrap_or(target);
+    if current > target {
+        return Step::Ahead(vec![storage.to_owned()]);
+    }
+    let missing: Vec<String> = build
+        .versions
+        .iter()
+        .filter(|v| dc.listed(v).is_none())
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        return Step::List(missing);
+    }
+    let unserved: Vec<String> = build
+        .versions
+        .iter()
+        .filter(|v| dc.listed(v).is_some_and(|l| !l.served))
+        .cloned()
+        .collect();
+    if !unserved.is_empty() {
+        return match webhook_behind(dc, builds) {
+            Some(waiting) => Step::Wait(waiting),
+            None => Step::Serve(unserved),
+        };
+    }
+    if current < target {
+        let behind = rings_behind(&build.storage, builds);
+        if !behind.is_empty() {
+            return Step::Wait(Waiting::RingsBehind(behind));
+        }
+        return Step::MoveStorage {
+            from: storage.to_owned(),
+            to: build.storage.clone(),
+        };
+    }
+    let drop: Vec<String> = dc
+        .stored_versions
+        .iter()
+        .filter(|v| **v != build.storage)
+        .cloned()
+        .collect();
+    if drop.is_empty() {
+        return Step::Done;
+    }
+    let migrated = dc
+        .migration
+        .as_ref()
+        .is_some_and(|m| m.to == build.storage && m.complete);
+    if migrated {
+        Step::Trim {
+            to: build.storage.clone(),
+            drop,
+        }
+    } else {
+        Step::Migrate {
+            to: build.storage.clone(),
+        }
+    }
+}
+
+/// Why the listed versions may not be served yet, if they may not.
+fn webhook_behind(dc: &DcCrd, builds: &Builds) -> Option<Waiting> {
+    if builds.webhook_pods.is_empty() {
+        return Some(Waiting::NoWebhookPod);
+    }
+    let listed = dc.listed_names();
+    let behind: Vec<String> = builds
+        .webhook_pods
+        .iter()
+        .filter(|(_, known)| !listed.iter().all(|v| knows(known, v)))
+        .map(|(pod, _)| pod.clone())
+        .collect();
+    (!behind.is_empty()).then_some(Waiting::WebhookPodsBehind(behind))
+}
+
+/// The rings whose build does not know `version`, or does not say what it knows.
+fn rings_behind(version: &str, builds: &Builds) -> Vec<String> {
+    builds
+        .rings
+        .iter()
+        .filter(|(_, known)| !known.as_deref().is_some_and(|k| knows(k, version)))
+        .map(|(ring, _)| ring.clone())
+        .collect()
+}
+
+/// How far a DC's API has come towards what a build carries, for `status.api` and
+/// `kubectl express release`: the least advanced of its CRDs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// A version of the build's is not listed yet.
+    Behind,
+    /// Every version listed; some not served yet.
+    Listed,
+    /// Every version served; storage not moved.
+    Served,
+    /// Storage moved; objects being rewritten (`rewritten` of `total`, when known).
+    Migrating { rewritten: u64, total: Option<u64> },
+    /// Storage moved, every object rewritten, `storedVersions` the storage version alone.
+    Trimmed,
+    /// The DC lists or stores what the build does not know.
+    Ahead,
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stage::Behind => write!(f, "not listed"),
+            Stage::Listed => write!(f, "listed, not served"),
+            Stage::Served => write!(f, "served"),
+            Stage::Migrating {
+                rewritten,
+                total: Some(total),
+            } => write!(f, "storage moved, migrated {rewritten}/{total}"),
+            Stage::Migrating {
+                rewritten,
+                total: None,
+            } => write!(f, "storage moved, migrated {rewritten}"),
+            Stage::Trimmed => write!(f, "trimmed"),
+            Stage::Ahead => write!(f, "ahead of this build"),
+        }
+    }
+}
+
+/// The stage of one CRD.
+pub fn stage(dc: &DcCrd, build: &BuildCrd) -> Stage {
+    // The builds only decide when a step may be taken, not how far the CRD has come.
+    let everyone = Builds {
+        rings: Vec::new(),
+        webhook_pods: vec![(String::new(), build.versions.clone())],
+    };
+    match next_step(dc, build, &everyone) {
+        Step::List(_) => Stage::Behind,
+        Step::Serve(_) | Step::Wait(_) => Stage::Listed,
+        Step::MoveStorage { .. } => Stage::Served,
+        Step::Migrate { .. } | Step::Trim { .. } => {
+            let migration = dc.migration.as_ref().filter(|m| m.to == build.storage);
+            Stage::Migrating {
+                rewritten: migration.map(|m| m.rewritten).unwrap_or(0),
+                total: migration.and_then(|m| m.total),
+            }
+        }
+        Step::Done => Stage::Trimmed,
+        Step::Ahead(_) => Stage::Ahead,
+    }
+}
+
+/// The stage of a DC: its least advanced CRD (a CRD the build carries that the DC lacks is
+/// `Behind`).
+pub fn dc_stage(dc: &[DcCrd], build: &[BuildCrd]) -> Stage {
+    build
+        .iter()
+        .map(|b| match dc.iter().find(|d| d.name == b.name) {
+            Some(d) => stage(d, b),
+            None => Stage::Behind,
+        })
+        .min()
+        .unwrap_or(Stage::Trimmed)
+}
+
+/// Why a build must not lead a ring in this DC: a CRD stored at a version it does not know (a
+/// rollback past a storage move), or no longer serving the version it reads and writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CannotRead {
+    pub crd: String,
+    pub why: String,
+}
+
+/// Whether a build that knows `known` and reads and writes at `reads` can work with what the
+/// DC stores; every CRD it cannot, with why.
+pub fn cannot_read(dc: &[DcCrd], known: &[String], reads: &str) -> Vec<CannotRead> {
+    let mut problems = Vec::new();
+    for crd in dc {
+        if let Some(storage) = crd.storage()
+            && !knows(known, storage)
+        {
+            problems.push(CannotRead {
+                crd: crd.name.clone(),
+                why: format!(
+                    "its objects are stored at {storage}, a version this build does not know (it knows {})",
+                    known.join(", ")
+                ),
+            });
+            continue;
+        }
+        if !crd.listed(reads).is_some_and(|l| l.served) {
+            problems.push(CannotRead {
+                crd: crd.name.clone(),
+                why: format!(
+                    "it no longer serves {reads}, the version this build reads and writes"
+                ),
+            });
+        }
+    }
+    problems
+}
