@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use express_operator::controller::{self, Settings};
+use express_operator::controller::{self, CarriedApi, Settings};
 use express_operator::crd_check;
 use express_operator::metrics::{self, Metrics};
 use express_operator::throttle::{self, ApiLimits};
@@ -64,6 +64,16 @@ enum Command {
             requires = "conversion_webhook_addr"
         )]
         conversion_webhook_names: Vec<String>,
+        /// Carry the CRDs that serve v1beta1 beside v1alpha1, converted by the webhook: a
+        /// release of this build lists v1beta1 in the DC and serves it once the webhook's pods
+        /// all know it; once every ring runs a build that knows it, storage moves to it, the
+        /// stored objects are rewritten and storedVersions trimmed (docs/api.md).
+        #[arg(long, requires = "conversion_webhook_addr")]
+        serve_v1beta1: bool,
+        /// With --serve-v1beta1: the URL the CRDs send conversions to (an operator run outside
+        /// the cluster); default the chart's Service express-operator-webhook.
+        #[arg(long, value_name = "URL", requires = "serve_v1beta1")]
+        conversion_webhook_url: Option<String>,
         /// The operator's own namespace (its control ConfigMap and Lease); default
         /// $POD_NAMESPACE, else express-system.
         #[arg(long)]
@@ -93,16 +103,11 @@ enum Command {
         #[cfg(feature = "dev")]
         #[arg(long, value_enum, value_name = "NAME")]
         fault: Option<express_operator::faults::Fault>,
-        /// Serve the conversion webhook as a build that knows only these API versions
-        /// (comma separated): an older build, beside this one, in a test of who serves it.
-        /// Only in builds with the `dev` feature.
+        /// Behave as a build that knows only these API versions (comma separated): an older
+        /// build beside this one, in a test of a version's release. Only in builds with the
+        /// `dev` feature.
         #[cfg(feature = "dev")]
-        #[arg(
-            long,
-            value_name = "VERSIONS",
-            value_delimiter = ',',
-            requires = "conversion_webhook_addr"
-        )]
+        #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
         known_api_versions: Vec<String>,
     },
     /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
@@ -297,6 +302,8 @@ fn main() -> ExitCode {
             metrics_addr,
             conversion_webhook_addr,
             conversion_webhook_names,
+            serve_v1beta1,
+            conversion_webhook_url,
             operator_namespace,
             concurrency,
             kube_qps,
@@ -328,6 +335,8 @@ fn main() -> ExitCode {
                             addr: conversion_webhook_addr,
                             names: conversion_webhook_names,
                             known: known_api_versions,
+                            serve_v1beta1,
+                            url: conversion_webhook_url,
                         },
                         operator_namespace,
                         Tuning {
@@ -387,6 +396,27 @@ fn init_tracing() {
         .init();
 }
 
+/// The API this build carries and the versions it knows, from the webhook's flags.
+fn carried_api(webhook: &WebhookOptions, operator_namespace: &str) -> CarriedApi {
+    let known = if webhook.known.is_empty() {
+        express_operator::webhook::known_versions()
+    } else {
+        webhook.known.clone()
+    };
+    let at = match &webhook.url {
+        Some(url) => express_api::crd::WebhookAt::Url(url.clone()),
+        None => express_api::crd::WebhookAt::Service {
+            namespace: operator_namespace.to_owned(),
+            name: express_operator::webhook::SERVICE_NAME.to_owned(),
+            port: 443,
+        },
+    };
+    CarriedApi {
+        known,
+        webhook: webhook.serve_v1beta1.then_some(at),
+    }
+}
+
 fn identity() -> String {
     std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
@@ -413,6 +443,10 @@ struct WebhookOptions {
     names: Vec<String>,
     /// The versions to serve as knowing; empty: those this build knows.
     known: Vec<String>,
+    /// Carry the CRDs serving v1beta1 (`--serve-v1beta1`).
+    serve_v1beta1: bool,
+    /// Where those CRDs send conversions; none: the chart's Service.
+    url: Option<String>,
 }
 
 /// How hard the operator works: reconciles at once, its API budget, a fault on purpose.
@@ -465,23 +499,19 @@ async fn run(
             }
         });
     }
+    let api = carried_api(&webhook, &operator_namespace);
     if let Some(addr) = webhook.addr {
         let names = if webhook.names.is_empty() {
             express_operator::webhook::service_names(&operator_namespace)
         } else {
             webhook.names
         };
-        let known = if webhook.known.is_empty() {
-            express_operator::webhook::known_versions()
-        } else {
-            webhook.known
-        };
         let serving = express_operator::webhook::Serving {
             addr,
             namespace: operator_namespace.clone(),
             names,
             pod: std::env::var("POD_NAME").ok(),
-            known,
+            known: api.known.clone(),
         };
         let served = express_operator::webhook::start(client.clone(), serving)
             .await
@@ -522,6 +552,7 @@ async fn run(
         version: env!("CARGO_PKG_VERSION").into(),
         fault,
         compact_heap: heap_compactor(),
+        api,
     };
     tokio::select! {
         () = controller::run(client, settings, metrics, leader) => Ok(()),

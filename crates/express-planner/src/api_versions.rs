@@ -223,6 +223,31 @@ pub fn next_step(dc: &DcCrd, build: &BuildCrd, builds: &Builds) -> Step {
     }
 }
 
+/// The versions a CRD lists after `step`, as the step's write sets them (steps that list,
+/// serve or move storage; the others leave them as they are).
+pub fn versions_after(dc: &DcCrd, step: &Step) -> Vec<Listed> {
+    let mut versions = dc.versions.clone();
+    match step {
+        Step::List(added) => versions.extend(added.iter().map(|name| Listed {
+            name: name.clone(),
+            served: false,
+            storage: false,
+        })),
+        Step::Serve(served) => {
+            for v in versions.iter_mut().filter(|v| served.contains(&v.name)) {
+                v.served = true;
+            }
+        }
+        Step::MoveStorage { to, .. } => {
+            for v in versions.iter_mut() {
+                v.storage = v.name == *to;
+            }
+        }
+        Step::Migrate { .. } | Step::Trim { .. } | Step::Wait(_) | Step::Ahead(_) | Step::Done => {}
+    }
+    versions
+}
+
 /// Why the listed versions may not be served yet, if they may not.
 fn webhook_behind(dc: &DcCrd, builds: &Builds) -> Option<Waiting> {
     if builds.webhook_pods.is_empty() {

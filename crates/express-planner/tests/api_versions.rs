@@ -6,7 +6,7 @@
 
 use express_planner::api_versions::{
     BuildCrd, Builds, CannotRead, DcCrd, Listed, Migration, Stage, Step, Waiting, cannot_read,
-    dc_stage, next_step, stage,
+    dc_stage, next_step, stage, versions_after,
 };
 use proptest::prelude::*;
 
@@ -447,25 +447,9 @@ fn a_build_and_a_dc_near_it() -> impl Strategy<Value = (BuildCrd, DcCrd)> {
 /// The DC after a step, as the API server would hold it (a migration completes at once).
 fn apply(dc: &DcCrd, step: &Step) -> DcCrd {
     let mut next = dc.clone();
+    next.versions = versions_after(dc, step);
     match step {
-        Step::List(versions) => {
-            for v in versions {
-                next.versions.push(listed(v, false, false));
-            }
-        }
-        Step::Serve(versions) => {
-            for v in next
-                .versions
-                .iter_mut()
-                .filter(|l| versions.contains(&l.name))
-            {
-                v.served = true;
-            }
-        }
         Step::MoveStorage { to, .. } => {
-            for v in next.versions.iter_mut() {
-                v.storage = v.name == *to;
-            }
             if !next.stored_versions.contains(to) {
                 next.stored_versions.push(to.clone());
             }
@@ -475,7 +459,7 @@ fn apply(dc: &DcCrd, step: &Step) -> DcCrd {
             next.migration = Some(migration(to, 10, Some(10), true));
         }
         Step::Trim { to, .. } => next.stored_versions = vec![to.clone()],
-        Step::Wait(_) | Step::Ahead(_) | Step::Done => {}
+        _ => {}
     }
     next
 }

@@ -38,6 +38,28 @@ pub struct Settings {
     /// How the watches fill: in pages, or streamed (`--streaming-lists`, where the server
     /// answers).
     pub first_listing: list_pages::FirstListing,
+    /// The API this build carries into a DC and the versions it knows (DESIGN section 18).
+    pub api: CarriedApi,
+}
+
+/// The API a build carries into a DC: the CRDs its release applies, and the versions of
+/// `express.dev` it knows.
+#[derive(Clone, Debug)]
+pub struct CarriedApi {
+    /// The versions this build knows, oldest first (a test may pretend to be an older build).
+    pub known: Vec<String>,
+    /// Where the CRDs it applies send conversions, when it carries `v1beta1` beside
+    /// `v1alpha1` (`run --serve-v1beta1`); none: `v1alpha1` alone.
+    pub webhook: Option<express_api::crd::WebhookAt>,
+}
+
+impl Default for CarriedApi {
+    fn default() -> Self {
+        CarriedApi {
+            known: crate::webhook::known_versions(),
+            webhook: None,
+        }
+    }
 }
 
 /// The operator's own namespace when nothing says otherwise.
@@ -58,6 +80,7 @@ impl Settings {
             compact_heap: None,
             fault: None,
             first_listing: list_pages::FirstListing::Paged,
+            api: CarriedApi::default(),
         }
     }
 

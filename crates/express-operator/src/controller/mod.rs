@@ -7,6 +7,7 @@
 //! steps share lives in [`context`] and [`env`], below every step.
 
 mod act;
+mod api_versions;
 mod caches;
 mod compact;
 mod context;
@@ -30,7 +31,7 @@ mod start;
 mod vital_signs;
 
 pub use caches::{Caches, Scoped, Tasks};
-pub use context::{Context, DEFAULT_OPERATOR_NAMESPACE, Settings};
+pub use context::{CarriedApi, Context, DEFAULT_OPERATOR_NAMESPACE, Settings};
 pub use error::Error;
 pub use fleet_view::fleet_view_pause;
 pub use heap::{Heap, HeapCompactor, repack_due};

@@ -27,6 +27,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
+use super::api_versions::{carried, fitted};
 use super::context::Context;
 use super::events::{self, publish};
 use crate::crd_check::read::{Unreadable, from_client, installed_crds};
@@ -122,8 +123,12 @@ async fn write_on_lease(ctx: &Context, key: &str, value: Option<String>) {
 }
 
 /// This build's CRDs, marked with its version.
-fn build_crds(version: &str) -> Vec<CustomResourceDefinition> {
-    let mut crds = express_api::crd::all();
+fn build_crds(ctx: &Context) -> Vec<CustomResourceDefinition> {
+    let version = &ctx.settings.version;
+    let mut crds: Vec<CustomResourceDefinition> = carried(&ctx.settings.api)
+        .into_iter()
+        .map(|(crd, _)| crd)
+        .collect();
     for crd in &mut crds {
         crd.metadata
             .annotations
@@ -137,7 +142,7 @@ fn build_crds(version: &str) -> Vec<CustomResourceDefinition> {
 /// did.
 async fn check_and_apply(ctx: &Context) -> Result<ApiRecord, Unreadable> {
     let version = &ctx.settings.version;
-    let build = build_crds(version);
+    let build = build_crds(ctx);
     let (installed, stored) = from_client(&ctx.client, &build).await?;
     let objects_checked = stored.values().map(|s| s.len() as u64).sum();
     let before = |name: &str| {
@@ -189,7 +194,8 @@ async fn check_and_apply(ctx: &Context) -> Result<ApiRecord, Unreadable> {
     })
 }
 
-/// Applies every CRD of the build; each one's generation before and after.
+/// Applies every CRD of the build, each fitted to the DC's (a version it lacks listed, not
+/// served; storage where it is); each one's generation before and after.
 async fn apply(
     ctx: &Context,
     build: &[CustomResourceDefinition],
@@ -197,12 +203,17 @@ async fn apply(
 ) -> Result<Vec<CrdGeneration>, Unreadable> {
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut generations = Vec::new();
+    let targets = carried(&ctx.settings.api);
     for crd in build {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        let before = installed
+        let current = installed
             .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name.as_str()))
-            .and_then(|c| c.metadata.generation);
+            .find(|c| c.metadata.name.as_deref() == Some(name.as_str()));
+        let before = current.and_then(|c| c.metadata.generation);
+        let crd = &match targets.iter().find(|(_, t)| t.name == name) {
+            Some((_, target)) => fitted(crd, target, current),
+            None => crd.clone(),
+        };
         let applied = api
             .patch(
                 &name,
@@ -297,6 +308,7 @@ pub(super) async fn keep_checking(ctx: std::sync::Arc<Context>) {
         }
         if *leader.borrow_and_update() {
             report_behind(&ctx).await;
+            super::api_versions::look_after(&ctx).await;
         }
     }
 }

@@ -1,0 +1,596 @@
+//! The API's versions in this DC (DESIGN section 18), the I/O around
+//! `express_planner::api_versions`: what the DC's CRDs list, serve and store, what each ring's
+//! build knows (each leader writes it on its ring's Lease) and what the pods behind the
+//! conversion webhook know; then the step that is due, taken with a write conditioned on the
+//! CRD it was decided on, and an event on the ring's Lease.
+//!
+//! Listing a new version is the release's (`own_api`: when the DC's release starts, the build
+//! applies its CRDs with the versions the DC lacks listed, not served). Every later step is
+//! taken here, by the leader of any ring whose build carries them: serving the listed versions,
+//! moving the storage version once every ring knows it, rewriting the stored objects a page at
+//! a time (each page recorded on the CRD, so a restart goes on from there), and trimming
+//! `status.storedVersions`.
+
+use std::collections::BTreeMap;
+
+use express_api::api_record::CRD_FIELD_MANAGER;
+use express_api::keys::ANNOTATION_API_VERSIONS;
+use express_api::rings;
+use express_planner::api_versions::{
+    BuildCrd, Builds, DcCrd, Listed, Migration, Step, next_step, versions_after,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use super::context::{CarriedApi, Context};
+use super::events::{self, publish};
+use crate::webhook::SERVICE_NAME;
+
+/// On a CRD: the rewrite of its stored objects at the storage version, as JSON
+/// ([`MigrationRecord`]); written after every page.
+pub const ANNOTATION_STORAGE_MIGRATION: &str = "express.dev/storage-migration";
+
+/// Objects rewritten per page.
+const PAGE: u32 = 100;
+
+/// What [`ANNOTATION_STORAGE_MIGRATION`] holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationRecord {
+    pub to: String,
+    pub rewritten: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Where the next page starts (the list's continue token); none before the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    pub complete: bool,
+}
+
+/// Why a step could not be taken (the next pass tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("cannot write CRD {crd}: {source}")]
+    Crd { crd: String, source: kube::Error },
+    #[error("cannot rewrite the stored objects of {crd}: {source}")]
+    Migrate { crd: String, source: kube::Error },
+    #[error("cannot read what the DC's builds know: {0}")]
+    Builds(kube::Error),
+}
+
+/// A DC's CRD as the planner reads it.
+pub fn dc_crd(crd: &CustomResourceDefinition) -> DcCrd {
+    let migration = crd
+        .annotations()
+        .get(ANNOTATION_STORAGE_MIGRATION)
+        .and_then(|text| serde_json::from_str::<MigrationRecord>(text).ok())
+        .map(|record| Migration {
+            to: record.to,
+            rewritten: record.rewritten,
+            total: record.total,
+            complete: record.complete,
+        });
+    DcCrd {
+        name: crd.name_any(),
+        versions: crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| Listed {
+                name: v.name.clone(),
+                served: v.served,
+                storage: v.storage,
+            })
+            .collect(),
+        stored_versions: crd
+            .status
+            .as_ref()
+            .and_then(|s| s.stored_versions.clone())
+            .unwrap_or_default(),
+        migration,
+    }
+}
+
+/// The CRDs this build carries, each with where it takes the DC: every version it lists
+/// served, stored at the newest.
+pub fn carried(api: &CarriedApi) -> Vec<(CustomResourceDefinition, BuildCrd)> {
+    let crds = match &api.webhook {
+        Some(at) => express_api::crd::serving_v1beta1(at).unwrap_or_else(|error| {
+            warn!(%error, "cannot make the CRDs serving v1beta1; carrying v1alpha1 alone");
+            express_api::crd::all()
+        }),
+        None => express_api::crd::all(),
+    };
+    crds.into_iter()
+        .map(|crd| {
+            let versions: Vec<String> = crd.spec.versions.iter().map(|v| v.name.clone()).collect();
+            let target = BuildCrd {
+                name: crd.name_any(),
+                storage: versions.last().cloned().unwrap_or_default(),
+                versions,
+            };
+            (crd, target)
+        })
+        .collect()
+}
+
+/// `build` with its versions' `served` and `storage` as `versions` says (the schemas stay the
+/// build's); a version `versions` does not name is left out.
+pub fn with_flags(
+    build: &CustomResourceDefinition,
+    versions: &[Listed],
+) -> CustomResourceDefinition {
+    let mut crd = build.clone();
+    crd.spec
+        .versions
+        .retain_mut(|v| match versions.iter().find(|l| l.name == v.name) {
+            Some(listed) => {
+                v.served = listed.served;
+                v.storage = listed.storage;
+                true
+            }
+            None => false,
+        });
+    crd
+}
+
+/// The CRD this build applies where the DC has `installed`: the versions the DC lacks listed,
+/// not served, and every other version's serving and storage as the DC has them (a release
+/// never moves storage or serves a version; the steps below do). Where the DC lacks the CRD,
+/// the build's as it is.
+pub fn fitted(
+    build: &CustomResourceDefinition,
+    target: &BuildCrd,
+    installed: Option<&CustomResourceDefinition>,
+) -> CustomResourceDefinition {
+    let Some(installed) = installed else {
+        return build.clone();
+    };
+    let dc = dc_crd(installed);
+    let missing: Vec<String> = target
+        .versions
+        .iter()
+        .filter(|v| !dc.versions.iter().any(|l| l.name == **v))
+        .cloned()
+        .collect();
+    let mut versions = versions_after(&dc, &Step::List(missing));
+    versions.retain(|l| target.versions.contains(&l.name));
+    with_flags(build, &versions)
+}
+
+/// Writes the versions this build knows on its ring's Lease, where the other rings' leaders
+/// read them before moving the storage version.
+async fn say_what_this_build_knows(ctx: &Context) {
+    let name = rings::lease_name(&ctx.settings.ring);
+    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
+    let known = ctx.settings.api.known.join(",");
+    let said = match api.get_opt(&name).await {
+        Ok(lease) => lease.and_then(|l| l.annotations().get(ANNOTATION_API_VERSIONS).cloned()),
+        Err(error) => {
+            warn!(%error, lease = %name, "cannot read the ring's Lease");
+            return;
+        }
+    };
+    if said.as_deref() == Some(known.as_str()) {
+        return;
+    }
+    let patch = serde_json::json!({"metadata": {"annotations": {ANNOTATION_API_VERSIONS: known}}});
+    if let Err(error) = api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        warn!(%error, lease = %name, "cannot write on the ring's Lease what this build knows");
+    }
+}
+
+/// What the DC's builds know: every ring's (its Lease), and every pod's behind the webhook.
+async fn builds(ctx: &Context) -> Result<Builds, StepError> {
+    let namespace = &ctx.settings.operator_namespace;
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), namespace);
+    let rings = leases
+        .list(&ListParams::default())
+        .await
+        .map_err(StepError::Builds)?
+        .items
+        .into_iter()
+        .filter_map(|lease| {
+            let ring = rings::ring_of_lease(&lease.name_any())?.to_owned();
+            let known = lease
+                .annotations()
+                .get(ANNOTATION_API_VERSIONS)
+                .map(|k| k.split(',').map(str::to_owned).collect());
+            Some((ring, known))
+        })
+        .collect();
+    let webhook_pods = match &ctx.settings.api.webhook {
+        // Served by URL: by this process, which knows what it knows.
+        Some(express_api::crd::WebhookAt::Url(_)) => {
+            vec![(
+                ctx.settings.identity.clone(),
+                ctx.settings.api.known.clone(),
+            )]
+        }
+        _ => webhook_pods(ctx).await?,
+    };
+    Ok(Builds {
+        rings,
+        webhook_pods,
+    })
+}
+
+/// The pods behind the webhook's Service, as its endpoint slices list them, with the versions
+/// each says its build knows (none said: none known).
+async fn webhook_pods(ctx: &Context) -> Result<Vec<(String, Vec<String>)>, StepError> {
+    let namespace = &ctx.settings.operator_namespace;
+    let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), namespace);
+    let selector = format!("kubernetes.io/service-name={SERVICE_NAME}");
+    let listed = slices
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(StepError::Builds)?;
+    let names: Vec<String> = listed
+        .items
+        .iter()
+        .flat_map(|s| s.endpoints.iter().flatten())
+        .filter_map(|e| e.target_ref.as_ref()?.name.clone())
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let known: BTreeMap<String, Vec<String>> = pods
+        .list(&ListParams::default())
+        .await
+        .map_err(StepError::Builds)?
+        .items
+        .into_iter()
+        .map(|pod| {
+            let known = pod
+                .annotations()
+                .get(ANNOTATION_API_VERSIONS)
+                .map(|k| k.split(',').map(str::to_owned).collect())
+                .unwrap_or_default();
+            (pod.name_any(), known)
+        })
+        .collect();
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let knows = known.get(&name).cloned().unwrap_or_default();
+            (name, knows)
+        })
+        .collect())
+}
+
+/// One pass, while this instance leads: says what this build knows, then takes the step each
+/// carried CRD is due, if this build carries another version.
+pub(super) async fn look_after(ctx: &Context) {
+    say_what_this_build_knows(ctx).await;
+    if ctx.settings.api.webhook.is_none() {
+        return;
+    }
+    let carried = carried(&ctx.settings.api);
+    let builds = match builds(ctx).await {
+        Ok(builds) => builds,
+        Err(error) => {
+            warn!(%error, "cannot tell what the DC's builds know; no API version step this time");
+            return;
+        }
+    };
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    for (build, target) in &carried {
+        let installed = match api.get_opt(&target.name).await {
+            Ok(Some(installed)) => installed,
+            Ok(None) => continue,
+            Err(error) => {
+                warn!(%error, crd = %target.name, "cannot read the DC's CRD");
+                continue;
+            }
+        };
+        let dc = dc_crd(&installed);
+        let step = next_step(&dc, target, &builds);
+        if let Err(error) = take(ctx, build, &installed, &dc, &step).await {
+            warn!(%error, crd = %target.name, ?step, "an API version step failed; trying again");
+        }
+    }
+}
+
+/// Takes one step on one CRD.
+async fn take(
+    ctx: &Context,
+    build: &CustomResourceDefinition,
+    installed: &CustomResourceDefinition,
+    dc: &DcCrd,
+    step: &Step,
+) -> Result<(), StepError> {
+    let name = installed.name_any();
+    let note = match step {
+        Step::Serve(_) | Step::MoveStorage { .. } => {
+            let mut crd = with_flags(build, &versions_after(dc, step));
+            // Decided on this version of the CRD: a write in between makes this one fail.
+            crd.metadata.resource_version = installed.resource_version();
+            Api::<CustomResourceDefinition>::all(ctx.client.clone())
+                .patch(
+                    &name,
+                    &PatchParams::apply(CRD_FIELD_MANAGER).force(),
+                    &Patch::Apply(&crd),
+                )
+                .await
+                .map_err(|source| StepError::Crd {
+                    crd: name.clone(),
+                    source,
+                })?;
+            if let Step::MoveStorage { to, .. } = step {
+                // A migration recorded before this move is not one at the new version.
+                write_migration(
+                    ctx,
+                    &name,
+                    &MigrationRecord {
+                        to: to.clone(),
+                        ..MigrationRecord::default()
+                    },
+                )
+                .await?;
+            }
+            match step {
+                Step::Serve(versions) => events::api_version_served(&name, versions),
+                Step::MoveStorage { from, to } => events::storage_version_moved(&name, from, to),
+                _ => return Ok(()),
+            }
+        }
+        Step::Migrate { to } => {
+            let record = migrate(ctx, installed, to).await?;
+            events::stored_objects_rewritten(&name, to, record.rewritten)
+        }
+        Step::Trim { to, drop } => {
+            let patch = serde_json::json!({"status": {"storedVersions": [to]}});
+            Api::<CustomResourceDefinition>::all(ctx.client.clone())
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|source| StepError::Crd {
+                    crd: name.clone(),
+                    source,
+                })?;
+            events::stored_versions_trimmed(&name, to, drop)
+        }
+        Step::List(_) | Step::Wait(_) | Step::Ahead(_) | Step::Done => {
+            if let Step::Wait(waiting) = step {
+                info!(crd = %name, %waiting, "an API version step waits");
+            }
+            return Ok(());
+        }
+    };
+    info!(crd = %name, ?step, "API version step taken");
+    if let Some(lease) = own_lease(ctx).await {
+        publish(ctx, Some(lease.object_ref(&())), note).await;
+    }
+    Ok(())
+}
+
+/// Rewrites the stored objects of `crd` at `to`, a page at a time from where the record on the
+/// CRD says, recording each page; returns the record once every page is rewritten.
+async fn migrate(
+    ctx: &Context,
+    crd: &CustomResourceDefinition,
+    to: &str,
+) -> Result<MigrationRecord, StepError> {
+    let name = crd.name_any();
+    let failed = |source| StepError::Migrate {
+        crd: name.clone(),
+        source,
+    };
+    let mut record = crd
+        .annotations()
+        .get(ANNOTATION_STORAGE_MIGRATION)
+        .and_then(|text| serde_json::from_str::<MigrationRecord>(text).ok())
+        .filter(|r| r.to == to)
+        .unwrap_or_else(|| MigrationRecord {
+            to: to.to_owned(),
+            ..MigrationRecord::default()
+        });
+    let resource = ApiResource {
+        group: crd.spec.group.clone(),
+        version: to.to_owned(),
+        api_version: format!("{}/{to}", crd.spec.group),
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+    };
+    let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+    while !record.complete {
+        let mut params = ListParams::default().limit(PAGE);
+        if let Some(next) = &record.next {
+            params = params.continue_token(next);
+        }
+        let page = match all.list(&params).await {
+            Ok(page) => page,
+            // The continue token expired: start again from the first page (rewriting an
+            // object twice changes nothing).
+            Err(kube::Error::Api(status)) if status.code == 410 => {
+                record = MigrationRecord {
+                    to: to.to_owned(),
+                    ..MigrationRecord::default()
+                };
+                continue;
+            }
+            Err(source) => return Err(failed(source)),
+        };
+        if record.total.is_none() {
+            let remaining = page.metadata.remaining_item_count.unwrap_or(0);
+            record.total = Some(page.items.len() as u64 + u64::try_from(remaining).unwrap_or(0));
+        }
+        for object in &page.items {
+            rewrite(ctx, &resource, object).await.map_err(&failed)?;
+            record.rewritten += 1;
+        }
+        record.next = page.metadata.continue_.filter(|c| !c.is_empty());
+        record.complete = record.next.is_none();
+        write_migration(ctx, &name, &record).await?;
+    }
+    Ok(record)
+}
+
+/// Writes `object` back as it was read: the API server stores it at the storage version. An
+/// object changed or deleted since it was read was written at that version already (or is
+/// gone), so neither is an error.
+async fn rewrite(
+    ctx: &Context,
+    resource: &ApiResource,
+    object: &DynamicObject,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
+        Some(namespace) => Api::namespaced_with(ctx.client.clone(), namespace, resource),
+        None => Api::all_with(ctx.client.clone(), resource),
+    };
+    match api
+        .replace(&object.name_any(), &PostParams::default(), object)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+async fn write_migration(
+    ctx: &Context,
+    crd: &str,
+    record: &MigrationRecord,
+) -> Result<(), StepError> {
+    let text = serde_json::to_string(record).unwrap_or_default();
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {ANNOTATION_STORAGE_MIGRATION: text}}});
+    Api::<CustomResourceDefinition>::all(ctx.client.clone())
+        .patch(crd, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| StepError::Crd {
+            crd: crd.to_owned(),
+            source,
+        })
+}
+
+async fn own_lease(ctx: &Context) -> Option<Lease> {
+    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
+    api.get_opt(&rings::lease_name(&ctx.settings.ring))
+        .await
+        .ok()
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build_api() -> CarriedApi {
+        CarriedApi {
+            known: vec!["v1alpha1".into(), "v1beta1".into()],
+            webhook: Some(express_api::crd::WebhookAt::Url(
+                "https://127.0.0.1:1/convert".into(),
+            )),
+        }
+    }
+
+    fn versions(crd: &CustomResourceDefinition) -> Vec<(String, bool, bool)> {
+        crd.spec
+            .versions
+            .iter()
+            .map(|v| (v.name.clone(), v.served, v.storage))
+            .collect()
+    }
+
+    #[test]
+    fn a_build_carrying_v1beta1_targets_storage_at_it_for_the_versioned_kinds_only() {
+        let carried = carried(&build_api());
+        for (crd, target) in &carried {
+            let versioned = express_api::crd::VERSIONED.contains(&target.name.as_str());
+            assert_eq!(
+                target.storage,
+                if versioned { "v1beta1" } else { "v1alpha1" },
+                "{}",
+                target.name
+            );
+            assert_eq!(crd.name_any(), target.name);
+        }
+        let alone = carried_alone();
+        assert!(
+            alone
+                .iter()
+                .all(|(_, t)| t.versions == ["v1alpha1"] && t.storage == "v1alpha1")
+        );
+    }
+
+    fn carried_alone() -> Vec<(CustomResourceDefinition, BuildCrd)> {
+        carried(&CarriedApi::default())
+    }
+
+    #[test]
+    fn a_release_lists_a_new_version_unserved_and_never_undoes_a_later_step() {
+        let carried = carried(&build_api());
+        let (build, target) = carried
+            .iter()
+            .find(|(_, t)| t.name == "backends.express.dev")
+            .cloned()
+            .unwrap_or_else(|| panic!("the Backend CRD is carried"));
+        let (alpha_only, _) = carried_alone()
+            .into_iter()
+            .find(|(_, t)| t.name == "backends.express.dev")
+            .unwrap_or_else(|| panic!("the Backend CRD is carried"));
+        // A DC at v1alpha1: v1beta1 listed, not served; storage stays.
+        assert_eq!(
+            versions(&fitted(&build, &target, Some(&alpha_only))),
+            [
+                ("v1alpha1".into(), true, true),
+                ("v1beta1".into(), false, false)
+            ]
+        );
+        // A DC whose storage moved already: applied again, it stays moved and served.
+        let mut moved = build.clone();
+        for v in &mut moved.spec.versions {
+            v.served = true;
+            v.storage = v.name == "v1beta1";
+        }
+        assert_eq!(
+            versions(&fitted(&build, &target, Some(&moved))),
+            [
+                ("v1alpha1".into(), true, false),
+                ("v1beta1".into(), true, true)
+            ]
+        );
+        // No CRD in the DC: the build's as it is.
+        assert_eq!(versions(&fitted(&build, &target, None)), versions(&build));
+    }
+
+    #[test]
+    fn a_migration_record_reads_back_and_a_garbled_one_is_none() {
+        let record = MigrationRecord {
+            to: "v1beta1".into(),
+            rewritten: 200,
+            total: Some(450),
+            next: Some("token".into()),
+            complete: false,
+        };
+        let mut crd = CustomResourceDefinition::default();
+        crd.annotations_mut().insert(
+            ANNOTATION_STORAGE_MIGRATION.into(),
+            serde_json::to_string(&record).unwrap_or_default(),
+        );
+        assert_eq!(
+            dc_crd(&crd).migration,
+            Some(Migration {
+                to: "v1beta1".into(),
+                rewritten: 200,
+                total: Some(450),
+                complete: false
+            })
+        );
+        crd.annotations_mut()
+            .insert(ANNOTATION_STORAGE_MIGRATION.into(), "{not json".into());
+        assert_eq!(dc_crd(&crd).migration, None);
+    }
+}

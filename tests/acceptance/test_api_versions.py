@@ -1,0 +1,146 @@
+"""A new API version released ring by ring (DESIGN section 18), on Kubernetes' own control plane:
+a DC created at v1alpha1, ring default running the build before v1beta1 (an operator that knows
+v1alpha1 only), ring canary the build that introduces it (`run --serve-v1beta1`, serving the
+conversion webhook). An OperatorRelease to the canary lists v1beta1 in the DC's CRDs, and the
+canary's leader serves it; storage stays at v1alpha1 while ring default's build does not know
+v1beta1. Once ring default runs the new build too, storage moves to v1beta1, every stored object
+is rewritten there (the migration's own count), and `status.storedVersions` is trimmed. At every
+step kubectl and the Python client read the objects at both versions, and write one at each.
+
+The decisions are table- and property-tested in crates/express-planner/tests/api_versions.rs."""
+
+import json
+
+import pytest
+
+from conftest import eventually, start_operator, stop_process, tenant_yaml
+from test_conversion import free_port
+from test_release import apply_release, status
+
+TENANTS = ["team-a", "team-b"]
+NODE_CRDS = ("backends.express.dev", "frontends.express.dev", "expressclusters.express.dev")
+
+
+def versions(cluster, crd):
+    """(name, served, storage) of each version the CRD lists, and its storedVersions."""
+    document = cluster.kubectl_json("get", "crd", crd)
+    listed = sorted((v["name"], v["served"], v["storage"]) for v in document["spec"]["versions"])
+    return listed, document.get("status", {}).get("storedVersions", [])
+
+
+def migration(cluster, crd):
+    annotations = cluster.kubectl_json("get", "crd", crd)["metadata"].get("annotations", {})
+    return json.loads(annotations.get("express.dev/storage-migration", "null"))
+
+
+def reads_at_both_versions(cluster, expected_backends):
+    """Every Backend, read at each version by kubectl and by the Python client."""
+    from kubernetes import client, config
+
+    alpha = cluster.kubectl_json("get", "backends.v1alpha1.express.dev", "-A")["items"]
+    assert sorted(b["spec"]["clusterConfig"]["clusterName"] for b in alpha) == expected_backends
+    custom = client.CustomObjectsApi(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    beta = custom.list_cluster_custom_object("express.dev", "v1beta1", "backends")["items"]
+    assert sorted(b["spec"]["cluster"] for b in beta) == expected_backends
+    assert all(b["apiVersion"] == "express.dev/v1beta1" for b in beta)
+
+
+def writes_at_both_versions(cluster, namespace, suffix):
+    """A Frontend written at each version (kubectl at v1beta1, the Python client at v1alpha1),
+    each read back at the other."""
+    from kubernetes import client, config
+
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "express.dev/v1beta1", "kind": "Frontend",
+        "metadata": {"name": f"shop-beta-{suffix}", "namespace": namespace},
+        "spec": {"cluster": "shop", "up": False, "version": "v1"}}))
+    custom = client.CustomObjectsApi(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    custom.create_namespaced_custom_object("express.dev", "v1alpha1", namespace, "frontends", {
+        "apiVersion": "express.dev/v1alpha1", "kind": "Frontend",
+        "metadata": {"name": f"shop-alpha-{suffix}"},
+        "spec": {"clusterConfig": {"clusterName": "shop"}, "up": False, "expressVersion": "v1"}})
+    as_alpha = cluster.kubectl_json("get", "frontends.v1alpha1.express.dev", f"shop-beta-{suffix}", "-n", namespace)
+    assert as_alpha["spec"]["clusterConfig"] == {"clusterName": "shop"} and as_alpha["spec"]["expressVersion"] == "v1"
+    as_beta = cluster.kubectl_json("get", "frontends.v1beta1.express.dev", f"shop-alpha-{suffix}", "-n", namespace)
+    assert as_beta["spec"]["cluster"] == "shop" and as_beta["spec"]["version"] == "v1"
+
+
+@pytest.mark.parametrize("substrate", ["real"])
+def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_and_trimmed(dedicated_cluster, tmp_path):
+    cluster = dedicated_cluster
+    cluster.install_crds()
+    cluster.kubectl("create", "namespace", "express-system")
+    webhook_port = free_port()
+    url = f"https://127.0.0.1:{webhook_port}/convert"
+    running, lives = {}, [0]
+
+    def start(ring, build):
+        lives[0] += 1
+        flags = ["--ring", ring]
+        if build == "old":
+            flags += ["--known-api-versions", "v1alpha1"]
+        else:
+            # Each ring's pod serves the webhook; the CRDs name the canary's (by URL: no Service
+            # routes to a process on loopback).
+            port = webhook_port if ring == "canary" else free_port()
+            flags += ["--conversion-webhook-addr", f"127.0.0.1:{port}", "--conversion-webhook-name", "127.0.0.1",
+                      "--serve-v1beta1", "--conversion-webhook-url", url]
+        running[ring] = start_operator(
+            cluster, tmp_path / f"operator-{ring}-{lives[0]}.log", *flags, pod_name=f"{ring}-{lives[0]}",
+            account="express-operator" if ring == "default" else f"express-operator-{ring}")
+
+    try:
+        start("default", "old")
+        start("canary", "new")
+        cluster.kubectl("apply", "-f", "-", input="\n---\n".join(tenant_yaml(ns, frontends=1) for ns in TENANTS))
+
+        def healthy():
+            items = cluster.kubectl_json("get", "expressclusters.v1alpha1.express.dev", "-A")["items"]
+            return sorted(c["metadata"]["namespace"] for c in items if c.get("status", {}).get("phase") == "Healthy") \
+                == TENANTS
+
+        eventually(healthy, timeout=90, what="the tenants healthy on ring default")
+        assert versions(cluster, "backends.express.dev") == ([("v1alpha1", True, True)], ["v1alpha1"])
+
+        # The release: the canary's build lists v1beta1, then serves it (the webhook is its own).
+        apply_release(cluster, "to-canary", version="0.1.0", waves=[{"percent": 100}])
+        eventually(lambda: status(cluster, "to-canary").get("phase") == "Succeeded", timeout=120,
+                   what="the release succeeded")
+        for crd in NODE_CRDS:
+            eventually(lambda crd=crd: versions(cluster, crd)[0] == [("v1alpha1", True, True), ("v1beta1", True, False)],
+                       timeout=60, what=f"{crd} serving v1beta1, storing v1alpha1")
+        reads_at_both_versions(cluster, ["shop"] * len(TENANTS))
+        writes_at_both_versions(cluster, TENANTS[0], "mid")
+        # Ring default's build does not know v1beta1: storage stays, whatever the canary's says.
+        waited = eventually(lambda: [line for line in (tmp_path / "operator-canary-2.log").read_text().splitlines()
+                                     if "an API version step waits" in line and "rings whose build" in line],
+                            timeout=60, what="the canary's leader waiting for ring default")
+        assert "default" in waited[-1], waited[-1]
+        assert versions(cluster, "backends.express.dev")[1] == ["v1alpha1"]
+
+        # Ring default runs the new build too: storage moves, the objects are rewritten, and
+        # storedVersions is trimmed.
+        stop_process(running.pop("default"))
+        start("default", "new")
+        for crd in NODE_CRDS:
+            eventually(lambda crd=crd: versions(cluster, crd) == ([("v1alpha1", True, False), ("v1beta1", True, True)],
+                                                                  ["v1beta1"]),
+                       timeout=120, what=f"{crd} stored at v1beta1 and trimmed")
+        backends = cluster.kubectl_json("get", "backends.v1alpha1.express.dev", "-A")["items"]
+        record = migration(cluster, "backends.express.dev")
+        assert record["to"] == "v1beta1" and record["complete"], record
+        assert record["rewritten"] == record["total"] == len(backends), record
+        frontends = cluster.kubectl_json("get", "frontends.v1alpha1.express.dev", "-A")["items"]
+        assert migration(cluster, "frontends.express.dev")["rewritten"] == len(frontends)
+        reads_at_both_versions(cluster, ["shop"] * len(TENANTS))
+        writes_at_both_versions(cluster, TENANTS[1], "after")
+        reasons = {e.get("reason") for e in cluster.kubectl_json("get", "events", "-n", "express-system")["items"]}
+        assert {"APIVersionServed", "StorageVersionMoved", "StoredObjectsMigrated", "StoredVersionsTrimmed"} <= reasons, \
+            reasons
+        # The tenants never noticed.
+        assert healthy()
+    finally:
+        for process in running.values():
+            stop_process(process)
+        for log in sorted(tmp_path.glob("operator-*.log")):
+            print(f"--- {log.name}\n{log.read_text()[-5000:]}")
