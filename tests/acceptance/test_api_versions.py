@@ -5,7 +5,8 @@ conversion webhook). An OperatorRelease to the canary lists v1beta1 in the DC's 
 canary's leader serves it; storage stays at v1alpha1 while ring default's build does not know
 v1beta1. Once ring default runs the new build too, storage moves to v1beta1, every stored object
 is rewritten there (the migration's own count), and `status.storedVersions` is trimmed. At every
-step kubectl and the Python client read the objects at both versions, and write one at each.
+step kubectl and the Python client read the objects at both versions, and write one at each. A
+build that cannot read the new storage version then refuses to lead, and says so.
 
 The decisions are table- and property-tested in crates/express-planner/tests/api_versions.rs."""
 
@@ -15,7 +16,7 @@ import pytest
 
 from conftest import eventually, start_operator, stop_process, tenant_yaml
 from test_conversion import free_port
-from test_release import apply_release, status
+from test_release import apply_release, kx, status
 
 TENANTS = ["team-a", "team-b"]
 NODE_CRDS = ("backends.express.dev", "frontends.express.dev", "expressclusters.express.dev")
@@ -26,6 +27,10 @@ def versions(cluster, crd):
     document = cluster.kubectl_json("get", "crd", crd)
     listed = sorted((v["name"], v["served"], v["storage"]) for v in document["spec"]["versions"])
     return listed, document.get("status", {}).get("storedVersions", [])
+
+
+def lease(cluster, name):
+    return cluster.kubectl_json("get", "lease", name, "-n", "express-system")
 
 
 def migration(cluster, crd):
@@ -139,6 +144,21 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
             reasons
         # The tenants never noticed.
         assert healthy()
+
+        # Ring default rolled back to the build before v1beta1: it cannot read what is stored
+        # now, so it refuses to lead, and says so on the ring's Lease, in an event and in doctor.
+        stop_process(running.pop("default"))
+        start("default", "old")
+        refused = eventually(lambda: lease(cluster, "express-operator")["metadata"].get("annotations", {})
+                             .get("express.dev/cannot-read-api"), timeout=60, what="the refusal on the Lease")
+        assert "refuses to lead ring default" in refused and "stored at v1beta1" in refused, refused
+        eventually(lambda: [e for e in cluster.kubectl_json("get", "events", "-n", "express-system")["items"]
+                            if e.get("reason") == "CannotReadStoredAPI" and e["type"] == "Warning"],
+                   timeout=30, what="the CannotReadStoredAPI event")
+        holder = lease(cluster, "express-operator")["spec"].get("holderIdentity")
+        assert holder != f"default-{lives[0]}", "the build that cannot read took the Lease"
+        doctor = kx(cluster, "doctor").stdout
+        assert "refuses to lead ring default" in doctor, doctor
     finally:
         for process in running.values():
             stop_process(process)

@@ -22,6 +22,40 @@ pub const CONDITION_API_COMPATIBLE: &str = "APICompatible";
 /// How many problems a record keeps (the first, in the check's order).
 pub const PROBLEMS_KEPT: usize = 5;
 
+/// On a ring's Lease: the API versions its leader's build knows, comma separated, oldest first
+/// (the same words as an operator pod's `express.dev/api-versions`); storage moves to a version
+/// only once every ring's Lease names it (DESIGN section 18).
+pub const ANNOTATION_RING_API_VERSIONS: &str = crate::keys::ANNOTATION_API_VERSIONS;
+/// On a ring's Lease: why its build refuses to lead here (it cannot read what the DC stores),
+/// absent when it does not.
+pub const ANNOTATION_CANNOT_READ: &str = "express.dev/cannot-read-api";
+/// On a CRD: the rewrite of its stored objects at the storage version, as JSON
+/// ([`MigrationRecord`]), written after every page.
+pub const ANNOTATION_STORAGE_MIGRATION: &str = "express.dev/storage-migration";
+
+/// What [`ANNOTATION_STORAGE_MIGRATION`] holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationRecord {
+    /// The storage version the objects are rewritten at.
+    pub to: String,
+    pub rewritten: u64,
+    /// Objects there were to rewrite, once the first page said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// Where the next page starts (the list's continue token); none before the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    pub complete: bool,
+}
+
+impl MigrationRecord {
+    /// The record a CRD carries, if it carries a readable one.
+    pub fn from_annotation(value: &str) -> Option<MigrationRecord> {
+        serde_json::from_str(value).ok()
+    }
+}
+
 /// What the check decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ApiOutcome {

@@ -197,8 +197,6 @@ enum Error {
     Client(kube::Error),
     #[error("cannot build the API client: {0}")]
     Throttle(#[from] throttle::ClientError),
-    #[error("leader election: {0}")]
-    Lease(String),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
     #[error("cannot merge the CRDs' versions: {0}")]
@@ -520,15 +518,18 @@ async fn run(
     }
     let identity = identity();
     let leader = if leader_elect {
-        let (leader, _task) =
-            express_operator::leader::elect(client.clone(), &operator_namespace, &ring, &identity)
-                .await
-                .map_err(|e| Error::Lease(e.to_string()))?;
+        let leader = express_operator::leader::elect_while_readable(
+            client.clone(),
+            operator_namespace.clone(),
+            ring.clone(),
+            identity.clone(),
+            api.known.clone(),
+        );
         info!(
             identity = %identity,
             ring = %ring,
             lease = %express_api::rings::lease_name(&ring),
-            "leader election on; acting only while holding the ring's Lease"
+            "leader election on; acting only while holding the ring's Lease, and contending only while this build can read what the DC stores"
         );
         leader
     } else {

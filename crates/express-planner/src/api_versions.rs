@@ -19,6 +19,9 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use express_api::api_record::{ANNOTATION_STORAGE_MIGRATION, MigrationRecord};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 /// One version as a CRD lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
@@ -126,6 +129,41 @@ impl fmt::Display for Waiting {
 }
 
 impl DcCrd {
+    /// A CRD as the DC holds it, with the migration recorded on it.
+    pub fn of(crd: &CustomResourceDefinition) -> DcCrd {
+        let migration = crd
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_STORAGE_MIGRATION))
+            .and_then(|text| MigrationRecord::from_annotation(text))
+            .map(|record| Migration {
+                to: record.to,
+                rewritten: record.rewritten,
+                total: record.total,
+                complete: record.complete,
+            });
+        DcCrd {
+            name: crd.metadata.name.clone().unwrap_or_default(),
+            versions: crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| Listed {
+                    name: v.name.clone(),
+                    served: v.served,
+                    storage: v.storage,
+                })
+                .collect(),
+            stored_versions: crd
+                .status
+                .as_ref()
+                .and_then(|s| s.stored_versions.clone())
+                .unwrap_or_default(),
+            migration,
+        }
+    }
+
     fn listed(&self, version: &str) -> Option<&Listed> {
         self.versions.iter().find(|v| v.name == version)
     }

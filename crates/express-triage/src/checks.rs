@@ -69,6 +69,7 @@ pub(crate) fn operator_check(
     for ring in &fleet.rings {
         findings.push(leadership(fleet, ring, assessed, limits));
         findings.extend(api_behind_finding(ring));
+        findings.extend(cannot_read_finding(ring));
         findings.extend(deployment_finding(ring));
         findings.extend(pod_findings(ring));
     }
@@ -103,6 +104,16 @@ fn api_behind_finding(ring: &Ring) -> Option<(Status, String)> {
             ring.name
         ),
     ))
+}
+
+/// A build of the ring that refuses to lead: it cannot read what the DC stores (a rollback past
+/// a storage version move, or a version it reads no longer served).
+fn cannot_read_finding(ring: &Ring) -> Option<(Status, String)> {
+    let LeaseSeen::Seen(lease) = &ring.lease else {
+        return None;
+    };
+    let why = lease.cannot_read.as_deref()?;
+    Some((Status::Fail, format!("ring {}: {why}", ring.name)))
 }
 
 /// Whether an operator leads the ring, from its Lease.
@@ -589,6 +600,7 @@ mod tests {
                 duration_seconds: Some(15),
                 version: None,
                 api_behind: None,
+                cannot_read: None,
             }),
             deployment: None,
             pods: Vec::new(),
@@ -747,6 +759,7 @@ mod tests {
                         duration_seconds: Some(15),
                         version: None,
                         api_behind: None,
+                        cannot_read: None,
                     });
                     f
                 },
@@ -769,6 +782,7 @@ mod tests {
             duration_seconds: Some(15),
             version: Some("0.2.0".into()),
             api_behind: Some("expressclusters.express.dev: .status.change.recovery".into()),
+            cannot_read: None,
         });
         let report = run(&f);
         assert_eq!(status_of(&report, OPERATOR), Status::Warn);
@@ -784,6 +798,32 @@ mod tests {
     }
 
     #[test]
+    fn a_build_that_cannot_read_what_is_stored_fails_the_check_saying_why() {
+        let mut f = fleet(vec![tenant("a")]);
+        f.rings[0].lease = LeaseSeen::Seen(Lease {
+            namespace: "express-system".into(),
+            name: "express-operator".into(),
+            holder: Some("op".into()),
+            renewed: Some(at(1)),
+            duration_seconds: Some(15),
+            version: Some("0.2.0".into()),
+            api_behind: None,
+            cannot_read: Some("op-old refuses to lead ring default: this build cannot read what the DC stores (backends.express.dev: its objects are stored at v1beta1, a version this build does not know (it knows v1alpha1))".into()),
+        });
+        let report = run(&f);
+        assert_eq!(status_of(&report, OPERATOR), Status::Fail);
+        let check = report.checks.iter().find(|c| c.name == OPERATOR).unwrap();
+        assert!(
+            check
+                .evidence
+                .iter()
+                .any(|d| d.starts_with("ring default: op-old refuses to lead")
+                    && d.contains("stored at v1beta1")),
+            "{check:?}"
+        );
+    }
+
+    #[test]
     fn the_lease_decides_whether_an_operator_leads() {
         let lease = |holder: Option<&str>, renewed_ago: Option<i64>| {
             let mut f = fleet(vec![tenant("a")]);
@@ -795,6 +835,7 @@ mod tests {
                 duration_seconds: Some(15),
                 version: None,
                 api_behind: None,
+                cannot_read: None,
             });
             f
         };

@@ -167,6 +167,9 @@ pub struct Lease {
     /// The fields its build writes that the installed CRDs lack, as its leader wrote them
     /// (`express_api::api_record::ANNOTATION_API_BEHIND`).
     pub api_behind: Option<String>,
+    /// Why a build of this ring refuses to lead here: it cannot read what the DC stores
+    /// (`express_api::api_record::ANNOTATION_CANNOT_READ`).
+    pub cannot_read: Option<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -342,6 +342,13 @@ pub fn lease(lease: &coordination::Lease) -> Lease {
             .and_then(|a| a.get(express_api::api_record::ANNOTATION_API_BEHIND))
             .filter(|text| !text.is_empty())
             .cloned(),
+        cannot_read: lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(express_api::api_record::ANNOTATION_CANNOT_READ))
+            .filter(|text| !text.is_empty())
+            .cloned(),
     }
 }
 

@@ -118,6 +118,7 @@ mod tests {
                 duration_seconds: Some(15),
                 version: None,
                 api_behind: None,
+                cannot_read: None,
             }),
             deployment: None,
             pods: Vec::new(),

@@ -13,11 +13,12 @@
 
 use std::collections::BTreeMap;
 
-use express_api::api_record::CRD_FIELD_MANAGER;
-use express_api::keys::ANNOTATION_API_VERSIONS;
+use express_api::api_record::{
+    ANNOTATION_RING_API_VERSIONS, ANNOTATION_STORAGE_MIGRATION, CRD_FIELD_MANAGER, MigrationRecord,
+};
 use express_api::rings;
 use express_planner::api_versions::{
-    BuildCrd, Builds, DcCrd, Listed, Migration, Step, next_step, versions_after,
+    BuildCrd, Builds, DcCrd, Listed, Step, next_step, versions_after,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -25,33 +26,14 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
-use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::context::{CarriedApi, Context};
 use super::events::{self, publish};
 use crate::webhook::SERVICE_NAME;
 
-/// On a CRD: the rewrite of its stored objects at the storage version, as JSON
-/// ([`MigrationRecord`]); written after every page.
-pub const ANNOTATION_STORAGE_MIGRATION: &str = "express.dev/storage-migration";
-
 /// Objects rewritten per page.
 const PAGE: u32 = 100;
-
-/// What [`ANNOTATION_STORAGE_MIGRATION`] holds.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MigrationRecord {
-    pub to: String,
-    pub rewritten: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total: Option<u64>,
-    /// Where the next page starts (the list's continue token); none before the first page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<String>,
-    pub complete: bool,
-}
 
 /// Why a step could not be taken (the next pass tries again).
 #[derive(Debug, thiserror::Error)]
@@ -62,39 +44,6 @@ pub enum StepError {
     Migrate { crd: String, source: kube::Error },
     #[error("cannot read what the DC's builds know: {0}")]
     Builds(kube::Error),
-}
-
-/// A DC's CRD as the planner reads it.
-pub fn dc_crd(crd: &CustomResourceDefinition) -> DcCrd {
-    let migration = crd
-        .annotations()
-        .get(ANNOTATION_STORAGE_MIGRATION)
-        .and_then(|text| serde_json::from_str::<MigrationRecord>(text).ok())
-        .map(|record| Migration {
-            to: record.to,
-            rewritten: record.rewritten,
-            total: record.total,
-            complete: record.complete,
-        });
-    DcCrd {
-        name: crd.name_any(),
-        versions: crd
-            .spec
-            .versions
-            .iter()
-            .map(|v| Listed {
-                name: v.name.clone(),
-                served: v.served,
-                storage: v.storage,
-            })
-            .collect(),
-        stored_versions: crd
-            .status
-            .as_ref()
-            .and_then(|s| s.stored_versions.clone())
-            .unwrap_or_default(),
-        migration,
-    }
 }
 
 /// The CRDs this build carries, each with where it takes the DC: every version it lists
@@ -152,7 +101,7 @@ pub fn fitted(
     let Some(installed) = installed else {
         return build.clone();
     };
-    let dc = dc_crd(installed);
+    let dc = DcCrd::of(installed);
     let missing: Vec<String> = target
         .versions
         .iter()
@@ -171,7 +120,7 @@ async fn say_what_this_build_knows(ctx: &Context) {
     let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
     let known = ctx.settings.api.known.join(",");
     let said = match api.get_opt(&name).await {
-        Ok(lease) => lease.and_then(|l| l.annotations().get(ANNOTATION_API_VERSIONS).cloned()),
+        Ok(lease) => lease.and_then(|l| l.annotations().get(ANNOTATION_RING_API_VERSIONS).cloned()),
         Err(error) => {
             warn!(%error, lease = %name, "cannot read the ring's Lease");
             return;
@@ -180,7 +129,8 @@ async fn say_what_this_build_knows(ctx: &Context) {
     if said.as_deref() == Some(known.as_str()) {
         return;
     }
-    let patch = serde_json::json!({"metadata": {"annotations": {ANNOTATION_API_VERSIONS: known}}});
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {ANNOTATION_RING_API_VERSIONS: known}}});
     if let Err(error) = api
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -203,7 +153,7 @@ async fn builds(ctx: &Context) -> Result<Builds, StepError> {
             let ring = rings::ring_of_lease(&lease.name_any())?.to_owned();
             let known = lease
                 .annotations()
-                .get(ANNOTATION_API_VERSIONS)
+                .get(ANNOTATION_RING_API_VERSIONS)
                 .map(|k| k.split(',').map(str::to_owned).collect());
             Some((ring, known))
         })
@@ -253,7 +203,7 @@ async fn webhook_pods(ctx: &Context) -> Result<Vec<(String, Vec<String>)>, StepE
         .map(|pod| {
             let known = pod
                 .annotations()
-                .get(ANNOTATION_API_VERSIONS)
+                .get(ANNOTATION_RING_API_VERSIONS)
                 .map(|k| k.split(',').map(str::to_owned).collect())
                 .unwrap_or_default();
             (pod.name_any(), known)
@@ -293,7 +243,7 @@ pub(super) async fn look_after(ctx: &Context) {
                 continue;
             }
         };
-        let dc = dc_crd(&installed);
+        let dc = DcCrd::of(&installed);
         let step = next_step(&dc, target, &builds);
         if let Err(error) = take(ctx, build, &installed, &dc, &step).await {
             warn!(%error, crd = %target.name, ?step, "an API version step failed; trying again");
@@ -388,7 +338,7 @@ async fn migrate(
     let mut record = crd
         .annotations()
         .get(ANNOTATION_STORAGE_MIGRATION)
-        .and_then(|text| serde_json::from_str::<MigrationRecord>(text).ok())
+        .and_then(|text| MigrationRecord::from_annotation(text))
         .filter(|r| r.to == to)
         .unwrap_or_else(|| MigrationRecord {
             to: to.to_owned(),
@@ -486,6 +436,7 @@ async fn own_lease(ctx: &Context) -> Option<Lease> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use express_planner::api_versions::Migration;
 
     fn build_api() -> CarriedApi {
         CarriedApi {
@@ -581,7 +532,7 @@ mod tests {
             serde_json::to_string(&record).unwrap_or_default(),
         );
         assert_eq!(
-            dc_crd(&crd).migration,
+            DcCrd::of(&crd).migration,
             Some(Migration {
                 to: "v1beta1".into(),
                 rewritten: 200,
@@ -591,6 +542,6 @@ mod tests {
         );
         crd.annotations_mut()
             .insert(ANNOTATION_STORAGE_MIGRATION.into(), "{not json".into());
-        assert_eq!(dc_crd(&crd).migration, None);
+        assert_eq!(DcCrd::of(&crd).migration, None);
     }
 }

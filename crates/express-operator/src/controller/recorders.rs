@@ -145,6 +145,23 @@ impl Recorders {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// A Warning event on `regarding`, outside a running controller (before it leads).
+    pub async fn warn(
+        &self,
+        regarding: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> Result<(), kube::Error> {
+        let occurrence = Occurrence {
+            warning: true,
+            reason,
+            action,
+            note,
+        };
+        self.publish(&occurrence, regarding).await
+    }
+
     /// Publishes `occurrence` on `regarding`: a new event, or one more on the series of the same
     /// event published within six minutes.
     pub(super) async fn publish(
