@@ -116,6 +116,8 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
                        timeout=60, what=f"{crd} serving v1beta1, storing v1alpha1")
         reads_at_both_versions(cluster, ["shop"] * len(TENANTS))
         writes_at_both_versions(cluster, TENANTS[0], "mid")
+        shown = kx(cluster, "release", "to-canary").stdout
+        assert "API versions: v1beta1: served" in shown, shown
         # Ring default's build does not know v1beta1: storage stays, whatever the canary's says.
         waited = eventually(lambda: [line for line in (tmp_path / "operator-canary-2.log").read_text().splitlines()
                                      if "an API version step waits" in line and "rings whose build" in line],
@@ -139,6 +141,8 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         assert migration(cluster, "frontends.express.dev")["rewritten"] == len(frontends)
         reads_at_both_versions(cluster, ["shop"] * len(TENANTS))
         writes_at_both_versions(cluster, TENANTS[1], "after")
+        shown = kx(cluster, "release", "to-canary").stdout
+        assert "API versions: v1beta1: trimmed" in shown, shown
         reasons = {e.get("reason") for e in cluster.kubectl_json("get", "events", "-n", "express-system")["items"]}
         assert {"APIVersionServed", "StorageVersionMoved", "StoredObjectsMigrated", "StoredVersionsTrimmed"} <= reasons, \
             reasons

@@ -385,6 +385,29 @@ pub fn dc_stage(dc: &[DcCrd], build: &[BuildCrd]) -> Stage {
         .unwrap_or(Stage::Trimmed)
 }
 
+/// Where a DC's versioned CRDs stand, read from them alone (each one's goal is the newest
+/// version it lists), in the words of `kubectl express release` and doctor:
+/// `v1beta1: listed, not served`, `v1beta1: served`, `v1beta1: storage moved, migrated 3/7`,
+/// `v1beta1: trimmed`. None while every CRD lists one version.
+pub fn dc_versions(crds: &[DcCrd]) -> Option<String> {
+    let mut stages = Vec::new();
+    for crd in crds.iter().filter(|c| c.versions.len() > 1) {
+        let mut versions: Vec<String> = crd.versions.iter().map(|v| v.name.clone()).collect();
+        versions.sort_by_cached_key(|v| kube::core::Version::parse(v).priority());
+        let Some(newest) = versions.last().cloned() else {
+            continue;
+        };
+        let goal = BuildCrd {
+            name: crd.name.clone(),
+            versions,
+            storage: newest.clone(),
+        };
+        stages.push((stage(crd, &goal), newest));
+    }
+    let (least, newest) = stages.into_iter().min()?;
+    Some(format!("{newest}: {least}"))
+}
+
 /// Why a build must not lead a ring in this DC: a CRD stored at a version it does not know (a
 /// rollback past a storage move), or no longer serving the version it reads and writes.
 #[derive(Clone, Debug, PartialEq, Eq)]

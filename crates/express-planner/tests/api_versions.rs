@@ -6,7 +6,7 @@
 
 use express_planner::api_versions::{
     BuildCrd, Builds, CannotRead, DcCrd, Listed, Migration, Stage, Step, Waiting, cannot_read,
-    dc_stage, next_step, stage, versions_after,
+    dc_stage, dc_versions, next_step, stage, versions_after,
 };
 use proptest::prelude::*;
 
@@ -288,6 +288,37 @@ fn the_stage_says_how_far_a_dc_has_come() {
         Stage::Trimmed
     );
     assert_eq!(dc_stage(&[trimmed], &[build(), other]), Stage::Behind);
+}
+
+#[test]
+fn a_dc_says_where_its_versions_stand_from_its_crds_alone() {
+    let one = dc(vec![listed(ALPHA, true, true)], &[ALPHA], None);
+    assert_eq!(dc_versions(std::slice::from_ref(&one)), None);
+    let served = dc(
+        vec![listed(ALPHA, true, true), listed(BETA, true, false)],
+        &[ALPHA],
+        None,
+    );
+    let migrating = dc(
+        vec![listed(ALPHA, true, false), listed(BETA, true, true)],
+        &[ALPHA, BETA],
+        Some(migration(BETA, 3, Some(7), false)),
+    );
+    let trimmed = dc(
+        vec![listed(BETA, true, true), listed(ALPHA, true, false)],
+        &[BETA],
+        None,
+    );
+    assert_eq!(
+        dc_versions(&[one.clone(), served.clone()]).as_deref(),
+        Some("v1beta1: served")
+    );
+    assert_eq!(
+        dc_versions(&[migrating.clone(), trimmed.clone()]).as_deref(),
+        Some("v1beta1: storage moved, migrated 3/7"),
+        "the least advanced CRD"
+    );
+    assert_eq!(dc_versions(&[trimmed]).as_deref(), Some("v1beta1: trimmed"));
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! namespace, with a clear word when the CRD is not installed.
 
 use express_api::release::OperatorRelease;
+use express_planner::api_versions::{DcCrd, dc_versions};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use list_pages::ListPaged;
@@ -30,6 +32,19 @@ pub async fn list(client: &Client, namespace: &str) -> Result<Vec<OperatorReleas
         .items;
     releases.sort_by_key(|r| (r.creation_timestamp().map(|t| t.0), r.name_any()));
     Ok(releases)
+}
+
+/// Where the DC's API versions stand, from its versioned CRDs; none while each lists one
+/// version, or when they cannot be read (a reader without access to CRDs sees the rest).
+pub async fn api_versions(client: &Client) -> Option<String> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crds = Vec::new();
+    for name in express_api::crd::VERSIONED {
+        if let Ok(Some(crd)) = api.get_opt(name).await {
+            crds.push(DcCrd::of(&crd));
+        }
+    }
+    dc_versions(&crds)
 }
 
 fn not_installed(error: kube::Error, namespace: &str) -> Exit {

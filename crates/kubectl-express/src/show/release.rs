@@ -41,6 +41,12 @@ pub fn render_list(releases: &[OperatorRelease], now: Timestamp) -> String {
 
 /// One release: where it stands and why, its waves, its last samples.
 pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
+    render_in_dc(release, now, None)
+}
+
+/// One release, with where the DC's API versions stand (DESIGN section 18), as read from its
+/// CRDs: `v1beta1: served`, `v1beta1: storage moved, migrated 3/7`...
+pub fn render_in_dc(release: &OperatorRelease, now: Timestamp, versions: Option<&str>) -> String {
     let spec = &release.spec;
     let status = release.status.clone().unwrap_or_default();
     let mut out = format!(
@@ -83,6 +89,9 @@ pub fn render(release: &OperatorRelease, now: Timestamp) -> String {
             api.outcome.as_str(),
             api.summary()
         ));
+    }
+    if let Some(versions) = versions {
+        out.push_str(&format!("  API versions: {versions}\n"));
     }
     let rows: Vec<Vec<String>> = spec
         .waves

@@ -133,9 +133,12 @@ fn show(
                 );
             }
             _ => match &name {
-                Some(_) => releases
-                    .iter()
-                    .for_each(|r| print!("{}", show::render(r, now))),
+                Some(_) => {
+                    let versions = read::api_versions(&client).await;
+                    releases
+                        .iter()
+                        .for_each(|r| print!("{}", show::render_in_dc(r, now, versions.as_deref())))
+                }
                 None => print!("{}", show::render_list(&releases, now)),
             },
         }
