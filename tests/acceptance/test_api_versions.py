@@ -11,10 +11,12 @@ build that cannot read the new storage version then refuses to lead, and says so
 The decisions are table- and property-tested in crates/express-planner/tests/api_versions.rs."""
 
 import json
+import subprocess
 
 import pytest
+import yaml
 
-from conftest import eventually, start_operator, stop_process, tenant_yaml
+from conftest import OPERATOR, eventually, start_operator, stop_process, tenant_yaml
 from test_conversion import free_port
 from test_release import apply_release, kx, status
 
@@ -118,6 +120,12 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         writes_at_both_versions(cluster, TENANTS[0], "mid")
         shown = kx(cluster, "release", "to-canary").stdout
         assert "API versions: v1beta1: served" in shown, shown
+        # The build's own check agrees: its CRDs suit this DC, read with every ring's Lease.
+        context = yaml.safe_load(cluster.kubeconfig.read_text())["current-context"]
+        checked = subprocess.run([OPERATOR, "crd", "check", "--context", context, "--kubeconfig",
+                                  str(cluster.kubeconfig), "--serve-v1beta1", "--webhook-url", url],
+                                 capture_output=True, text=True, timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
         # Ring default's build does not know v1beta1: storage stays, whatever the canary's says.
         waited = eventually(lambda: [line for line in (tmp_path / "operator-canary-2.log").read_text().splitlines()
                                      if "an API version step waits" in line and "rings whose build" in line],

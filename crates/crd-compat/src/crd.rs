@@ -18,6 +18,7 @@ const RULES: &[Rule] = &[
     served_version_removed,
     stored_version_removed,
     storage_version_moved,
+    conversion_missing,
 ];
 
 pub(crate) fn compare(
@@ -152,4 +153,55 @@ fn storage_version_moved(
         )],
         _ => Vec::new(),
     }
+}
+
+/// Versions served side by side need a conversion between them unless their schemas are the
+/// same: with strategy `None` the API server serves an object stored at one version as another
+/// with only its `apiVersion` changed, so a field named differently reads as absent and a write
+/// at the other version stores the wrong shape. Strategy `Webhook` needs a webhook to call.
+fn conversion_missing(
+    _old: &CustomResourceDefinition,
+    new: &CustomResourceDefinition,
+) -> Vec<Finding> {
+    let served: Vec<&CustomResourceDefinitionVersion> =
+        new.spec.versions.iter().filter(|v| v.served).collect();
+    if served.len() < 2 {
+        return Vec::new();
+    }
+    let conversion = new.spec.conversion.as_ref();
+    if conversion.is_some_and(|c| c.strategy == "Webhook") {
+        let callable = conversion
+            .and_then(|c| c.webhook.as_ref())
+            .and_then(|w| w.client_config.as_ref())
+            .is_some_and(|c| c.service.is_some() || c.url.is_some());
+        if callable {
+            return Vec::new();
+        }
+        return vec![crd_wide(
+            "conversion strategy Webhook names no webhook to call (neither a service nor a url)"
+                .to_string(),
+            Effect::Breaking,
+        )];
+    }
+    let schema = |v: &CustomResourceDefinitionVersion| {
+        v.schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .and_then(|s| serde_json::to_value(s).ok())
+    };
+    let first = served[0];
+    served[1..]
+        .iter()
+        .filter(|v| schema(v) != schema(first))
+        .map(|v| {
+            in_version(
+                &v.name,
+                format!(
+                    "versions {} and {} are served without a conversion (strategy None) but their schemas differ: an object stored at one would read as the other unchanged; convert through a webhook",
+                    first.name, v.name
+                ),
+                Effect::Breaking,
+            )
+        })
+        .collect()
 }

@@ -181,6 +181,17 @@ enum CrdAction {
         /// Text for people, JSON for scripts.
         #[arg(short = 'o', long, value_enum, default_value_t = crd_check::Output::Text)]
         output: crd_check::Output,
+        /// Check the CRDs of a build carrying v1beta1 beside v1alpha1 (as `crd --serve-v1beta1`
+        /// prints them).
+        #[arg(long)]
+        serve_v1beta1: bool,
+        /// With --serve-v1beta1: the URL those CRDs send conversions to.
+        #[arg(long, value_name = "URL", requires = "serve_v1beta1")]
+        webhook_url: Option<String>,
+        /// With --context: the operator's namespace, whose rings' Leases say which versions each
+        /// ring's build knows (a storage version moved before every ring knows it is breaking).
+        #[arg(long, value_name = "NS", default_value = controller::DEFAULT_OPERATOR_NAMESPACE, requires = "context")]
+        operator_namespace: String,
     },
 }
 
@@ -366,18 +377,29 @@ fn crd_check_command(check: CrdAction) -> ExitCode {
         context,
         kubeconfig,
         output,
+        serve_v1beta1,
+        webhook_url,
+        operator_namespace,
     } = check;
+    let build = match crds(serve_v1beta1, webhook_url) {
+        Ok(build) => build,
+        Err(error) => {
+            eprintln!("express-operator crd check: {error}");
+            return ExitCode::from(2);
+        }
+    };
     let against = match (against, context) {
         (Some(dir), _) => crd_check::Against::Directory(dir),
         (None, Some(context)) => crd_check::Against::Context {
             kubeconfig,
             context,
+            operator_namespace,
         },
         // clap requires one of them.
         (None, None) => return ExitCode::from(2),
     };
     match tokio::runtime::Runtime::new() {
-        Ok(runtime) => ExitCode::from(runtime.block_on(crd_check::run(&against, output))),
+        Ok(runtime) => ExitCode::from(runtime.block_on(crd_check::run(&against, &build, output))),
         Err(error) => {
             eprintln!("express-operator crd check: {}", Error::Runtime(error));
             ExitCode::from(2)

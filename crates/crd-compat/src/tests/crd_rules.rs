@@ -93,6 +93,63 @@ fn crd_wide_rules() {
 }
 
 #[test]
+fn versions_served_side_by_side_need_a_conversion_unless_their_schemas_are_the_same() {
+    let v1 = crd_of("Namespaced", json!([version("v1", true, true)]));
+    let same_schema = crd_of(
+        "Namespaced",
+        json!([version("v1", true, true), version("v2", true, false)]),
+    );
+    assert_eq!(
+        changes(&v1, &same_schema),
+        vec![],
+        "the same schema needs no conversion"
+    );
+    let other_schema = json!({"name": "v2", "served": true, "storage": false,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}});
+    let unconverted = crd_of(
+        "Namespaced",
+        json!([version("v1", true, true), other_schema.clone()]),
+    );
+    let found = changes(&v1, &unconverted);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0].0.as_str(), found[0].1),
+        ("v2", Severity::Breaking)
+    );
+    assert!(
+        found[0]
+            .2
+            .starts_with("versions v1 and v2 are served without a conversion"),
+        "{found:?}"
+    );
+
+    let mut converted = unconverted.clone();
+    converted.spec.conversion = serde_json::from_value(json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"namespace": "ops", "name": "conv"}}}}))
+    .unwrap();
+    assert_eq!(changes(&v1, &converted), vec![]);
+    let mut nowhere = converted.clone();
+    nowhere.spec.conversion = serde_json::from_value(json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"], "clientConfig": {}}}))
+    .unwrap();
+    assert_eq!(
+        changes(&v1, &nowhere),
+        vec![(
+            String::new(),
+            Severity::Breaking,
+            "conversion strategy Webhook names no webhook to call (neither a service nor a url)"
+                .into()
+        )]
+    );
+    // An unserved version converts nothing.
+    let mut unserved = other_schema;
+    unserved["served"] = json!(false);
+    let listed = crd_of("Namespaced", json!([version("v1", true, true), unserved]));
+    assert_eq!(changes(&v1, &listed), vec![]);
+}
+
+#[test]
 fn crds_missing_from_the_build_or_new_in_it() {
     let widget = crd(one("a", json!({"type": "string"})));
     let mut other = widget.clone();

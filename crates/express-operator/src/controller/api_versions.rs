@@ -30,6 +30,7 @@ use tracing::{info, warn};
 
 use super::context::{CarriedApi, Context};
 use super::events::{self, publish};
+use crate::crd_check::read::ring_versions;
 use crate::webhook::SERVICE_NAME;
 
 /// Objects rewritten per page.
@@ -142,22 +143,9 @@ async fn say_what_this_build_knows(ctx: &Context) {
 /// What the DC's builds know: every ring's (its Lease), and every pod's behind the webhook.
 async fn builds(ctx: &Context) -> Result<Builds, StepError> {
     let namespace = &ctx.settings.operator_namespace;
-    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), namespace);
-    let rings = leases
-        .list(&ListParams::default())
+    let rings = ring_versions(&ctx.client, namespace)
         .await
-        .map_err(StepError::Builds)?
-        .items
-        .into_iter()
-        .filter_map(|lease| {
-            let ring = rings::ring_of_lease(&lease.name_any())?.to_owned();
-            let known = lease
-                .annotations()
-                .get(ANNOTATION_RING_API_VERSIONS)
-                .map(|k| k.split(',').map(str::to_owned).collect());
-            Some((ring, known))
-        })
-        .collect();
+        .map_err(|e| StepError::Builds(e.source))?;
     let webhook_pods = match &ctx.settings.api.webhook {
         // Served by URL: by this process, which knows what it knows.
         Some(express_api::crd::WebhookAt::Url(_)) => {

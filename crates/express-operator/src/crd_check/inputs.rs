@@ -9,10 +9,12 @@ use std::path::PathBuf;
 pub enum Against {
     /// CRD YAML files, as `express-operator crd --output-dir` writes them.
     Directory(PathBuf),
-    /// A kubeconfig context: its CRDs and every object it stores of each kind.
+    /// A kubeconfig context: its CRDs and every object it stores of each kind, and what each
+    /// ring's build knows (the Leases of `operator_namespace`).
     Context {
         kubeconfig: Option<PathBuf>,
         context: String,
+        operator_namespace: String,
     },
 }
 

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crd_compat::Stored;
+use express_api::api_record::ANNOTATION_RING_API_VERSIONS;
 use express_api::keys::GROUP;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -19,6 +21,9 @@ pub struct Installed {
     pub crds: Vec<CustomResourceDefinition>,
     /// Per CRD name, its stored objects (None: none were read, as from files).
     pub stored: Option<BTreeMap<String, Vec<Stored>>>,
+    /// Each ring with the versions its build says it knows (its Lease); None: not read, as
+    /// from files.
+    pub rings: Option<Vec<(String, Option<Vec<String>>)>>,
     pub source: Source,
 }
 
@@ -45,6 +50,7 @@ pub fn from_directory(dir: &Path) -> Result<Installed, CheckError> {
     Ok(Installed {
         crds,
         stored: None,
+        rings: None,
         source: Source::Directory(dir.display().to_string()),
     })
 }
@@ -121,9 +127,13 @@ async fn client(kubeconfig: Option<&Path>, context: &str) -> Result<kube::Client
 pub async fn from_context(
     kubeconfig: Option<&Path>,
     context: &str,
+    operator_namespace: &str,
     build: &[CustomResourceDefinition],
 ) -> Result<Installed, CheckError> {
     let client = client(kubeconfig, context).await?;
+    let rings = ring_versions(&client, operator_namespace)
+        .await
+        .map_err(|e| CheckError::Unreadable(format!("context {context}: {e}")))?;
     let (crds, stored) = from_client(&client, build)
         .await
         .map_err(|e| CheckError::Unreadable(format!("context {context}: {e}")))?;
@@ -135,6 +145,7 @@ pub async fn from_context(
     Ok(Installed {
         crds,
         stored: Some(stored),
+        rings: Some(rings),
         source: Source::Context(context.to_owned()),
     })
 }
@@ -185,6 +196,37 @@ pub async fn installed_crds(
         crds.extend(found);
     }
     Ok(crds)
+}
+
+/// Each ring of the operator's namespace with the versions its build says it knows (its
+/// Lease's `express.dev/api-versions`; none said: None).
+pub async fn ring_versions(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Vec<(String, Option<Vec<String>>)>, Unreadable> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let listed = leases
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Unreadable {
+            what: format!("the operator's Leases in namespace {namespace}"),
+            source,
+        })?;
+    Ok(listed
+        .items
+        .iter()
+        .filter_map(|lease| {
+            let name = lease.metadata.name.as_deref()?;
+            let ring = express_api::rings::ring_of_lease(name)?.to_owned();
+            let known = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_RING_API_VERSIONS))
+                .map(|k| k.split(',').map(str::to_owned).collect());
+            Some((ring, known))
+        })
+        .collect())
 }
 
 /// Every object of `crd`'s kind, in every namespace, read at the version it is stored at.
