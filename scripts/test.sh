@@ -80,8 +80,15 @@ phase "rust tests"
 python3 scripts/rust-tests.py --jobs 2 --workspace --locked
 cargo test --workspace --doc --locked
 
-phase "debug binaries for the benchmark smoke run and the acceptance tests"
-cargo build --locked -p kubesim -p kubectl-express -p express-operator
+phase "debug binaries for the benchmark smoke run and the acceptance tests (the test build's)"
+# The test build above already linked kubesim, kubectl-express and express-operator (their own
+# integration tests run them), with the features the tests unify; `cargo build -p` would choose
+# other features and build them, and many dependencies, a second time. This only makes sure
+# they are there, as that build left them.
+cargo test --workspace --locked --no-run --quiet
+for binary in kubesim kubectl-express express-operator; do
+    [ -x "$target_dir/debug/$binary" ] || { echo "test.sh: the test build left no $binary" >&2; exit 1; }
+done
 
 phase "the real control plane: etcd, Kubernetes 1.37 and kwok built from their Go modules (cached after the first time)"
 bash scripts/real-cluster.sh build
