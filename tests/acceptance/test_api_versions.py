@@ -3,7 +3,7 @@ a DC created at v1alpha1, ring default running the build before v1beta1 (an oper
 v1alpha1 only), ring canary the build that introduces it (`run --serve-v1beta1`, serving the
 conversion webhook). An OperatorRelease to the canary lists v1beta1 in the DC's CRDs, and the
 canary's leader serves it; storage stays at v1alpha1 while ring default's build does not know
-v1beta1. Once ring default runs the new build too, storage moves to v1beta1, every stored object
+v1beta1, so rolling the release back leaves every object readable by that build. Once ring default runs the new build too, storage moves to v1beta1, every stored object
 is rewritten there (the migration's own count), and `status.storedVersions` is trimmed. At every
 step kubectl and the Python client read the objects at both versions, and write one at each. A
 build that cannot read the new storage version then refuses to lead, and says so.
@@ -126,6 +126,28 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
                                   str(cluster.kubeconfig), "--serve-v1beta1", "--webhook-url", url],
                                  capture_output=True, text=True, timeout=60)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+        # A rollback mid-way: every tenant goes back to ring default, whose build knows v1alpha1
+        # only. Everything is still stored at v1alpha1 (written at either version), so that
+        # build reads and drives it all.
+        done = kx(cluster, "release", "abort", "to-canary")
+        assert done.returncode == 0, done.stderr
+        eventually(lambda: status(cluster, "to-canary").get("phase") == "RolledBack", timeout=60,
+                   what="the release rolled back")
+
+        def driven_by_default():
+            items = cluster.kubectl_json("get", "expressclusters.v1alpha1.express.dev", "-A")["items"]
+            mine = [c for c in items if c["metadata"]["namespace"] in TENANTS]
+            return len(mine) == len(TENANTS) and all(
+                c.get("status", {}).get("phase") == "Healthy"
+                and c["status"].get("observedGeneration") == c["metadata"]["generation"]
+                and c["status"].get("operator", {}).get("ring") == "default"
+                and "released" not in c["status"].get("operator", {}) for c in mine)
+
+        eventually(driven_by_default, timeout=120, what="every tenant driven by the build before v1beta1 again")
+        reads_at_both_versions(cluster, ["shop"] * len(TENANTS))
+        assert versions(cluster, "backends.express.dev") == \
+            ([("v1alpha1", True, True), ("v1beta1", True, False)], ["v1alpha1"]), "a rollback leaves the CRDs"
         # Ring default's build does not know v1beta1: storage stays, whatever the canary's says.
         waited = eventually(lambda: [line for line in (tmp_path / "operator-canary-2.log").read_text().splitlines()
                                      if "an API version step waits" in line and "rings whose build" in line],
