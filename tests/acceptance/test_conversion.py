@@ -105,6 +105,11 @@ def test_a_tenant_reads_and_writes_at_both_versions_through_the_operators_webhoo
         assert sorted(i["spec"]["clusterConfig"]["clusterName"] for i in listed["items"]) == ["shop", "shop"]
         default = cluster.kubectl_json("get", "frontends", "-n", NS)
         assert {i["apiVersion"] for i in default["items"]} == {"express.dev/v1beta1"}
+
+        # The tenant chart rendered at either version writes the same tenant: applied side by
+        # side and read back at v1alpha1, the same specs (a v1beta1 node does not repeat the
+        # tenant, which is the ExpressCluster's) and the same rollout-id.
+        tenant_chart_renders_the_same_tenant_at_both_versions(cluster)
     finally:
         stop_process(operator)
         print((tmp_path / "operator.log").read_text()[-6000:])
@@ -176,3 +181,31 @@ def test_only_the_build_that_knows_every_listed_version_is_behind_the_webhook_se
             stop_process(process)
         for name in ("express-operator-old", "express-operator-new"):
             print(name, (tmp_path / f"{name}.log").read_text()[-3000:])
+
+
+def tenant_chart_renders_the_same_tenant_at_both_versions(cluster):
+    from test_helm import render, tenant_values
+
+    values = tenant_values(frontends=2, allNodeConfig={"fe2": {"upgradeDependency": ["be", "fe1"]}},
+                           configChangeset={"Backend": "abc", "Frontend": "def"})
+    read = {}
+    for version in ("v1alpha1", "v1beta1"):
+        namespace = f"tenant-chart-{version}"
+        cluster.kubectl("create", "namespace", namespace)
+        rendered = render({**values, "apiVersion": version}, namespace=namespace)
+        assert f"apiVersion: express.dev/{version}" in rendered
+        cluster.kubectl("apply", "-f", "-", input=rendered)
+        read[version] = {
+            (o["kind"], o["metadata"]["name"]): o
+            for kind in ("expressclusters", "backends", "frontends")
+            for o in cluster.kubectl_json("get", f"{kind}.v1alpha1.express.dev", "-n", namespace)["items"]}
+    assert sorted(read["v1alpha1"]) == sorted(read["v1beta1"]) and len(read["v1alpha1"]) == 4
+    for key, alpha in read["v1alpha1"].items():
+        beta = read["v1beta1"][key]
+        expected = json.loads(json.dumps(alpha["spec"]))
+        if key[0] != "ExpressCluster":
+            for field in ("tenantID", "tenantName"):
+                expected["clusterConfig"].pop(field)
+        assert beta["spec"] == expected, (key, beta["spec"], expected)
+        assert beta["metadata"]["annotations"]["express.dev/rollout-id"] == \
+            alpha["metadata"]["annotations"]["express.dev/rollout-id"]
