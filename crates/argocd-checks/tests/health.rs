@@ -44,11 +44,18 @@ fn every_test_case_reads_the_same_at_v1beta1() {
             assert_eq!(beta["apiVersion"], "express.dev/v1beta1");
             let got = health(&script, &beta)
                 .unwrap_or_else(|e| panic!("{kind} {} at v1beta1: {e}", case.input_path));
-            assert_eq!(got, case.health_status, "{kind} {} at v1beta1", case.input_path);
+            assert_eq!(
+                got, case.health_status,
+                "{kind} {} at v1beta1",
+                case.input_path
+            );
             converted += 1;
         }
     }
-    assert!(converted >= 30, "only {converted} cases converted: the node and cluster cases should");
+    assert!(
+        converted >= 30,
+        "only {converted} cases converted: the node and cluster cases should"
+    );
 }
 
 #[test]

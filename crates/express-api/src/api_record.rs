@@ -47,6 +47,10 @@ pub struct MigrationRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
     pub complete: bool,
+    /// When the storage version moved (seconds since the epoch): the rewrite waits a while
+    /// after it, so that every API server stores at the new version first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_moved_at: Option<i64>,
 }
 
 impl MigrationRecord {

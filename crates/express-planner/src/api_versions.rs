@@ -52,7 +52,15 @@ pub struct Migration {
     pub total: Option<u64>,
     /// Every page rewritten, after the storage version moved.
     pub complete: bool,
+    /// When the storage version moved (seconds since the epoch), as recorded then.
+    pub storage_moved_at: Option<i64>,
 }
+
+/// How long the rewrite of the stored objects waits after the storage version moved: every
+/// API server of the control plane must store at the new version before an object is written
+/// back, or it would be written at the old one again (the Kubernetes storage version migrator
+/// waits for the same reason).
+pub const STORAGE_SETTLE_SECONDS: i64 = 30;
 
 /// A CRD as a build carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +106,9 @@ pub enum Step {
 /// What a step waits for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Waiting {
+    /// The storage version moved less than [`STORAGE_SETTLE_SECONDS`] ago (until then, in
+    /// seconds since the epoch).
+    StorageSettling { until: i64 },
     /// No pod serves the webhook, so nothing could convert the versions to be served.
     NoWebhookPod,
     /// Pods behind the webhook whose build does not know every listed version (they leave it
@@ -110,6 +121,10 @@ pub enum Waiting {
 impl fmt::Display for Waiting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Waiting::StorageSettling { until } => write!(
+                f,
+                "the storage version moved a moment ago; the stored objects are rewritten from {until} (seconds since the epoch), once every API server stores at it"
+            ),
             Waiting::NoWebhookPod => write!(
                 f,
                 "no operator pod serves the conversion webhook (conversionWebhook.enabled, a build that knows every listed version)"
@@ -142,6 +157,7 @@ impl DcCrd {
                 rewritten: record.rewritten,
                 total: record.total,
                 complete: record.complete,
+                storage_moved_at: record.storage_moved_at,
             });
         DcCrd {
             name: crd.metadata.name.clone().unwrap_or_default(),
@@ -284,6 +300,24 @@ pub fn versions_after(dc: &DcCrd, step: &Step) -> Vec<Listed> {
         Step::Migrate { .. } | Step::Trim { .. } | Step::Wait(_) | Step::Ahead(_) | Step::Done => {}
     }
     versions
+}
+
+/// The next step at `now` (seconds since the epoch): [`next_step`], except that the rewrite of
+/// the stored objects does not start within [`STORAGE_SETTLE_SECONDS`] of the storage move.
+pub fn next_step_at(dc: &DcCrd, build: &BuildCrd, builds: &Builds, now: i64) -> Step {
+    let step = next_step(dc, build, builds);
+    if let Step::Migrate { to } = &step
+        && let Some(migration) = dc.migration.as_ref().filter(|m| m.to == *to)
+        && migration.rewritten == 0
+        && !migration.complete
+        && let Some(moved) = migration.storage_moved_at
+    {
+        let until = moved.saturating_add(STORAGE_SETTLE_SECONDS);
+        if now < until {
+            return Step::Wait(Waiting::StorageSettling { until });
+        }
+    }
+    step
 }
 
 /// Why the listed versions may not be served yet, if they may not.

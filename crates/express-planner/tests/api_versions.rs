@@ -6,7 +6,7 @@
 
 use express_planner::api_versions::{
     BuildCrd, Builds, CannotRead, DcCrd, Listed, Migration, Stage, Step, Waiting, cannot_read,
-    dc_stage, dc_versions, next_step, stage, versions_after,
+    dc_stage, dc_versions, next_step, next_step_at, stage, versions_after,
 };
 use proptest::prelude::*;
 
@@ -64,6 +64,7 @@ fn migration(to: &str, rewritten: u64, total: Option<u64>, complete: bool) -> Mi
         rewritten,
         total,
         complete,
+        storage_moved_at: None,
     }
 }
 
@@ -200,6 +201,44 @@ fn every_step_of_a_versions_release_as_a_table() {
     for (name, dc, builds, expected) in cases {
         assert_eq!(next_step(&dc, &build(), &builds), expected, "{name}");
     }
+}
+
+#[test]
+fn the_rewrite_waits_a_while_after_the_storage_move_and_never_once_begun() {
+    let everyone = builds(&[("default", Some(BOTH))], &[("op", BOTH)]);
+    let moved_at = |rewritten: u64| {
+        dc(
+            vec![listed(ALPHA, true, false), listed(BETA, true, true)],
+            &[ALPHA, BETA],
+            Some(Migration {
+                storage_moved_at: Some(1_000),
+                ..migration(BETA, rewritten, None, false)
+            }),
+        )
+    };
+    assert_eq!(
+        next_step_at(&moved_at(0), &build(), &everyone, 1_010),
+        Step::Wait(Waiting::StorageSettling { until: 1_030 })
+    );
+    assert_eq!(
+        next_step_at(&moved_at(0), &build(), &everyone, 1_030),
+        Step::Migrate { to: BETA.into() }
+    );
+    // Begun already (a restart mid-way): it goes on.
+    assert_eq!(
+        next_step_at(&moved_at(200), &build(), &everyone, 1_010),
+        Step::Migrate { to: BETA.into() }
+    );
+    // Any other step is next_step's.
+    let served = dc(
+        vec![listed(ALPHA, true, true), listed(BETA, true, false)],
+        &[ALPHA],
+        None,
+    );
+    assert_eq!(
+        next_step_at(&served, &build(), &everyone, 0),
+        next_step(&served, &build(), &everyone)
+    );
 }
 
 #[test]
@@ -392,6 +431,7 @@ fn a_dc_crd() -> impl Strategy<Value = DcCrd> {
                     rewritten,
                     total,
                     complete,
+                    storage_moved_at: None,
                 }),
             }
         })
@@ -466,6 +506,7 @@ fn a_build_and_a_dc_near_it() -> impl Strategy<Value = (BuildCrd, DcCrd)> {
                             rewritten: 3,
                             total: Some(3),
                             complete,
+                            storage_moved_at: None,
                         }),
                         versions,
                     };

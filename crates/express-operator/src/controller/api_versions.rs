@@ -18,12 +18,13 @@ use express_api::api_record::{
 };
 use express_api::rings;
 use express_planner::api_versions::{
-    BuildCrd, Builds, DcCrd, Listed, Step, next_step, versions_after,
+    BuildCrd, Builds, DcCrd, Listed, Step, next_step_at, versions_after,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
@@ -232,7 +233,7 @@ pub(super) async fn look_after(ctx: &Context) {
             }
         };
         let dc = DcCrd::of(&installed);
-        let step = next_step(&dc, target, &builds);
+        let step = next_step_at(&dc, target, &builds, Timestamp::now().as_second());
         if let Err(error) = take(ctx, build, &installed, &dc, &step).await {
             warn!(%error, crd = %target.name, ?step, "an API version step failed; trying again");
         }
@@ -352,6 +353,7 @@ async fn migrate(
             Err(kube::Error::Api(status)) if status.code == 410 => {
                 record = MigrationRecord {
                     to: to.to_owned(),
+                    storage_moved_at: record.storage_moved_at,
                     ..MigrationRecord::default()
                 };
                 continue;
@@ -513,6 +515,7 @@ mod tests {
             total: Some(450),
             next: Some("token".into()),
             complete: false,
+            storage_moved_at: Some(1_000),
         };
         let mut crd = CustomResourceDefinition::default();
         crd.annotations_mut().insert(
@@ -525,7 +528,8 @@ mod tests {
                 to: "v1beta1".into(),
                 rewritten: 200,
                 total: Some(450),
-                complete: false
+                complete: false,
+                storage_moved_at: Some(1_000),
             })
         );
         crd.annotations_mut()
