@@ -31,7 +31,7 @@ use tracing::{info, warn};
 
 use super::context::{CarriedApi, Context};
 use super::events::{self, publish};
-use crate::crd_check::read::ring_versions;
+use crate::crd_check::read::{resource_at, ring_versions};
 use crate::webhook::SERVICE_NAME;
 
 /// Objects rewritten per page.
@@ -333,13 +333,7 @@ async fn migrate(
             to: to.to_owned(),
             ..MigrationRecord::default()
         });
-    let resource = ApiResource {
-        group: crd.spec.group.clone(),
-        version: to.to_owned(),
-        api_version: format!("{}/{to}", crd.spec.group),
-        kind: crd.spec.names.kind.clone(),
-        plural: crd.spec.names.plural.clone(),
-    };
+    let resource = resource_at(crd, to);
     let all: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
     while !record.complete {
         let mut params = ListParams::default().limit(PAGE);

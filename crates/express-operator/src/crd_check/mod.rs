@@ -69,13 +69,7 @@ pub fn storage_moved_before_rings_know_it(
     build: &[CustomResourceDefinition],
     rings: &[(String, Option<Vec<String>>)],
 ) -> Vec<Problem> {
-    let storage = |crd: &CustomResourceDefinition| {
-        crd.spec
-            .versions
-            .iter()
-            .find(|v| v.storage)
-            .map(|v| v.name.clone())
-    };
+    let storage = read::storage_version;
     let mut problems = Vec::new();
     for new in build {
         let name = new.metadata.name.clone().unwrap_or_default();

@@ -237,13 +237,7 @@ async fn stored_objects(
     let Some(version) = storage_version(crd) else {
         return Ok(Vec::new());
     };
-    let resource = ApiResource {
-        group: crd.spec.group.clone(),
-        version: version.clone(),
-        api_version: format!("{}/{version}", crd.spec.group),
-        kind: crd.spec.names.kind.clone(),
-        plural: crd.spec.names.plural.clone(),
-    };
+    let resource = resource_at(crd, &version);
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let list = api.list_paged(&ListParams::default()).await?;
     Ok(list
@@ -266,8 +260,19 @@ async fn stored_objects(
         .collect())
 }
 
+/// The resource a CRD serves at `version`, for a dynamic client.
+pub fn resource_at(crd: &CustomResourceDefinition, version: &str) -> ApiResource {
+    ApiResource {
+        group: crd.spec.group.clone(),
+        version: version.to_owned(),
+        api_version: format!("{}/{version}", crd.spec.group),
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+    }
+}
+
 /// The version a CRD stores its objects at.
-fn storage_version(crd: &CustomResourceDefinition) -> Option<String> {
+pub fn storage_version(crd: &CustomResourceDefinition) -> Option<String> {
     crd.spec
         .versions
         .iter()
