@@ -2,15 +2,13 @@
 //! (print the CRDs), `dev` (local cluster, sample tenants, operator).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use express_operator::controller::{self, CarriedApi, Settings};
-use express_operator::crd_check;
 use express_operator::metrics::{self, Metrics};
 use express_operator::throttle::{self, ApiLimits};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use list_pages::FirstListing;
 use tokio::sync::watch;
 use tracing::{error, info};
@@ -21,6 +19,9 @@ use tracing::{error, info};
 #[cfg(feature = "jemalloc")]
 #[allow(unsafe_code)]
 mod allocator;
+mod crd_verb;
+
+use crd_verb::{CrdAction, crd_check_command, crds, print_crds, write_crds};
 
 #[derive(Parser)]
 #[command(
@@ -155,63 +156,16 @@ enum Command {
     },
 }
 
-#[derive(Subcommand)]
-enum CrdAction {
-    /// Is this build's API compatible with what is installed? Against CRD files, or a DC's CRDs
-    /// and every object it stores
-    ///
-    /// Exit 0 compatible (warnings printed), 1 breaking, 2 bad input (an unreadable or non-CRD
-    /// file, a CRD of another group, an unknown context, a DC without this API), 4 the DC could
-    /// not be read.
-    Check {
-        /// CRD YAML files, as `express-operator crd --output-dir` writes them.
-        #[arg(
-            long,
-            value_name = "DIR",
-            required_unless_present = "context",
-            conflicts_with = "context"
-        )]
-        against: Option<PathBuf>,
-        /// A kubeconfig context: its CRDs, and every object it stores of each kind.
-        #[arg(long, value_name = "NAME")]
-        context: Option<String>,
-        /// The kubeconfig naming the context (default: $KUBECONFIG, then ~/.kube/config).
-        #[arg(long, value_name = "FILE", requires = "context")]
-        kubeconfig: Option<PathBuf>,
-        /// Text for people, JSON for scripts.
-        #[arg(short = 'o', long, value_enum, default_value_t = crd_check::Output::Text)]
-        output: crd_check::Output,
-        /// Check the CRDs of a build carrying v1beta1 beside v1alpha1 (as `crd --serve-v1beta1`
-        /// prints them).
-        #[arg(long)]
-        serve_v1beta1: bool,
-        /// With --serve-v1beta1: the URL those CRDs send conversions to.
-        #[arg(long, value_name = "URL", requires = "serve_v1beta1")]
-        webhook_url: Option<String>,
-        /// With --context: the operator's namespace, whose rings' Leases say which versions each
-        /// ring's build knows (a storage version moved before every ring knows it is breaking).
-        #[arg(long, value_name = "NS", default_value = controller::DEFAULT_OPERATOR_NAMESPACE, requires = "context")]
-        operator_namespace: String,
-    },
-}
-
 #[derive(Debug, thiserror::Error)]
 enum Error {
-    #[error("cannot render CRDs as YAML: {0}")]
-    Render(#[from] serde_yaml::Error),
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Crd(#[from] crd_verb::CrdError),
     #[error("cannot reach the cluster (kubeconfig or in-cluster config): {0}")]
     Client(kube::Error),
     #[error("cannot build the API client: {0}")]
     Throttle(#[from] throttle::ClientError),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
-    #[error("cannot merge the CRDs' versions: {0}")]
-    Merge(String),
     #[error("cannot serve the conversion webhook: {0}")]
     Webhook(std::io::Error),
     #[error("{0}")]
@@ -273,10 +227,12 @@ fn main() -> ExitCode {
             output_dir,
             serve_v1beta1,
             webhook_url,
-        } => crds(serve_v1beta1, webhook_url).and_then(|crds| match output_dir {
-            Some(dir) => write_crds(&dir, &crds),
-            None => print_crds(&crds),
-        }),
+        } => crds(serve_v1beta1, webhook_url)
+            .and_then(|crds| match output_dir {
+                Some(dir) => write_crds(&dir, &crds),
+                None => print_crds(&crds),
+            })
+            .map_err(Error::from),
         #[cfg(feature = "dev")]
         Command::Dev {
             demo,
@@ -366,43 +322,6 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("express-operator: {err}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-/// `crd check`: its exit code is the answer (crd_check::run says which).
-fn crd_check_command(check: CrdAction) -> ExitCode {
-    let CrdAction::Check {
-        against,
-        context,
-        kubeconfig,
-        output,
-        serve_v1beta1,
-        webhook_url,
-        operator_namespace,
-    } = check;
-    let build = match crds(serve_v1beta1, webhook_url) {
-        Ok(build) => build,
-        Err(error) => {
-            eprintln!("express-operator crd check: {error}");
-            return ExitCode::from(2);
-        }
-    };
-    let against = match (against, context) {
-        (Some(dir), _) => crd_check::Against::Directory(dir),
-        (None, Some(context)) => crd_check::Against::Context {
-            kubeconfig,
-            context,
-            operator_namespace,
-        },
-        // clap requires one of them.
-        (None, None) => return ExitCode::from(2),
-    };
-    match tokio::runtime::Runtime::new() {
-        Ok(runtime) => ExitCode::from(runtime.block_on(crd_check::run(&against, &build, output))),
-        Err(error) => {
-            eprintln!("express-operator crd check: {}", Error::Runtime(error));
-            ExitCode::from(2)
         }
     }
 }
@@ -599,45 +518,4 @@ async fn shutdown_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
-}
-
-/// The CRDs `crd` prints: this build's, or with `serve_v1beta1` those of a build serving
-/// v1beta1 through its webhook.
-fn crds(
-    serve_v1beta1: bool,
-    webhook_url: Option<String>,
-) -> Result<Vec<CustomResourceDefinition>, Error> {
-    use express_api::crd::WebhookAt;
-    if !serve_v1beta1 {
-        return Ok(express_api::crd::all());
-    }
-    let at = match webhook_url {
-        Some(url) => WebhookAt::Url(url),
-        None => WebhookAt::Service {
-            namespace: controller::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
-            name: express_operator::webhook::SERVICE_NAME.to_owned(),
-            port: 443,
-        },
-    };
-    express_api::crd::serving_v1beta1(&at).map_err(Error::Merge)
-}
-
-fn print_crds(crds: &[CustomResourceDefinition]) -> Result<(), Error> {
-    for crd in crds {
-        print!("---\n{}", express_api::crd::to_yaml(crd)?);
-    }
-    Ok(())
-}
-
-fn write_crds(dir: &Path, crds: &[CustomResourceDefinition]) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Write {
-        path: dir.to_owned(),
-        source,
-    })?;
-    for crd in crds {
-        let path = dir.join(express_api::crd::file_name(crd));
-        let yaml = express_api::crd::to_yaml(crd)?;
-        std::fs::write(&path, yaml).map_err(|source| Error::Write { path, source })?;
-    }
-    Ok(())
 }
