@@ -335,21 +335,20 @@ pub fn lease(lease: &coordination::Lease) -> Lease {
             .map(|t| t.0),
         duration_seconds: spec.and_then(|s| s.lease_duration_seconds).map(i64::from),
         version: leader_version(lease),
-        api_behind: lease
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(express_api::api_record::ANNOTATION_API_BEHIND))
-            .filter(|text| !text.is_empty())
-            .cloned(),
-        cannot_read: lease
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(express_api::api_record::ANNOTATION_CANNOT_READ))
-            .filter(|text| !text.is_empty())
-            .cloned(),
+        api_behind: said(lease, express_api::api_record::ANNOTATION_API_BEHIND),
+        cannot_read: said(lease, express_api::api_record::ANNOTATION_CANNOT_READ),
     }
+}
+
+/// What a ring's leader wrote on its Lease under `key`, when it wrote something.
+fn said(lease: &coordination::Lease, key: &str) -> Option<String> {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .filter(|text| !text.is_empty())
+        .cloned()
 }
 
 /// The build a Lease's holder reports: the version annotation, counted only when the identity
