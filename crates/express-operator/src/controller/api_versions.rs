@@ -16,11 +16,9 @@ use std::collections::BTreeMap;
 use express_api::api_record::{
     ANNOTATION_RING_API_VERSIONS, ANNOTATION_STORAGE_MIGRATION, CRD_FIELD_MANAGER, MigrationRecord,
 };
-use express_api::rings;
 use express_planner::api_versions::{
     BuildCrd, Builds, DcCrd, Listed, Step, next_step_at, versions_after,
 };
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -31,6 +29,7 @@ use tracing::{info, warn};
 
 use super::context::{CarriedApi, Context};
 use super::events::{self, publish};
+use super::own_api::{own_lease, write_on_lease};
 use crate::crd_check::read::{resource_at, ring_versions};
 use crate::webhook::SERVICE_NAME;
 
@@ -118,26 +117,12 @@ pub fn fitted(
 /// Writes the versions this build knows on its ring's Lease, where the other rings' leaders
 /// read them before moving the storage version.
 async fn say_what_this_build_knows(ctx: &Context) {
-    let name = rings::lease_name(&ctx.settings.ring);
-    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
     let known = ctx.settings.api.known.join(",");
-    let said = match api.get_opt(&name).await {
-        Ok(lease) => lease.and_then(|l| l.annotations().get(ANNOTATION_RING_API_VERSIONS).cloned()),
-        Err(error) => {
-            warn!(%error, lease = %name, "cannot read the ring's Lease");
-            return;
-        }
-    };
-    if said.as_deref() == Some(known.as_str()) {
+    let Some(lease) = own_lease(ctx).await else {
         return;
-    }
-    let patch =
-        serde_json::json!({"metadata": {"annotations": {ANNOTATION_RING_API_VERSIONS: known}}});
-    if let Err(error) = api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        warn!(%error, lease = %name, "cannot write on the ring's Lease what this build knows");
+    };
+    if lease.annotations().get(ANNOTATION_RING_API_VERSIONS) != Some(&known) {
+        write_on_lease(ctx, ANNOTATION_RING_API_VERSIONS, Some(known)).await;
     }
 }
 
@@ -407,14 +392,6 @@ async fn write_migration(
             crd: crd.to_owned(),
             source,
         })
-}
-
-async fn own_lease(ctx: &Context) -> Option<Lease> {
-    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
-    api.get_opt(&rings::lease_name(&ctx.settings.ring))
-        .await
-        .ok()
-        .flatten()
 }
 
 #[cfg(test)]

@@ -98,7 +98,7 @@ async fn own_record(ctx: &Context) -> Option<ApiRecord> {
     ApiRecord::from_annotation(lease.annotations().get(ANNOTATION_API_RECORD)?)
 }
 
-async fn own_lease(ctx: &Context) -> Option<Lease> {
+pub(super) async fn own_lease(ctx: &Context) -> Option<Lease> {
     let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
     match api.get_opt(&rings::lease_name(&ctx.settings.ring)).await {
         Ok(lease) => lease,
@@ -110,7 +110,7 @@ async fn own_lease(ctx: &Context) -> Option<Lease> {
 }
 
 /// Sets (or, with `None`, removes) one annotation on this ring's Lease.
-async fn write_on_lease(ctx: &Context, key: &str, value: Option<String>) {
+pub(super) async fn write_on_lease(ctx: &Context, key: &str, value: Option<String>) {
     let name = rings::lease_name(&ctx.settings.ring);
     let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
     let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
