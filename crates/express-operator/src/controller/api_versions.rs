@@ -29,7 +29,7 @@ use tracing::{info, warn};
 
 use super::context::{CarriedApi, Context};
 use super::events::{self, publish};
-use super::own_api::{own_lease, write_on_lease};
+use super::ring_lease;
 use crate::crd_check::read::{resource_at, ring_versions};
 use crate::webhook::SERVICE_NAME;
 
@@ -118,11 +118,11 @@ pub fn fitted(
 /// read them before moving the storage version.
 async fn say_what_this_build_knows(ctx: &Context) {
     let known = ctx.settings.api.known.join(",");
-    let Some(lease) = own_lease(ctx).await else {
+    let Some(lease) = ring_lease::read(ctx).await else {
         return;
     };
     if lease.annotations().get(ANNOTATION_RING_API_VERSIONS) != Some(&known) {
-        write_on_lease(ctx, ANNOTATION_RING_API_VERSIONS, Some(known)).await;
+        ring_lease::annotate(ctx, &[(ANNOTATION_RING_API_VERSIONS, Some(&known))]).await;
     }
 }
 
@@ -291,7 +291,7 @@ async fn take(
         }
     };
     info!(crd = %name, ?step, "API version step taken");
-    if let Some(lease) = own_lease(ctx).await {
+    if let Some(lease) = ring_lease::read(ctx).await {
         publish(ctx, Some(lease.object_ref(&())), note).await;
     }
     Ok(())

@@ -27,6 +27,7 @@ mod record;
 mod recorders;
 mod release;
 mod report;
+mod ring_lease;
 mod start;
 mod vital_signs;
 

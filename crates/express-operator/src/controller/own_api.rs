@@ -18,8 +18,6 @@ use express_api::api_record::{
     ApiRecord, CRD_FIELD_MANAGER, CrdGeneration, PROBLEMS_KEPT,
 };
 use express_api::release::OperatorRelease;
-use express_api::rings;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -30,6 +28,7 @@ use tracing::{info, warn};
 use super::api_versions::{carried, fitted};
 use super::context::Context;
 use super::events::{self, publish};
+use super::ring_lease;
 use crate::crd_check::read::{Unreadable, from_client, installed_crds};
 
 /// How often a breaking check is made again while its release waits (a person may fix the
@@ -82,44 +81,16 @@ pub(super) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<
         .await;
         report_behind(ctx).await;
     }
-    write_on_lease(
-        ctx,
-        ANNOTATION_API_RECORD,
-        serde_json::to_string(&record).ok(),
-    )
-    .await;
+    let written = serde_json::to_string(&record).ok();
+    ring_lease::annotate(ctx, &[(ANNOTATION_API_RECORD, written.as_deref())]).await;
     (!record.outcome.compatible())
         .then(|| now + SignedDuration::try_from(recheck).unwrap_or_default())
 }
 
 /// The record on this ring's Lease, if any.
 async fn own_record(ctx: &Context) -> Option<ApiRecord> {
-    let lease = own_lease(ctx).await?;
+    let lease = ring_lease::read(ctx).await?;
     ApiRecord::from_annotation(lease.annotations().get(ANNOTATION_API_RECORD)?)
-}
-
-pub(super) async fn own_lease(ctx: &Context) -> Option<Lease> {
-    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
-    match api.get_opt(&rings::lease_name(&ctx.settings.ring)).await {
-        Ok(lease) => lease,
-        Err(error) => {
-            warn!(%error, "cannot read the ring's Lease");
-            None
-        }
-    }
-}
-
-/// Sets (or, with `None`, removes) one annotation on this ring's Lease.
-pub(super) async fn write_on_lease(ctx: &Context, key: &str, value: Option<String>) {
-    let name = rings::lease_name(&ctx.settings.ring);
-    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
-    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
-    if let Err(error) = api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        warn!(lease = %name, %error, annotation = key, "cannot write on the ring's Lease");
-    }
 }
 
 /// This build's CRDs, marked with its version.
@@ -276,7 +247,7 @@ pub(super) async fn report_behind(ctx: &Context) {
         .api_fields_missing
         .set(i64::try_from(missing.len()).unwrap_or(i64::MAX));
     let behind = behind_text(&missing);
-    let Some(lease) = own_lease(ctx).await else {
+    let Some(lease) = ring_lease::read(ctx).await else {
         return;
     };
     let before = lease.annotations().get(ANNOTATION_API_BEHIND).cloned();
@@ -286,7 +257,7 @@ pub(super) async fn report_behind(ctx: &Context) {
     if let Some(text) = &behind {
         warn!(missing = %text, "the installed CRDs lack fields this build writes");
     }
-    write_on_lease(ctx, ANNOTATION_API_BEHIND, behind.clone()).await;
+    ring_lease::annotate(ctx, &[(ANNOTATION_API_BEHIND, behind.as_deref())]).await;
     publish(
         ctx,
         Some(lease.object_ref(&())),

@@ -42,7 +42,7 @@ use super::context::Context;
 use super::error::Error;
 use super::events::{self, publish};
 use super::report::status_patch;
-use super::{own_api, vital_signs};
+use super::{own_api, ring_lease, vital_signs};
 
 /// Runs the releases this instance judges until the controller stops.
 pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wake: Arc<Notify>) {
@@ -105,31 +105,29 @@ fn instant_of(at: Timestamp) -> Instant {
 /// The leader writes its identity and build on its Lease, so that a release can tell which
 /// build leads a ring before moving anything to it.
 pub(super) async fn announce_build(ctx: &Context) {
-    let name = rings::lease_name(&ctx.settings.ring);
-    let api: Api<Lease> = Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
-    let announced = |lease: &Lease| {
-        let annotations = lease.annotations();
-        annotations.get(express_api::release::ANNOTATION_LEADER_IDENTITY)
-            == Some(&ctx.settings.identity)
-            && annotations.get(express_api::release::ANNOTATION_LEADER_VERSION)
-                == Some(&ctx.settings.version)
+    let Some(lease) = ring_lease::read(ctx).await else {
+        return;
     };
-    match api.get_opt(&name).await {
-        Ok(Some(lease)) if announced(&lease) => {}
-        Ok(Some(_)) => {
-            let patch = serde_json::json!({"metadata": {"annotations": {
-                express_api::release::ANNOTATION_LEADER_IDENTITY: ctx.settings.identity,
-                express_api::release::ANNOTATION_LEADER_VERSION: ctx.settings.version,
-            }}});
-            if let Err(error) = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                warn!(lease = %name, %error, "cannot write this build's version on the ring's Lease");
-            }
-        }
-        Ok(None) => {}
-        Err(error) => warn!(lease = %name, %error, "cannot read the ring's Lease"),
+    let annotations = lease.annotations();
+    let announced = annotations.get(express_api::release::ANNOTATION_LEADER_IDENTITY)
+        == Some(&ctx.settings.identity)
+        && annotations.get(express_api::release::ANNOTATION_LEADER_VERSION)
+            == Some(&ctx.settings.version);
+    if !announced {
+        ring_lease::annotate(
+            ctx,
+            &[
+                (
+                    express_api::release::ANNOTATION_LEADER_IDENTITY,
+                    Some(&ctx.settings.identity),
+                ),
+                (
+                    express_api::release::ANNOTATION_LEADER_VERSION,
+                    Some(&ctx.settings.version),
+                ),
+            ],
+        )
+        .await;
     }
 }
 
