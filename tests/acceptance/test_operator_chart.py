@@ -109,6 +109,10 @@ def test_watched_namespaces_get_a_role_each_and_no_cluster_role():
      and "--streaming-lists" not in find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]),
     ({"kubeApi": {"streamingLists": True}},
      lambda o: "--streaming-lists" in find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]),
+    ({},
+     lambda o: "--stale-after=2m" in find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]),
+    ({"releaseJudge": {"staleAfter": "1m30s"}},
+     lambda o: "--stale-after=1m30s" in find(o, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]),
 ])
 def test_every_toggle_renders(values, check):
     objects, _ = render(values)
@@ -120,6 +124,13 @@ def test_the_schema_refuses_a_rate_limit_of_zero():
         render({"kubeApi": {"qps": 0}})
     with pytest.raises(Exception):
         render({"kubeApi": {"burst": 0}})
+
+
+def test_the_schema_refuses_a_judge_threshold_that_is_not_a_duration():
+    with pytest.raises(Exception):
+        render({"releaseJudge": {"staleAfter": "soon"}})
+    with pytest.raises(Exception):
+        render({"releaseJudge": {"staleAfter": ""}})
 
 
 def test_the_schema_refuses_a_misspelt_value():

@@ -26,8 +26,10 @@ UPGRADE_ORDER = ["shop-fe1", "shop-fe2", "shop-be", "shop-fe3"]
 class Operators:
     """The operator processes of a test, by ring; logs kept for a failure's report."""
 
-    def __init__(self, sim, tmp_path):
+    def __init__(self, sim, tmp_path, flags=None):
+        """`flags`: more flags for a ring's operator, by ring, at every start."""
         self.sim, self.tmp_path, self.running, self.lives = sim, tmp_path, {}, 0
+        self.flags = flags or {}
 
     def start(self, ring):
         self.lives += 1
@@ -35,7 +37,7 @@ class Operators:
         # chart's rules, so that a test can take one ring's permissions away.
         self.running[ring] = start_operator(
             self.sim, self.tmp_path / f"operator-{ring}-{self.lives}.log", "--ring", ring,
-            pod_name=f"{ring}-{self.lives}",
+            *self.flags.get(ring, ()), pod_name=f"{ring}-{self.lives}",
             account="express-operator" if ring == "default" else f"express-operator-{ring}")
 
     def stop(self, ring, how=signal.SIGTERM):

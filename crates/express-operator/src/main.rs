@@ -99,6 +99,11 @@ enum Command {
         /// LIST of every kind at a start or a relist.
         #[arg(long)]
         streaming_lists: bool,
+        /// Doctor's keeping-up threshold as an OperatorRelease's judge applies it to both
+        /// rings' samples: a tenant the ring's leader has not caught up with for longer than
+        /// this is behind (as `kubectl express doctor --stale-after`).
+        #[arg(long, default_value = "2m", value_parser = express_api::bounce::parse_duration, value_name = "DURATION")]
+        stale_after: u64,
         /// Misbehave on purpose, keeping every tenant healthy (a release's analysis must catch
         /// it): chatty, erring, slow or leaky. Only in builds with the `dev` feature.
         #[cfg(feature = "dev")]
@@ -275,6 +280,7 @@ fn main() -> ExitCode {
             kube_burst,
             per_tenant_metrics,
             streaming_lists,
+            stale_after,
             #[cfg(feature = "dev")]
             fault,
             #[cfg(feature = "dev")]
@@ -312,6 +318,7 @@ fn main() -> ExitCode {
                             },
                             fault,
                             streaming_lists,
+                            stale_after_seconds: stale_after,
                         },
                     ))
                 })
@@ -394,6 +401,7 @@ struct Tuning {
     limits: ApiLimits,
     fault: Option<express_operator::faults::Fault>,
     streaming_lists: bool,
+    stale_after_seconds: u64,
 }
 
 async fn run(
@@ -413,6 +421,7 @@ async fn run(
         limits,
         fault,
         streaming_lists,
+        stale_after_seconds,
     } = tuning;
     let MetricsOptions {
         addr: metrics_addr,
@@ -495,6 +504,10 @@ async fn run(
         fault,
         compact_heap: heap_compactor(),
         api,
+        release_thresholds: express_triage::Thresholds {
+            stale_after_seconds: i64::try_from(stale_after_seconds).unwrap_or(i64::MAX),
+            ..express_triage::Thresholds::default()
+        },
     };
     tokio::select! {
         () = controller::run(client, settings, metrics, leader) => Ok(()),

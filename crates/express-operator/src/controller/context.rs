@@ -40,6 +40,8 @@ pub struct Settings {
     pub first_listing: list_pages::FirstListing,
     /// The API this build carries into a DC and the versions it knows (DESIGN section 18).
     pub api: CarriedApi,
+    /// Doctor's thresholds as an OperatorRelease's judge applies them (`--stale-after`).
+    pub release_thresholds: express_triage::Thresholds,
 }
 
 /// The API a build carries into a DC: the CRDs its release applies, and the versions of
@@ -81,6 +83,7 @@ impl Settings {
             fault: None,
             first_listing: list_pages::FirstListing::Paged,
             api: CarriedApi::default(),
+            release_thresholds: express_triage::Thresholds::default(),
         }
     }
 

@@ -27,7 +27,7 @@ use express_planner::release::{
     Direction, Leader, Move, ReleaseSnapshot, ReleaseTenant, Requests, sample_due, step,
 };
 use express_triage::rings::{RingHealth, ring_health};
-use express_triage::{LeaseSeen, Ring, Thresholds};
+use express_triage::{LeaseSeen, Ring};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -336,10 +336,10 @@ async fn health(
         releases: Vec::new(),
         fleet_releases: Vec::new(),
     };
-    let limits = Thresholds::default();
+    let limits = &ctx.settings.release_thresholds;
     Ok((
-        ring_health(&fleet, &spec.from_ring, &limits),
-        ring_health(&fleet, &spec.to_ring, &limits),
+        ring_health(&fleet, &spec.from_ring, limits),
+        ring_health(&fleet, &spec.to_ring, limits),
     ))
 }
 
