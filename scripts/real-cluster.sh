@@ -7,7 +7,8 @@
 #   scripts/real-cluster.sh build                only build (the test command does this first)
 #
 # `up` builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler (Kubernetes 1.37,
-# pinned in tests/real-cluster/go.mod) and kwok (tests/real-cluster/kwok/go.mod) with `go build`
+# pinned in tests/real-cluster/go.mod) and kwok (the same module, so that it compiles against the
+# same Kubernetes libraries and shares their compiled packages) with `go build`
 # the first time (Go's caches make the next builds quick; the binaries are kept under
 # target/real-cluster/ with a stamp of the modules they came from). It then starts on free
 # loopback ports: etcd; kube-apiserver with its own CA, serving certificate and service-account
@@ -37,26 +38,40 @@ die() {
     exit 1
 }
 
-# The binaries are built again only when a module file changed.
+# The binaries are built again only when a module file changed. One build at a time: the test
+# command starts one in the background, and a test's `up` waits for it under the same lock.
 build() {
+    mkdir -p "$bin_dir"
+    (
+        flock 9
+        build_locked
+    ) 9>"$bin_dir/../build.lock"
+}
+
+# Without symbol tables and DWARF (-s -w): the linker's share of a cold build and a third of the
+# binaries' size; stack traces keep their function names and lines.
+go_build_flags=(-trimpath -ldflags=-s\ -w)
+
+build_locked() {
     local stamp
-    stamp=$(cat "$modules/go.mod" "$modules/go.sum" "$modules/kwok/go.mod" "$modules/kwok/go.sum" | sha256sum | cut -d' ' -f1)
+    stamp=$({ cat "$modules/go.mod" "$modules/go.sum"
+        echo "${go_build_flags[*]}"; } | sha256sum | cut -d' ' -f1)
     if [ -f "$bin_dir/stamp" ] && [ "$(cat "$bin_dir/stamp")" = "$stamp" ]; then
+        log "built already (the modules and flags of $bin_dir/stamp)"
         return
     fi
     command -v go >/dev/null || die "go is needed to build the control plane (Go 1.26 or newer)"
     mkdir -p "$bin_dir"
     rm -f "$bin_dir/stamp"
     local started=$SECONDS
-    log "building etcd, kube-apiserver, kube-controller-manager and kube-scheduler (first time: minutes)"
-    (cd "$modules" && go build -trimpath -o "$bin_dir/" \
+    log "building etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (first time: minutes)"
+    (cd "$modules" && go build "${go_build_flags[@]}" -o "$bin_dir/" \
         k8s.io/kubernetes/cmd/kube-apiserver \
         k8s.io/kubernetes/cmd/kube-controller-manager \
         k8s.io/kubernetes/cmd/kube-scheduler \
-        go.etcd.io/etcd/server/v3)
+        go.etcd.io/etcd/server/v3 \
+        sigs.k8s.io/kwok/cmd/kwok)
     mv "$bin_dir/server" "$bin_dir/etcd"
-    log "building kwok"
-    (cd "$modules/kwok" && go build -trimpath -o "$bin_dir/" sigs.k8s.io/kwok/cmd/kwok)
     echo "$stamp" >"$bin_dir/stamp"
     log "built in $((SECONDS - started))s"
 }
@@ -246,7 +261,9 @@ down() {
     while read -r pid name; do
         kill "$pid" 2>/dev/null || true
     done < <(tac "$dir/pids")
-    local deadline=$((SECONDS + 20))
+    # A throwaway control plane: its API server drains for about 12 s and etcd waits on it,
+    # which keeps nothing worth keeping; what has not exited after 2 s is killed.
+    local deadline=$((SECONDS + 2))
     while read -r pid name; do
         while kill -0 "$pid" 2>/dev/null; do
             if [ $SECONDS -ge $deadline ]; then

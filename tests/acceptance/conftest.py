@@ -5,6 +5,7 @@ of both substrates also get Kubernetes' own control plane (real_cluster.py), one
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,58 @@ KUBECTL = shutil.which("kubectl", path=os.path.dirname(sys.executable))
 KUBESIM = os.environ.get("KUBESIM_BIN", str(ROOT / "target" / "debug" / "kubesim"))
 KUBECTL_EXPRESS = os.environ.get("KUBECTL_EXPRESS_BIN", str(ROOT / "target" / "debug" / "kubectl-express"))
 OPERATOR = os.environ.get("EXPRESS_OPERATOR_BIN", str(ROOT / "target" / "debug" / "express-operator"))
+
+
+def needs_the_real_control_plane(item):
+    """Whether a test starts or shares Kubernetes' own control plane."""
+    params = getattr(item, "callspec", None)
+    return ("real" in (params.params.values() if params else ())
+            or "real_control_plane" in item.fixturenames
+            or item.get_closest_marker("real_control_plane") is not None)
+
+
+REAL_PARAMETER = re.compile(r"\[(?:.*-)?real(?:-.*)?\]$")
+
+
+def unit_of(nodeid):
+    """What one worker runs whole: a file's tests on one substrate (its module fixtures are set
+    up once for them)."""
+    file = nodeid.split("::", 1)[0]
+    return f"{file}::real" if REAL_PARAMETER.search(nodeid) else file
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "real_control_plane: the test runs scripts/real-cluster.sh itself")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With `--dist loadfile`, a file's kubesim tests and its real-substrate tests are two units,
+    which two workers may run at once and which run at different times (below)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class BySubstrate(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return unit_of(nodeid)
+
+    return BySubstrate(config, log)
+
+
+def pytest_collection_modifyitems(items):
+    """Units that need the real control plane run after every other (scripts/test.sh runs with
+    `--no-loadscope-reorder`): on a machine that never built it, its Go build runs beside the
+    kubesim tests and is done by then. Otherwise units with more tests go first, as xdist's
+    default order does, so that two workers end together; within a unit, the tests keep their
+    order."""
+    units = [unit_of(item.nodeid) for item in items]
+    real_units = {unit for unit, item in zip(units, items) if needs_the_real_control_plane(item)}
+    sizes, first = {}, {}
+    for index, unit in enumerate(units):
+        sizes[unit] = sizes.get(unit, 0) + 1
+        first.setdefault(unit, index)
+    keyed = sorted(zip(units, items), key=lambda pair: (pair[0] in real_units, -sizes[pair[0]], first[pair[0]]))
+    items[:] = [item for _, item in keyed]
 
 
 class Cluster:

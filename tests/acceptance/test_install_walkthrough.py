@@ -7,6 +7,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import KUBECTL, KUBECTL_EXPRESS, OPERATOR, ROOT
 from test_revisions import helm_on_path
 
@@ -17,6 +19,7 @@ def walkthrough():
     return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.real_control_plane
 def test_the_install_walkthrough_works_as_written(tmp_path):
     script = walkthrough()
     assert "scripts/real-cluster.sh up $REAL" in script and "real-cluster.sh down $REAL" in script
