@@ -5,13 +5,19 @@ conversion webhook). An OperatorRelease to the canary lists v1beta1 in the DC's 
 canary's leader serves it; storage stays at v1alpha1 while ring default's build does not know
 v1beta1, so rolling the release back leaves every object readable by that build. Once ring default runs the new build too, storage moves to v1beta1, every stored object
 is rewritten there (the migration's own count), and `status.storedVersions` is trimmed. At every
-step kubectl and the Python client read the objects at both versions, and write one at each. A
-build that cannot read the new storage version then refuses to lead, and says so.
+step kubectl and the Python client read the objects at both versions, and write one at each; from
+the moment v1beta1 is served until storedVersions is trimmed, a reader never stops reading at both
+versions while the webhook's certificate authority is replaced every 40 s or so (a dev build's
+`--webhook-rotation-in-minutes`), and no read may fail. A build that cannot read the new storage
+version then refuses to lead, and says so.
 
 The decisions are table- and property-tested in crates/express-planner/tests/api_versions.rs."""
 
+import base64
 import json
 import subprocess
+import threading
+import time
 
 import pytest
 import yaml
@@ -72,6 +78,43 @@ def writes_at_both_versions(cluster, namespace, suffix):
     assert as_beta["spec"]["cluster"] == "shop" and as_beta["spec"]["version"] == "v1"
 
 
+class Conversions(threading.Thread):
+    """Reads every Frontend at both versions twice a second (one of the two is converted by the
+    webhook at every step) and notes each certificate authority the CRD's `caBundle` holds, until
+    stopped: the webhook's authority rotates meanwhile (`--webhook-rotation-in-minutes`)."""
+
+    def __init__(self, cluster):
+        super().__init__(daemon=True)
+        self.cluster, self.stopped = cluster, threading.Event()
+        self.reads, self.failures, self.authorities, self.most_in_bundle = 0, [], set(), 0
+
+    def run(self):
+        from kubernetes import client, config
+
+        api = config.new_client_from_config(config_file=str(self.cluster.kubeconfig))
+        custom, crds = client.CustomObjectsApi(api), client.ApiextensionsV1Api(api)
+        while not self.stopped.wait(0.5):
+            for version in ("v1alpha1", "v1beta1"):
+                try:
+                    custom.list_cluster_custom_object("express.dev", version, "frontends")
+                    self.reads += 1
+                except Exception as error:  # every failure is the finding, whatever its kind
+                    self.failures.append(f"{time.strftime('%H:%M:%S')} {version}: {str(error)[:300]}")
+            try:
+                bundle = base64.b64decode(crds.read_custom_resource_definition("frontends.express.dev")
+                                          .spec.conversion.webhook.client_config.ca_bundle).decode()
+            except Exception:
+                continue
+            certificates = [c for c in bundle.split("-----END CERTIFICATE-----") if "BEGIN" in c]
+            self.authorities.update(c.strip() for c in certificates)
+            self.most_in_bundle = max(self.most_in_bundle, len(certificates))
+
+    def stop(self):
+        self.stopped.set()
+        if self.ident is not None:
+            self.join(timeout=30)
+
+
 @pytest.mark.parametrize("substrate", ["real"])
 def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_and_trimmed(dedicated_cluster, tmp_path):
     cluster = dedicated_cluster
@@ -80,6 +123,7 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
     webhook_port = free_port()
     url = f"https://127.0.0.1:{webhook_port}/convert"
     running, lives = {}, [0]
+    conversions = Conversions(cluster)
 
     def start(ring, build):
         lives[0] += 1
@@ -91,7 +135,7 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
             # routes to a process on loopback).
             port = webhook_port if ring == "canary" else free_port()
             flags += ["--conversion-webhook-addr", f"127.0.0.1:{port}", "--conversion-webhook-name", "127.0.0.1",
-                      "--serve-v1beta1", "--conversion-webhook-url", url]
+                      "--serve-v1beta1", "--conversion-webhook-url", url, "--webhook-rotation-in-minutes"]
         running[ring] = start_operator(
             cluster, tmp_path / f"operator-{ring}-{lives[0]}.log", *flags, pod_name=f"{ring}-{lives[0]}",
             account="express-operator" if ring == "default" else f"express-operator-{ring}")
@@ -116,6 +160,9 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         for crd in NODE_CRDS:
             eventually(lambda crd=crd: versions(cluster, crd)[0] == [("v1alpha1", True, True), ("v1beta1", True, False)],
                        timeout=60, what=f"{crd} serving v1beta1, storing v1alpha1")
+        # From here on, reads at both versions never stop, while the webhook's authority is
+        # replaced every 40 s or so.
+        conversions.start()
         reads_at_both_versions(cluster, ["shop"] * len(TENANTS))
         writes_at_both_versions(cluster, TENANTS[0], "mid")
         shown = kx(cluster, "release", "to-canary").stdout
@@ -176,8 +223,12 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         reasons = {e.get("reason") for e in cluster.kubectl_json("get", "events", "-n", "express-system")["items"]}
         assert {"APIVersionServed", "StorageVersionMoved", "StoredObjectsMigrated", "StoredVersionsTrimmed"} <= reasons, \
             reasons
-        # The tenants never noticed.
+        # The tenants never noticed, and no conversion failed while the authority rotated.
         assert healthy()
+        conversions.stop()
+        assert not conversions.failures, conversions.failures[:5]
+        assert conversions.reads > 100 and len(conversions.authorities) >= 2 and conversions.most_in_bundle == 2, \
+            (conversions.reads, len(conversions.authorities), conversions.most_in_bundle)
 
         # Ring default rolled back to the build before v1beta1: it cannot read what is stored
         # now, so it refuses to lead, and says so on the ring's Lease, in an event and in doctor.
@@ -194,6 +245,7 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         doctor = kx(cluster, "doctor").stdout
         assert "refuses to lead ring default" in doctor, doctor
     finally:
+        conversions.stop()
         for process in running.values():
             stop_process(process)
         for log in sorted(tmp_path.glob("operator-*.log")):

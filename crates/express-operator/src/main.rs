@@ -34,88 +34,98 @@ struct Cli {
     command: Command,
 }
 
+/// `run`'s flags.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Manage only this namespace (repeatable); default every namespace.
+    #[arg(long = "namespace", value_name = "NS")]
+    namespaces: Vec<String>,
+    /// Act only while holding the ring's Lease in the operator's namespace
+    /// (`express-operator`, or `express-operator-RING` for a ring other than default).
+    #[arg(long)]
+    leader_elect: bool,
+    /// Serve the tenants whose ExpressCluster's `express.dev/operator-ring` label names
+    /// this ring (no label: `default`); tenants moved between rings are handed over.
+    #[arg(long, default_value = express_api::rings::DEFAULT_RING, value_parser = ring_name)]
+    ring: String,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    metrics_addr: SocketAddr,
+    /// Serve the conversion webhook here (HTTPS, /convert), keeping its certificate
+    /// authority in the Secret express-operator-webhook and its certificate in the
+    /// caBundle of the CRDs that convert through it.
+    #[arg(long, value_name = "ADDR")]
+    conversion_webhook_addr: Option<SocketAddr>,
+    /// A name the webhook's serving certificate is for (repeatable; default the chart's
+    /// Service, express-operator-webhook.NAMESPACE.svc).
+    #[arg(
+        long = "conversion-webhook-name",
+        value_name = "NAME",
+        requires = "conversion_webhook_addr"
+    )]
+    conversion_webhook_names: Vec<String>,
+    /// Carry the CRDs that serve v1beta1 beside v1alpha1, converted by the webhook: a
+    /// release of this build lists v1beta1 in the DC and serves it once the webhook's pods
+    /// all know it; once every ring runs a build that knows it, storage moves to it, the
+    /// stored objects are rewritten and storedVersions trimmed (docs/api.md).
+    #[arg(long, requires = "conversion_webhook_addr")]
+    serve_v1beta1: bool,
+    /// With --serve-v1beta1: the URL the CRDs send conversions to (an operator run outside
+    /// the cluster); default the chart's Service express-operator-webhook.
+    #[arg(long, value_name = "URL", requires = "serve_v1beta1")]
+    conversion_webhook_url: Option<String>,
+    /// The operator's own namespace (its control ConfigMap and Lease); default
+    /// $POD_NAMESPACE, else express-system.
+    #[arg(long)]
+    operator_namespace: Option<String>,
+    /// Express clusters reconciled at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// API requests per second, sustained, for every request but watches (retries
+    /// included); controller-runtime's default.
+    #[arg(long, default_value_t = ApiLimits::DEFAULT.qps)]
+    kube_qps: f64,
+    /// API requests that may be sent at once after a quiet spell.
+    #[arg(long, default_value_t = ApiLimits::DEFAULT.burst)]
+    kube_burst: u32,
+    /// Publish the per-tenant metric families (`express_operator_nodes`, a series per
+    /// tenant and node phase); `false` for a large fleet: the fleet-level families and
+    /// the alerts do not need them.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    per_tenant_metrics: bool,
+    /// Fill the watches by streaming lists (`sendInitialEvents`) where the API server
+    /// answers a probe of them at start, instead of lists in pages; spares the server the
+    /// LIST of every kind at a start or a relist.
+    #[arg(long)]
+    streaming_lists: bool,
+    /// Doctor's keeping-up threshold as an OperatorRelease's judge applies it to both
+    /// rings' samples: a tenant the ring's leader has not caught up with for longer than
+    /// this is behind (as `kubectl express doctor --stale-after`).
+    #[arg(long, default_value = "2m", value_parser = express_api::bounce::parse_duration, value_name = "DURATION")]
+    stale_after: u64,
+    /// Misbehave on purpose, keeping every tenant healthy (a release's analysis must catch
+    /// it): chatty, erring, slow or leaky. Only in builds with the `dev` feature.
+    #[cfg(feature = "dev")]
+    #[arg(long, value_enum, value_name = "NAME")]
+    fault: Option<express_operator::faults::Fault>,
+    /// Behave as a build that knows only these API versions (comma separated): an older
+    /// build beside this one, in a test of a version's release. Only in builds with the
+    /// `dev` feature.
+    #[cfg(feature = "dev")]
+    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
+    known_api_versions: Vec<String>,
+    /// Rotate the conversion webhook's certificate authority every 40 seconds instead of
+    /// yearly (serving certificates every minute): a test of rotation while a release runs.
+    /// Only in builds with the `dev` feature.
+    #[cfg(feature = "dev")]
+    #[arg(long, requires = "conversion_webhook_addr")]
+    webhook_rotation_in_minutes: bool,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the controller against the cluster of the kubeconfig (or in-cluster config).
-    Run {
-        /// Manage only this namespace (repeatable); default every namespace.
-        #[arg(long = "namespace", value_name = "NS")]
-        namespaces: Vec<String>,
-        /// Act only while holding the ring's Lease in the operator's namespace
-        /// (`express-operator`, or `express-operator-RING` for a ring other than default).
-        #[arg(long)]
-        leader_elect: bool,
-        /// Serve the tenants whose ExpressCluster's `express.dev/operator-ring` label names
-        /// this ring (no label: `default`); tenants moved between rings are handed over.
-        #[arg(long, default_value = express_api::rings::DEFAULT_RING, value_parser = ring_name)]
-        ring: String,
-        /// Serve /metrics, /healthz and /readyz here.
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        metrics_addr: SocketAddr,
-        /// Serve the conversion webhook here (HTTPS, /convert), keeping its certificate
-        /// authority in the Secret express-operator-webhook and its certificate in the
-        /// caBundle of the CRDs that convert through it.
-        #[arg(long, value_name = "ADDR")]
-        conversion_webhook_addr: Option<SocketAddr>,
-        /// A name the webhook's serving certificate is for (repeatable; default the chart's
-        /// Service, express-operator-webhook.NAMESPACE.svc).
-        #[arg(
-            long = "conversion-webhook-name",
-            value_name = "NAME",
-            requires = "conversion_webhook_addr"
-        )]
-        conversion_webhook_names: Vec<String>,
-        /// Carry the CRDs that serve v1beta1 beside v1alpha1, converted by the webhook: a
-        /// release of this build lists v1beta1 in the DC and serves it once the webhook's pods
-        /// all know it; once every ring runs a build that knows it, storage moves to it, the
-        /// stored objects are rewritten and storedVersions trimmed (docs/api.md).
-        #[arg(long, requires = "conversion_webhook_addr")]
-        serve_v1beta1: bool,
-        /// With --serve-v1beta1: the URL the CRDs send conversions to (an operator run outside
-        /// the cluster); default the chart's Service express-operator-webhook.
-        #[arg(long, value_name = "URL", requires = "serve_v1beta1")]
-        conversion_webhook_url: Option<String>,
-        /// The operator's own namespace (its control ConfigMap and Lease); default
-        /// $POD_NAMESPACE, else express-system.
-        #[arg(long)]
-        operator_namespace: Option<String>,
-        /// Express clusters reconciled at once.
-        #[arg(long, default_value_t = 8)]
-        concurrency: usize,
-        /// API requests per second, sustained, for every request but watches (retries
-        /// included); controller-runtime's default.
-        #[arg(long, default_value_t = ApiLimits::DEFAULT.qps)]
-        kube_qps: f64,
-        /// API requests that may be sent at once after a quiet spell.
-        #[arg(long, default_value_t = ApiLimits::DEFAULT.burst)]
-        kube_burst: u32,
-        /// Publish the per-tenant metric families (`express_operator_nodes`, a series per
-        /// tenant and node phase); `false` for a large fleet: the fleet-level families and
-        /// the alerts do not need them.
-        #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
-        per_tenant_metrics: bool,
-        /// Fill the watches by streaming lists (`sendInitialEvents`) where the API server
-        /// answers a probe of them at start, instead of lists in pages; spares the server the
-        /// LIST of every kind at a start or a relist.
-        #[arg(long)]
-        streaming_lists: bool,
-        /// Doctor's keeping-up threshold as an OperatorRelease's judge applies it to both
-        /// rings' samples: a tenant the ring's leader has not caught up with for longer than
-        /// this is behind (as `kubectl express doctor --stale-after`).
-        #[arg(long, default_value = "2m", value_parser = express_api::bounce::parse_duration, value_name = "DURATION")]
-        stale_after: u64,
-        /// Misbehave on purpose, keeping every tenant healthy (a release's analysis must catch
-        /// it): chatty, erring, slow or leaky. Only in builds with the `dev` feature.
-        #[cfg(feature = "dev")]
-        #[arg(long, value_enum, value_name = "NAME")]
-        fault: Option<express_operator::faults::Fault>,
-        /// Behave as a build that knows only these API versions (comma separated): an older
-        /// build beside this one, in a test of a version's release. Only in builds with the
-        /// `dev` feature.
-        #[cfg(feature = "dev")]
-        #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
-        known_api_versions: Vec<String>,
-    },
+    Run(Box<RunArgs>),
     /// Local cluster (kubesim), CRDs, sample tenants and the operator; keeps running.
     #[cfg(feature = "dev")]
     Dev {
@@ -265,64 +275,7 @@ fn main() -> ExitCode {
                         .map_err(Error::Dev)
                 })
         }
-        Command::Run {
-            namespaces,
-            leader_elect,
-            ring,
-            metrics_addr,
-            conversion_webhook_addr,
-            conversion_webhook_names,
-            serve_v1beta1,
-            conversion_webhook_url,
-            operator_namespace,
-            concurrency,
-            kube_qps,
-            kube_burst,
-            per_tenant_metrics,
-            streaming_lists,
-            stale_after,
-            #[cfg(feature = "dev")]
-            fault,
-            #[cfg(feature = "dev")]
-            known_api_versions,
-        } => {
-            #[cfg(not(feature = "dev"))]
-            let fault = None;
-            #[cfg(not(feature = "dev"))]
-            let known_api_versions = Vec::new();
-            init_tracing();
-            tokio::runtime::Runtime::new()
-                .map_err(Error::Runtime)
-                .and_then(|rt| {
-                    rt.block_on(run(
-                        namespaces,
-                        leader_elect,
-                        ring,
-                        MetricsOptions {
-                            addr: metrics_addr,
-                            per_tenant: per_tenant_metrics,
-                        },
-                        WebhookOptions {
-                            addr: conversion_webhook_addr,
-                            names: conversion_webhook_names,
-                            known: known_api_versions,
-                            serve_v1beta1,
-                            url: conversion_webhook_url,
-                        },
-                        operator_namespace,
-                        Tuning {
-                            concurrency,
-                            limits: ApiLimits {
-                                qps: kube_qps,
-                                burst: kube_burst,
-                            },
-                            fault,
-                            streaming_lists,
-                            stale_after_seconds: stale_after,
-                        },
-                    ))
-                })
-        }
+        Command::Run(args) => run_command(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -389,10 +342,82 @@ struct WebhookOptions {
     names: Vec<String>,
     /// The versions to serve as knowing; empty: those this build knows.
     known: Vec<String>,
+    /// When its certificates are made, rotated and retired.
+    rotation: express_operator::webhook::rotation::Policy,
     /// Carry the CRDs serving v1beta1 (`--serve-v1beta1`).
     serve_v1beta1: bool,
     /// Where those CRDs send conversions; none: the chart's Service.
     url: Option<String>,
+}
+
+/// `run`: the flags sorted into what `run` takes, on a runtime of its own.
+fn run_command(args: RunArgs) -> Result<(), Error> {
+    let RunArgs {
+        namespaces,
+        leader_elect,
+        ring,
+        metrics_addr,
+        conversion_webhook_addr,
+        conversion_webhook_names,
+        serve_v1beta1,
+        conversion_webhook_url,
+        operator_namespace,
+        concurrency,
+        kube_qps,
+        kube_burst,
+        per_tenant_metrics,
+        streaming_lists,
+        stale_after,
+        #[cfg(feature = "dev")]
+        fault,
+        #[cfg(feature = "dev")]
+        known_api_versions,
+        #[cfg(feature = "dev")]
+        webhook_rotation_in_minutes,
+    } = args;
+    #[cfg(not(feature = "dev"))]
+    let fault = None;
+    #[cfg(not(feature = "dev"))]
+    let known_api_versions = Vec::new();
+    #[cfg(not(feature = "dev"))]
+    let webhook_rotation_in_minutes = false;
+    init_tracing();
+    let webhook = WebhookOptions {
+        addr: conversion_webhook_addr,
+        names: conversion_webhook_names,
+        known: known_api_versions,
+        rotation: if webhook_rotation_in_minutes {
+            express_operator::webhook::rotation::Policy::minutes()
+        } else {
+            express_operator::webhook::rotation::Policy::default()
+        },
+        serve_v1beta1,
+        url: conversion_webhook_url,
+    };
+    let tuning = Tuning {
+        concurrency,
+        limits: ApiLimits {
+            qps: kube_qps,
+            burst: kube_burst,
+        },
+        fault,
+        streaming_lists,
+        stale_after_seconds: stale_after,
+    };
+    let metrics = MetricsOptions {
+        addr: metrics_addr,
+        per_tenant: per_tenant_metrics,
+    };
+    let runtime = tokio::runtime::Runtime::new().map_err(Error::Runtime)?;
+    runtime.block_on(run(
+        namespaces,
+        leader_elect,
+        ring,
+        metrics,
+        webhook,
+        operator_namespace,
+        tuning,
+    ))
 }
 
 /// How hard the operator works: reconciles at once, its API budget, a fault on purpose.
@@ -460,6 +485,7 @@ async fn run(
             names,
             pod: std::env::var("POD_NAME").ok(),
             known: api.known.clone(),
+            policy: webhook.rotation,
         };
         let served = express_operator::webhook::start(client.clone(), serving)
             .await

@@ -5,8 +5,8 @@
 //! build knows every version the CRDs list).
 //!
 //! `run --conversion-webhook-addr` serves it and keeps its certificates ([`keeper`]); the CRDs
-//! that name it are `crd --serve-v1beta1`'s, not yet those a release applies (docs/api.md says
-//! where this stands).
+//! that name it are those of a build run with `--serve-v1beta1` (`crd --serve-v1beta1` prints
+//! them), which its releases apply (docs/api.md).
 
 pub mod authority;
 pub mod keeper;
@@ -45,6 +45,8 @@ pub struct Serving {
     pub pod: Option<String>,
     /// The API versions this build knows (a test may pretend to be an older build).
     pub known: Vec<String>,
+    /// When the certificates are made, rotated and retired (a test may ask for minutes).
+    pub policy: rotation::Policy,
 }
 
 /// The versions of `express.dev` this build knows, oldest first.
@@ -71,8 +73,9 @@ pub async fn start(client: kube::Client, serving: Serving) -> std::io::Result<So
         serving.names,
         crds.clone(),
         certificate.clone(),
-    );
-    tokio::spawn(keeper.run(LOOK_EVERY));
+    )
+    .with_policy(serving.policy);
+    tokio::spawn(keeper.run(serving.policy.look_every(LOOK_EVERY)));
     match serving.pod {
         Some(pod) => {
             let membership =

@@ -41,6 +41,30 @@ impl Default for Policy {
     }
 }
 
+impl Policy {
+    /// Lifetimes of minutes, for a test of rotation on a live API server: an authority is
+    /// replaced 40 s after it is made, serving certificates are issued again every minute, and
+    /// the margins are the seconds an API server needs to read a CRD's `caBundle`.
+    pub fn minutes() -> Policy {
+        Policy {
+            authority_lifetime: 180,
+            authority_renew_before: 140,
+            serving_lifetime: 120,
+            serving_renew_before: 60,
+            propagation: 10,
+            switch_grace: 15,
+            clock_skew: 300,
+        }
+    }
+
+    /// How often a replica looks after its certificates: often enough to follow a propagation
+    /// of this policy four times over, and at least every `at_least`.
+    pub fn look_every(&self, at_least: std::time::Duration) -> std::time::Duration {
+        let quarter = u64::try_from(self.propagation / 4).unwrap_or(0).max(1);
+        at_least.min(std::time::Duration::from_secs(quarter))
+    }
+}
+
 /// What the operator keeps of its authorities: the current one, the one it replaced while the
 /// overlap lasts, and since when every CRD's `caBundle` holds the current one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,6 +250,33 @@ mod tests {
             upkeep(Some(&rotated), true, retire, &policy),
             Upkeep::RetirePrevious
         );
+    }
+
+    #[test]
+    fn both_policies_keep_the_margins_a_rotation_without_a_gap_needs() {
+        for policy in [Policy::default(), Policy::minutes()] {
+            // The old authority leaves the bundle before it expires, and before the new one
+            // is itself due for replacement.
+            let retired_after = policy.propagation + policy.switch_grace;
+            assert!(retired_after < policy.authority_renew_before, "{policy:?}");
+            assert!(
+                retired_after < policy.authority_lifetime - policy.authority_renew_before,
+                "{policy:?}"
+            );
+            assert!(
+                policy.serving_renew_before < policy.serving_lifetime,
+                "{policy:?}"
+            );
+            assert!(
+                policy.serving_lifetime <= policy.authority_lifetime,
+                "{policy:?}"
+            );
+            let look = policy.look_every(std::time::Duration::from_secs(30));
+            assert!(
+                look.as_secs() * 4 <= policy.propagation.max(4) as u64,
+                "{policy:?}"
+            );
+        }
     }
 
     #[test]
