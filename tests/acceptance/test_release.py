@@ -148,9 +148,13 @@ def test_a_good_build_is_promoted_wave_by_wave(fleet):
     # A tenant upgrade started mid-release completes in DESIGN order, whoever drives it.
     created = PodCreations(sim.kubeconfig, "team-00")
     upgrade(sim, "team-00", "v2")
-    eventually(lambda: status(sim, "to-canary").get("wave") == 1, timeout=60, what="the second wave")
+    # Past the first wave: with a bake of 2 s the second can be over between two looks on a
+    # busy machine (a look is a kubectl call), so "at the second wave" would wait forever.
+    eventually(lambda: status(sim, "to-canary").get("wave", 0) >= 1 or phase_is(sim, "to-canary", "Succeeded"),
+               timeout=60, what="the second wave")
     shown = kx(sim, "release", "to-canary")
-    assert "wave 2 of 3" in shown.stdout or "baking" in shown.stdout, shown.stdout
+    assert "wave 2 of 3" in shown.stdout or "wave 3 of 3" in shown.stdout or "Succeeded" in shown.stdout, \
+        shown.stdout
 
     eventually(lambda: phase_is(sim, "to-canary", "Succeeded"), timeout=120, what="the release to succeed")
     # The DC's CRDs (applied with kubectl) are this build's: checked and found compatible.
