@@ -59,13 +59,12 @@ trap 'exit 143' TERM
 go_build_log="$target_dir/real-cluster/build.log"
 mkdir -p "$target_dir/real-cluster"
 # (A session of its own, so that an early exit stops the whole build: go and its compilers.)
-setsid nice -n 19 bash scripts/real-cluster.sh build >"$go_build_log" 2>&1 &
-go_build=$!
 # Where the kernel groups processes by session for scheduling (autogroup), a new session is a
-# group of its own with an equal share whatever its processes' nice values: lower the group's.
-if [ -w "/proc/$go_build/autogroup" ]; then
-    echo 19 >"/proc/$go_build/autogroup" 2>/dev/null || true
-fi
+# group of its own with an equal share whatever its processes' nice values, so the build lowers
+# its group's too, from inside the new session.
+setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 bash scripts/real-cluster.sh build' \
+    >"$go_build_log" 2>&1 &
+go_build=$!
 
 phase "python clients (.venv)"
 if [ ! -x .venv/bin/python ]; then
