@@ -4,7 +4,7 @@
 #
 #   scripts/real-cluster.sh up DIR [--nodes N]   build what is missing, start it, write DIR/kubeconfig
 #   scripts/real-cluster.sh down DIR             stop every process `up` started in DIR
-#   scripts/real-cluster.sh build                only build (the test command does this first)
+#   scripts/real-cluster.sh build                only build (the test command starts it in the background)
 #
 # `up` builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler (Kubernetes 1.37,
 # pinned in tests/real-cluster/go.mod) and kwok (the same module, so that it compiles against the
