@@ -61,7 +61,6 @@ build_locked() {
         return
     fi
     command -v go >/dev/null || die "go is needed to build the control plane (Go 1.26 or newer)"
-    mkdir -p "$bin_dir"
     rm -f "$bin_dir/stamp"
     local started=$SECONDS
     log "building etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (first time: minutes)"

@@ -69,7 +69,6 @@ pub fn storage_moved_before_rings_know_it(
     build: &[CustomResourceDefinition],
     rings: &[(String, Option<Vec<String>>)],
 ) -> Vec<Problem> {
-    let storage = read::storage_version;
     let mut problems = Vec::new();
     for new in build {
         let name = new.metadata.name.clone().unwrap_or_default();
@@ -79,7 +78,8 @@ pub fn storage_moved_before_rings_know_it(
         else {
             continue;
         };
-        let (Some(before), Some(after)) = (storage(old), storage(new)) else {
+        let (Some(before), Some(after)) = (read::storage_version(old), read::storage_version(new))
+        else {
             continue;
         };
         if before == after {
