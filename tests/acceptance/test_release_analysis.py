@@ -194,6 +194,8 @@ def test_a_misbehaving_canary_is_rolled_back_naming_its_signal(dc, fault, signal
     assert signal in status["rollbackReason"], status["rollbackReason"]
     worse = signals(status)[signal]
     assert worse["verdict"] == "Worse" and worse["canary"] > worse["baseline"], worse
+    # The figures of every signal, for the false-alarm model's levels (docs/benchmarks.md).
+    print(f"{fault}: {json.dumps(signals(status))}")
     dc.home()
     items = dc.sim.kubectl_json("get", "expressclusters", "-A")["items"]
     assert all((c["metadata"].get("labels") or {}).get(RING_LABEL) in (None, "default") for c in items)

@@ -65,7 +65,7 @@ fn rate(
             floor: floor(signal),
             canary: Ok(draw(rng, canary, sigma, points)),
             baseline: Ok(draw(rng, base, sigma, points)),
-            quiet: false,
+            quiet: None,
         };
         if read_signal(&series).verdict == SignalVerdict::Worse {
             worse += 1;

@@ -692,7 +692,7 @@ fn vital(canary: f64, baseline: f64) -> Analysis {
             floor: floor(Signal::ApiRequestsPerReconcile),
             canary: Ok(values(canary)),
             baseline: Ok(values(baseline)),
-            quiet: false,
+            quiet: None,
         }]),
     }
 }

@@ -14,7 +14,8 @@ use express_api::analysis::{
     AnalysisSpec, CustomSignal, RING_PLACEHOLDER, SecretKey, Signal, Worse,
 };
 use express_planner::analysis::{
-    Analysis, AnalysisWindow, CUSTOM_FLOOR, EffectFloor, SignalSeries, floor,
+    Analysis, AnalysisWindow, CUSTOM_FLOOR, EffectFloor, Quiet, SignalSeries, floor,
+    look_back_seconds,
 };
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -55,59 +56,88 @@ async fn signals(
     window: &AnalysisWindow,
 ) -> Result<Vec<SignalSeries>, String> {
     let prometheus = Prometheus::new(ctx, spec).await?;
-    let range = window.step_seconds * 4;
-    let (baseline_ring, baseline_start, baseline_end) = window.baseline_span();
-    let canary = Span {
-        ring: &window.canary_ring,
-        start: window.start,
-        end: window.end,
-        step: window.step_seconds,
+    let step = window.step_seconds;
+    // Both sides of a signal whose points look back so far, clear of the hand-over.
+    let sides = |look_back: u64| {
+        window.span(look_back).map(|spans| {
+            let side = |ring, (start, end)| Span {
+                ring,
+                start,
+                end,
+                step,
+            };
+            (
+                side(window.canary_ring.as_str(), spans.canary),
+                side(spans.baseline_ring, spans.baseline),
+            )
+        })
     };
-    let baseline = Span {
-        ring: baseline_ring,
-        start: baseline_start,
-        end: baseline_end,
-        step: window.step_seconds,
+    let rate = look_back_seconds(Some(Signal::ReconcileErrorRatio), step);
+    let (per, both_busy) = match sides(rate) {
+        Some((canary, baseline)) => {
+            let per = PerReconcile::of(&prometheus, &canary, &baseline, rate).await;
+            // Quiet: a side that did not reconcile in its span leaves a per-reconcile signal
+            // nothing to compare (an idle ring is no regression, and no evidence either).
+            let reconciles = |ring: &str| {
+                format!(
+                    "sum({})",
+                    of_ring(&format!("rate({}[RANGE])", per.reconciles()), ring, rate)
+                )
+            };
+            let busy = |values: &Result<Vec<f64>, String>| {
+                values.as_ref().is_ok_and(|v| v.iter().any(|x| *x > 0.0))
+            };
+            let canary_busy = busy(&prometheus.values(&canary, &reconciles(canary.ring)).await?);
+            let baseline_busy = busy(
+                &prometheus
+                    .values(&baseline, &reconciles(baseline.ring))
+                    .await?,
+            );
+            (per, canary_busy && baseline_busy)
+        }
+        None => (PerReconcile::Driven, false),
     };
-    let per = PerReconcile::of(&prometheus, &canary, &baseline, range).await;
-    // Quiet: a side that did not reconcile in its span leaves a per-reconcile signal nothing
-    // to compare (an idle ring is no regression, and no evidence either).
-    let reconciles = |ring: &str| {
-        format!(
-            "sum({})",
-            of_ring(&format!("rate({}[RANGE])", per.reconciles()), ring, range)
-        )
+    let settling = |name: String, worse, floor, look_back_seconds| SignalSeries {
+        name,
+        worse,
+        floor,
+        canary: Ok(Vec::new()),
+        baseline: Ok(Vec::new()),
+        quiet: Some(Quiet::Settling { look_back_seconds }),
     };
-    let busy = |values: &Result<Vec<f64>, String>| {
-        values.as_ref().is_ok_and(|v| v.iter().any(|x| *x > 0.0))
-    };
-    let canary_busy = busy(&prometheus.values(&canary, &reconciles(canary.ring)).await?);
-    let baseline_busy = busy(
-        &prometheus
-            .values(&baseline, &reconciles(baseline.ring))
-            .await?,
-    );
     let mut out = Vec::new();
     for signal in spec.signals() {
-        // A slope needs several of the heap's figures (published every 5 s): a longer range.
-        let range = if signal == Signal::MemoryGrowth {
-            range.max(30)
-        } else {
-            range
+        let look_back = look_back_seconds(Some(signal), step);
+        let name = signal.as_str().to_owned();
+        let Some((canary, baseline)) = sides(look_back) else {
+            out.push(settling(name, Worse::Higher, floor(signal), look_back));
+            continue;
         };
-        let query = |ring: &str| builtin_query(signal, ring, range, per);
+        let query = |ring: &str| builtin_query(signal, ring, look_back, per);
         let per_reconcile = signal != Signal::MemoryGrowth;
         out.push(SignalSeries {
-            name: signal.as_str().into(),
+            name,
             worse: Worse::Higher,
             floor: floor(signal),
             canary: prometheus.values(&canary, &query(canary.ring)).await?,
             baseline: prometheus.values(&baseline, &query(baseline.ring)).await?,
-            quiet: per_reconcile && !(canary_busy && baseline_busy),
+            quiet: (per_reconcile && !both_busy).then_some(Quiet::Idle),
         });
     }
+    // A custom query's look-back is its own: its points are read over the whole window.
+    let look_back = look_back_seconds(None, step);
     for custom in &spec.custom {
-        out.push(custom_series(&prometheus, custom, &canary, &baseline).await?);
+        match sides(look_back) {
+            Some((canary, baseline)) => {
+                out.push(custom_series(&prometheus, custom, &canary, &baseline).await?);
+            }
+            None => out.push(settling(
+                custom.name.clone(),
+                custom.worse,
+                CUSTOM_FLOOR,
+                look_back,
+            )),
+        }
     }
     Ok(out)
 }
@@ -126,7 +156,7 @@ async fn custom_series(
         floor,
         canary: prometheus.values(canary, &query(canary.ring)).await?,
         baseline: prometheus.values(baseline, &query(baseline.ring)).await?,
-        quiet: false,
+        quiet: None,
     })
 }
 
@@ -151,22 +181,30 @@ impl PerReconcile {
         baseline: &Span<'_>,
         range: u64,
     ) -> Self {
-        let published = async |side: &Span<'_>| {
+        let answer = async |side: &Span<'_>| {
             let query = format!(
                 "sum({})",
                 of_ring(PerReconcile::Driven.reconciles(), side.ring, range)
             );
-            prometheus.values(side, &query).await.is_ok()
+            prometheus.values(side, &query).await
         };
-        if published(canary).await && published(baseline).await {
-            PerReconcile::Driven
-        } else {
+        let chosen = Self::from_answers(&answer(canary).await, &answer(baseline).await);
+        if chosen == PerReconcile::Every {
             tracing::info!(
                 canary = canary.ring,
                 baseline = baseline.ring,
                 "a ring's build does not publish driven reconciles: per-reconcile signals divide by every reconcile"
             );
-            PerReconcile::Every
+        }
+        chosen
+    }
+
+    /// Driven only when both answers hold the ring's driven reconciles: Prometheus answering
+    /// without the series is a build that predates them.
+    fn from_answers(canary: &Answer, baseline: &Answer) -> Self {
+        match (canary, baseline) {
+            (Ok(Ok(_)), Ok(Ok(_))) => PerReconcile::Driven,
+            _ => PerReconcile::Every,
         }
     }
 
@@ -232,6 +270,10 @@ fn of_ring(expr: &str, ring: &str, range: u64) -> String {
     )
 }
 
+/// What Prometheus answered for one ring: its values, or (inner `Err`) that the ring's series
+/// are missing; outer `Err`: Prometheus could not be asked.
+type Answer = Result<Result<Vec<f64>, String>, String>;
+
 /// One side of a comparison: a ring over a span.
 struct Span<'a> {
     ring: &'a str,
@@ -284,11 +326,7 @@ impl Prometheus {
 
     /// The values of `query` over `span` (`Ok(Err)`: the ring's series are missing; `Err`:
     /// Prometheus could not be asked).
-    async fn values(
-        &self,
-        span: &Span<'_>,
-        query: &str,
-    ) -> Result<Result<Vec<f64>, String>, String> {
+    async fn values(&self, span: &Span<'_>, query: &str) -> Answer {
         let url = format!(
             "{}/api/v1/query_range?query={}&start={}&end={}&step={}",
             self.address,
@@ -460,6 +498,24 @@ mod tests {
         let empty = br#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
         assert_eq!(points(empty), Err("no series in the window".into()));
         assert!(points(b"<html>").is_err());
+    }
+
+    #[test]
+    fn an_answer_without_the_driven_series_is_an_older_build() {
+        let published: Answer = Ok(Ok(vec![3.0]));
+        let missing: Answer = Ok(Err("no series in the window".into()));
+        assert_eq!(
+            PerReconcile::from_answers(&published, &published),
+            PerReconcile::Driven
+        );
+        assert_eq!(
+            PerReconcile::from_answers(&published, &missing),
+            PerReconcile::Every
+        );
+        assert_eq!(
+            PerReconcile::from_answers(&missing, &published),
+            PerReconcile::Every
+        );
     }
 
     #[test]

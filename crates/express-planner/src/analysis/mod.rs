@@ -16,7 +16,7 @@ use express_api::analysis::{Signal, SignalReading, SignalVerdict, Worse};
 use express_api::release::SampleVerdict;
 
 pub use rank_test::{RankComparison, compare, median};
-pub use window::{AnalysisWindow, Baseline, window};
+pub use window::{AnalysisWindow, Baseline, Spans, look_back_seconds, window};
 
 /// How sure the rank test must be (one-sided p below this) before a signal can be worse.
 pub const SIGNIFICANCE: f64 = 0.01;
@@ -71,8 +71,29 @@ pub struct SignalSeries {
     /// The canary's values (`Err`: what could not be read).
     pub canary: Result<Vec<f64>, String>,
     pub baseline: Result<Vec<f64>, String>,
+    /// Why there is nothing to judge, if so.
+    pub quiet: Option<Quiet>,
+}
+
+/// Why a signal has nothing to judge in a sample (never ok, never a failure: the sample rests
+/// on the other signals and the tenants).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quiet {
     /// Neither ring did the work this signal measures in the window.
-    pub quiet: bool,
+    Idle,
+    /// Every point's look-back still reaches into the wave's hand-over.
+    Settling { look_back_seconds: u64 },
+}
+
+impl Quiet {
+    fn reason(self) -> String {
+        match self {
+            Quiet::Idle => "neither ring reconciled in the window".into(),
+            Quiet::Settling { look_back_seconds } => format!(
+                "settling: every point's {look_back_seconds}s look-back still reaches into the hand-over"
+            ),
+        }
+    }
 }
 
 /// What the operator read for one sample.
@@ -103,9 +124,9 @@ pub fn read_signal(series: &SignalSeries) -> SignalReading {
         verdict: SignalVerdict::Ok,
         reason: String::new(),
     };
-    if series.quiet {
+    if let Some(quiet) = series.quiet {
         reading.verdict = SignalVerdict::Quiet;
-        reading.reason = "neither ring reconciled in the window".into();
+        reading.reason = quiet.reason();
         return reading;
     }
     let (canary, baseline) = match (&series.canary, &series.baseline) {

@@ -15,7 +15,7 @@ fn series(canary: Vec<f64>, baseline: Vec<f64>, signal: Signal) -> SignalSeries 
         floor: floor(signal),
         canary: Ok(canary),
         baseline: Ok(baseline),
-        quiet: false,
+        quiet: None,
     }
 }
 
@@ -123,7 +123,7 @@ fn each_signal_is_worse_only_past_chance_and_its_floor() {
 #[test]
 fn quiet_and_no_data_are_neither_ok_nor_worse() {
     let mut quiet = series(vec![], vec![], Signal::ReconcileErrorRatio);
-    quiet.quiet = true;
+    quiet.quiet = Some(Quiet::Idle);
     assert_eq!(read_signal(&quiet).verdict, SignalVerdict::Quiet);
     let mut missing = series(vec![1.0], vec![], Signal::ReconcileErrorRatio);
     missing.baseline = Err("ring default: no series express_operator_reconciles_total".into());
@@ -173,7 +173,7 @@ fn a_sample_fails_on_a_worse_signal_holds_on_no_data_and_is_ok_otherwise() {
     let mut missing = fine.clone();
     missing.canary = Err("ring canary: no series".into());
     let mut quiet = fine.clone();
-    quiet.quiet = true;
+    quiet.quiet = Some(Quiet::Idle);
     let of = |signals: Vec<SignalSeries>| {
         analyse(&Analysis {
             baseline: "ring default".into(),
@@ -197,6 +197,133 @@ fn a_sample_fails_on_a_worse_signal_holds_on_no_data_and_is_ok_otherwise() {
     assert!(readings.is_empty());
     assert_eq!(verdict, SampleVerdict::Inconclusive);
     assert_eq!(why, "no data: Prometheus: connection refused");
+}
+
+/// A window of `length` seconds ending `since_adoption` seconds after the wave's adoption
+/// (at second 1,000,000), read every second, against ring default.
+fn window_after_adoption(since_adoption: i64, length: i64) -> AnalysisWindow {
+    let at = |s: i64| k8s_openapi::jiff::Timestamp::from_second(1_000_000 + s).unwrap_or_default();
+    AnalysisWindow {
+        canary_ring: "canary".into(),
+        start: at(since_adoption - length),
+        end: at(since_adoption),
+        step_seconds: 1,
+        baseline: Baseline::Ring("default".into()),
+        adopted_at: at(0),
+    }
+}
+
+fn seconds_after_adoption(t: k8s_openapi::jiff::Timestamp) -> i64 {
+    t.as_second() - 1_000_000
+}
+
+#[test]
+fn a_signal_is_read_only_from_its_first_point_clear_of_the_hand_over() {
+    let early = window_after_adoption(15, 15);
+    let rates = early.span(4).expect("a rate's points clear after 4 s");
+    assert_eq!(
+        (
+            seconds_after_adoption(rates.canary.0),
+            seconds_after_adoption(rates.canary.1)
+        ),
+        (4, 15)
+    );
+    assert_eq!(
+        rates.baseline, rates.canary,
+        "ring default over the same span"
+    );
+    assert_eq!(
+        early.span(30),
+        None,
+        "the heap's 30 s slope is still settling"
+    );
+
+    let later = window_after_adoption(45, 30);
+    let heap = later.span(30).expect("clear from second 30");
+    assert_eq!(seconds_after_adoption(heap.canary.0), 30);
+    let rates = later.span(4).expect("the whole window");
+    assert_eq!(seconds_after_adoption(rates.canary.0), 15);
+
+    // Against itself before the wave: a span as long, ending when the wave began.
+    let mut before = later.clone();
+    let until = k8s_openapi::jiff::Timestamp::from_second(900_000).unwrap_or_default();
+    before.baseline = Baseline::Before {
+        ring: "canary".into(),
+        wave: 1,
+        until,
+    };
+    let heap = before.span(30).expect("clear from second 30");
+    assert_eq!(heap.baseline_ring, "canary");
+    assert_eq!(
+        (heap.baseline.0.as_second(), heap.baseline.1.as_second()),
+        (900_000 - 15, 900_000)
+    );
+}
+
+#[test]
+fn look_backs_are_four_steps_and_the_heaps_at_least_30_s() {
+    assert_eq!(
+        look_back_seconds(Some(Signal::ApiRequestsPerReconcile), 15),
+        60
+    );
+    assert_eq!(look_back_seconds(Some(Signal::MemoryGrowth), 1), 30);
+    assert_eq!(look_back_seconds(Some(Signal::MemoryGrowth), 15), 60);
+    assert_eq!(look_back_seconds(None, 15), 0);
+}
+
+/// The cause of a healthy canary's failed sample (issue 69): the canary's heap steps up as it
+/// takes the wave's tenants on, and a slope whose look-back spans the step reads as growth.
+/// Prometheus's `deriv` over `look_back` seconds of 1 s scrapes, at the points of `span`, of a
+/// heap published every 5 s that is `step` bytes higher from the adoption on.
+fn heap_slopes(span: (i64, i64), look_back: i64, step: f64) -> Vec<f64> {
+    let heap = |u: i64| if u.div_euclid(5) * 5 >= 0 { step } else { 0.0 };
+    (span.0..=span.1)
+        .map(|t| {
+            let xs: Vec<f64> = (t - look_back + 1..=t).map(|u| u as f64).collect();
+            let ys: Vec<f64> = (t - look_back + 1..=t).map(heap).collect();
+            let n = xs.len() as f64;
+            let (mx, my) = (xs.iter().sum::<f64>() / n, ys.iter().sum::<f64>() / n);
+            let covariance: f64 = xs.iter().zip(&ys).map(|(x, y)| (x - mx) * (y - my)).sum();
+            let variance: f64 = xs.iter().map(|x| (x - mx) * (x - mx)).sum();
+            covariance / variance
+        })
+        .collect()
+}
+
+#[test]
+fn a_heap_step_at_the_hand_over_is_no_leak() {
+    let look_back = look_back_seconds(Some(Signal::MemoryGrowth), 1);
+    let step = 768.0 * 1024.0;
+    let flat = |n: usize| around(0.0, 200.0, n);
+    // Read over the whole window, as before this was fixed, the first analysed sample's slopes
+    // span the step: worse than a flat baseline, a false alarm.
+    let early = window_after_adoption(15, 15);
+    let whole = (
+        seconds_after_adoption(early.start),
+        seconds_after_adoption(early.end),
+    );
+    let slopes = heap_slopes(whole, look_back as i64, step);
+    let n = slopes.len();
+    let read = read_signal(&series(slopes, flat(n), Signal::MemoryGrowth));
+    assert_eq!(read.verdict, SignalVerdict::Worse, "{read:?}");
+    // Now: nothing to read yet, then only slopes clear of the step.
+    assert_eq!(early.span(look_back), None);
+    for since_adoption in [31, 35, 45, 60] {
+        let window = window_after_adoption(since_adoption, 30.min(since_adoption));
+        let spans = window.span(look_back).expect("clear of the hand-over");
+        let clear = (
+            seconds_after_adoption(spans.canary.0),
+            seconds_after_adoption(spans.canary.1),
+        );
+        let slopes = heap_slopes(clear, look_back as i64, step);
+        let n = slopes.len();
+        let read = read_signal(&series(slopes, flat(n), Signal::MemoryGrowth));
+        assert_eq!(
+            read.verdict,
+            SignalVerdict::Ok,
+            "{since_adoption} s: {read:?}"
+        );
+    }
 }
 
 proptest! {

@@ -4,7 +4,13 @@
 //! window while it still drives tenants; once it drives none (the last wave, nothing pinned),
 //! `toRing` is compared with its own values before the wave began, as a FleetRelease's last
 //! stage is compared with itself.
+//!
+//! Each point of a signal is a rate or a slope over a look-back ([`look_back_seconds`]); a
+//! point whose look-back reaches before the adoption would measure the hand-over (the canary's
+//! heap growing as it takes the tenants on, the baseline's as it lets them go), so each signal
+//! is read only from the first point clear of it ([`AnalysisWindow::span`]).
 
+use express_api::analysis::Signal;
 use express_api::release::{OperatorReleaseSpec, OperatorReleaseStatus};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -35,18 +41,61 @@ pub struct AnalysisWindow {
     /// Seconds between the points read.
     pub step_seconds: u64,
     pub baseline: Baseline,
+    /// When the wave's tenants were all adopted: no point's look-back reaches before it.
+    pub adopted_at: Timestamp,
+}
+
+/// How far back each point of a built-in signal looks, in seconds: its rate's range (four
+/// steps, so that every point holds several scrapes), and for the heap's slope at least 30 s
+/// (the heap's figures are published every 5 s). `None`, a custom signal: its query says.
+pub fn look_back_seconds(signal: Option<Signal>, step_seconds: u64) -> u64 {
+    let rate = step_seconds * 4;
+    match signal {
+        Some(Signal::MemoryGrowth) => rate.max(30),
+        Some(_) => rate,
+        None => 0,
+    }
+}
+
+/// The canary's and the baseline's spans for one signal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spans<'a> {
+    pub canary: (Timestamp, Timestamp),
+    pub baseline_ring: &'a str,
+    pub baseline: (Timestamp, Timestamp),
 }
 
 impl AnalysisWindow {
-    /// The baseline's ring and span.
-    pub fn baseline_span(&self) -> (&str, Timestamp, Timestamp) {
-        match &self.baseline {
-            Baseline::Ring(ring) => (ring, self.start, self.end),
-            Baseline::Before { ring, until, .. } => {
-                let length = self.end.duration_since(self.start);
-                (ring, until.checked_sub(length).unwrap_or(*until), *until)
-            }
+    /// The spans over which a signal whose points look back `look_back` seconds is read: the
+    /// window less its first points, whose look-back reaches into the hand-over; the
+    /// baseline's as long. `None` while no point is clear of the hand-over (the signal is
+    /// settling).
+    pub fn span(&self, look_back: u64) -> Option<Spans<'_>> {
+        let clear = self
+            .adopted_at
+            .checked_add(SignedDuration::from_secs(
+                i64::try_from(look_back).unwrap_or(i64::MAX),
+            ))
+            .ok()?;
+        let start = self.start.max(clear);
+        if start > self.end {
+            return None;
         }
+        let (baseline_ring, baseline) = match &self.baseline {
+            Baseline::Ring(ring) => (ring.as_str(), (start, self.end)),
+            Baseline::Before { ring, until, .. } => {
+                let length = self.end.duration_since(start);
+                (
+                    ring.as_str(),
+                    (until.checked_sub(length).unwrap_or(*until), *until),
+                )
+            }
+        };
+        Some(Spans {
+            canary: (start, self.end),
+            baseline_ring,
+            baseline,
+        })
     }
 
     /// The baseline in words.
@@ -95,5 +144,6 @@ pub fn window(
         end: now,
         step_seconds: (analysis.window_seconds() / 20).clamp(1, 60),
         baseline,
+        adopted_at,
     })
 }
