@@ -73,10 +73,13 @@ class Dashboard:
 
 
 def healthy(sim):
+    """Every tenant Healthy with its four nodes Ready (the counts too: a tenant's objects arrive
+    one at a time, and a cluster was once Healthy before its nodes came)."""
     clusters = sim.kubectl_json("get", "expressclusters", "-A")["items"]
     return len(clusters) == len(TEAMS) and all(
         c.get("status", {}).get("phase") == "Healthy"
         and c["status"].get("observedGeneration") == c["metadata"]["generation"]
+        and (c["status"].get("nodes") or {}).get("ready") == len(NODES)
         for c in clusters
     )
 

@@ -176,6 +176,15 @@ fn phase_and_message(
             (ClusterPhase::Failed, format!("invalid spec: {why}"))
         }
         (None, _) if plan.rollout.halt.is_some() => halted_phase(plan, facts.rolling_back),
+        // Helm, Argo CD and kubectl write a tenant's objects one at a time, the ExpressCluster
+        // often first: a cluster none of whose nodes has arrived is not healthy yet.
+        (None, _) if snapshot.nodes.is_empty() => (
+            ClusterPhase::Progressing,
+            format!(
+                "no Backend or Frontend names cluster {} yet",
+                snapshot.cluster_name
+            ),
+        ),
         (None, true) => (
             ClusterPhase::Progressing,
             match plan
@@ -568,7 +577,14 @@ mod tests {
             node("be", Some(pod("r2", true))),
             node("fe1", Some(pod("r2", false))),
         ]);
-        let rows: [(&str, ClusterSnapshot, ClusterPhase, RolloutState, &str); 6] = [
+        let rows: [(&str, ClusterSnapshot, ClusterPhase, RolloutState, &str); 7] = [
+            (
+                "no node yet (a tenant's objects arrive one at a time)",
+                cluster(vec![]),
+                ClusterPhase::Progressing,
+                RolloutState::Complete,
+                "no Backend or Frontend names cluster acme yet",
+            ),
             (
                 "healthy",
                 healthy,
