@@ -233,14 +233,22 @@ def cluster(request, tmp_path):
         stop_sim(started)
 
 
+# A probe is mostly a kubectl process (about 70 ms of CPU each): polled every 50 ms, two waiting
+# tests kept a core busy between them, which the real control plane's build and the other tests
+# needed. Quick at first, then at most every POLL_CEILING seconds.
+POLL_CEILING = 0.4
+
+
 def eventually(probe, timeout=10.0, what="condition"):
     deadline = time.time() + timeout
+    pause = 0.05
     while True:
         value = probe()
         if value:
             return value
         assert time.time() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+        time.sleep(min(pause, max(0.0, deadline - time.time())))
+        pause = min(pause * 1.5, POLL_CEILING)
 
 
 def tenant_yaml(namespace, frontends=1, version="v1", pod_template=None, cluster_labels=None, rollout=None):
