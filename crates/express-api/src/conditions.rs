@@ -36,6 +36,8 @@ pub mod reason {
     pub const NOT_HALTED: &str = "NotHalted";
     pub const ALL_NODES_READY: &str = "AllNodesReady";
     pub const NODES_NOT_READY: &str = "NodesNotReady";
+    /// Ready: no Backend or Frontend names the cluster yet.
+    pub const NO_NODES: &str = "NoNodes";
     pub const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
     pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
     /// Ready and Progressing: a node lost its pod and gets it back on the revision it ran (a

@@ -311,7 +311,8 @@ fn cluster_conditions(
         None => reason::NOT_HALTED,
     };
     let paused = matches!(plan.blocked, Some(Blocked::Paused(_)));
-    let all_ready = facts.counts.ready == facts.up as u32;
+    let no_nodes = snapshot.nodes.is_empty();
+    let all_ready = facts.counts.ready == facts.up as u32 && !no_nodes;
     let bouncing = !facts.bouncing.is_empty();
     let readable = snapshot.unreadable.is_empty();
     vec![
@@ -326,6 +327,8 @@ fn cluster_conditions(
             all_ready,
             if all_ready {
                 reason::ALL_NODES_READY
+            } else if no_nodes {
+                reason::NO_NODES
             } else if !facts.recovering.is_empty() {
                 reason::NODE_RECOVERING
             } else if bouncing {
@@ -628,6 +631,11 @@ mod tests {
                 "rollout failed: acme-fe1 on revision r2: crash-looping; held until the spec changes or a retry is requested",
             ),
         ];
+        let no_nodes = status(&cluster(vec![]), None);
+        assert_eq!(
+            condition(&no_nodes, conditions::READY),
+            ("False", "NoNodes")
+        );
         for (what, snapshot, phase, rollout, message) in rows {
             let s = status(&snapshot, None);
             assert_eq!(
