@@ -168,7 +168,8 @@ pub enum SignalVerdict {
     Ok,
     /// Worse, beyond chance and beyond the effect floor: the sample fails.
     Worse,
-    /// Nothing to measure: neither ring did the work in the window.
+    /// Nothing to measure: a ring did not do the work in the window, or every point still
+    /// looks back into the wave's hand-over.
     Quiet,
     /// Prometheus could not be read, or a ring's series are missing: the sample is
     /// inconclusive.

@@ -220,13 +220,16 @@ fn seconds_after_adoption(t: k8s_openapi::jiff::Timestamp) -> i64 {
 #[test]
 fn a_signal_is_read_only_from_its_first_point_clear_of_the_hand_over() {
     let early = window_after_adoption(15, 15);
-    let rates = early.span(4).expect("a rate's points clear after 4 s");
+    // Clear: the look-back, then a step and 5 s for the figures to reach Prometheus.
+    let rates = early
+        .span(4)
+        .expect("a rate's points clear after 4 + 1 + 5 s");
     assert_eq!(
         (
             seconds_after_adoption(rates.canary.0),
             seconds_after_adoption(rates.canary.1)
         ),
-        (4, 15)
+        (10, 15)
     );
     assert_eq!(
         rates.baseline, rates.canary,
@@ -239,8 +242,8 @@ fn a_signal_is_read_only_from_its_first_point_clear_of_the_hand_over() {
     );
 
     let later = window_after_adoption(45, 30);
-    let heap = later.span(30).expect("clear from second 30");
-    assert_eq!(seconds_after_adoption(heap.canary.0), 30);
+    let heap = later.span(30).expect("clear from second 36");
+    assert_eq!(seconds_after_adoption(heap.canary.0), 36);
     let rates = later.span(4).expect("the whole window");
     assert_eq!(seconds_after_adoption(rates.canary.0), 15);
 
@@ -252,11 +255,11 @@ fn a_signal_is_read_only_from_its_first_point_clear_of_the_hand_over() {
         wave: 1,
         until,
     };
-    let heap = before.span(30).expect("clear from second 30");
+    let heap = before.span(30).expect("clear from second 36");
     assert_eq!(heap.baseline_ring, "canary");
     assert_eq!(
         (heap.baseline.0.as_second(), heap.baseline.1.as_second()),
-        (900_000 - 15, 900_000)
+        (900_000 - 9, 900_000)
     );
 }
 
@@ -274,9 +277,10 @@ fn look_backs_are_four_steps_and_the_heaps_at_least_30_s() {
 /// The cause of a healthy canary's failed sample (issue 69): the canary's heap steps up as it
 /// takes the wave's tenants on, and a slope whose look-back spans the step reads as growth.
 /// Prometheus's `deriv` over `look_back` seconds of 1 s scrapes, at the points of `span`, of a
-/// heap published every 5 s that is `step` bytes higher from the adoption on.
+/// heap `step` bytes higher from the adoption on, as Prometheus sees it: published at the next
+/// 5 s mark (5 s after the adoption at worst) and scraped a second later.
 fn heap_slopes(span: (i64, i64), look_back: i64, step: f64) -> Vec<f64> {
-    let heap = |u: i64| if u.div_euclid(5) * 5 >= 0 { step } else { 0.0 };
+    let heap = |u: i64| if u >= 6 { step } else { 0.0 };
     (span.0..=span.1)
         .map(|t| {
             let xs: Vec<f64> = (t - look_back + 1..=t).map(|u| u as f64).collect();
@@ -295,9 +299,9 @@ fn a_heap_step_at_the_hand_over_is_no_leak() {
     let look_back = look_back_seconds(Some(Signal::MemoryGrowth), 1);
     let step = 768.0 * 1024.0;
     let flat = |n: usize| around(0.0, 200.0, n);
-    // Read over the whole window, as before this was fixed, the first analysed sample's slopes
-    // span the step: worse than a flat baseline, a false alarm.
-    let early = window_after_adoption(15, 15);
+    // Read over the whole window, as before this was fixed, an early sample's slopes span the
+    // step: worse than a flat baseline, a false alarm.
+    let early = window_after_adoption(20, 20);
     let whole = (
         seconds_after_adoption(early.start),
         seconds_after_adoption(early.end),
@@ -308,7 +312,11 @@ fn a_heap_step_at_the_hand_over_is_no_leak() {
     assert_eq!(read.verdict, SignalVerdict::Worse, "{read:?}");
     // Now: nothing to read yet, then only slopes clear of the step.
     assert_eq!(early.span(look_back), None);
-    for since_adoption in [31, 35, 45, 60] {
+    // Clear of the adoption by the look-back alone was not enough: the step reached Prometheus
+    // after it.
+    let at_30 = heap_slopes((30, 31), look_back as i64, step);
+    assert!(at_30.iter().all(|slope| *slope > 10_000.0), "{at_30:?}");
+    for since_adoption in [36, 40, 45, 60] {
         let window = window_after_adoption(since_adoption, 30.min(since_adoption));
         let spans = window.span(look_back).expect("clear of the hand-over");
         let clear = (

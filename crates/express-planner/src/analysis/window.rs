@@ -57,6 +57,10 @@ pub fn look_back_seconds(signal: Option<Signal>, step_seconds: u64) -> u64 {
     }
 }
 
+/// How long after a change its figures can reach Prometheus, beyond one step: the heap's are
+/// published every 5 s; counters are current at each scrape, taken at least once a step.
+const PUBLISHED_WITHIN_SECONDS: u64 = 5;
+
 /// The canary's and the baseline's spans for one signal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Spans<'a> {
@@ -67,14 +71,16 @@ pub struct Spans<'a> {
 
 impl AnalysisWindow {
     /// The spans over which a signal whose points look back `look_back` seconds is read: the
-    /// window less its first points, whose look-back reaches into the hand-over; the
-    /// baseline's as long. `None` while no point is clear of the hand-over (the signal is
-    /// settling).
+    /// window less its first points, whose look-back reaches into the hand-over (as
+    /// Prometheus saw it: a figure of the adoption's moment can land a scrape and a
+    /// publication later); the baseline's as long. `None` while no point is clear of it (the
+    /// signal is settling).
     pub fn span(&self, look_back: u64) -> Option<Spans<'_>> {
+        let lag = self.step_seconds + PUBLISHED_WITHIN_SECONDS;
         let clear = self
             .adopted_at
             .checked_add(SignedDuration::from_secs(
-                i64::try_from(look_back).unwrap_or(i64::MAX),
+                i64::try_from(look_back.saturating_add(lag)).unwrap_or(i64::MAX),
             ))
             .ok()?;
         let start = self.start.max(clear);
