@@ -124,12 +124,14 @@ async fn signals(
             quiet: (per_reconcile && !both_busy).then_some(Quiet::Idle),
         });
     }
-    // A custom query's look-back is its own: its points are read over the whole window.
+    // A custom query's look-back is its own: its points are read over the window, less the
+    // figures' way to Prometheus.
     let look_back = look_back_seconds(None, step);
+    let custom_sides = sides(look_back);
     for custom in &spec.custom {
-        match sides(look_back) {
+        match &custom_sides {
             Some((canary, baseline)) => {
-                out.push(custom_series(&prometheus, custom, &canary, &baseline).await?);
+                out.push(custom_series(&prometheus, custom, canary, baseline).await?);
             }
             None => out.push(settling(
                 custom.name.clone(),
