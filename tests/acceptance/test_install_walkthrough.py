@@ -30,6 +30,7 @@ def test_the_install_walkthrough_works_as_written(tmp_path):
     binaries = {os.path.dirname(p) for p in (KUBECTL, KUBECTL_EXPRESS, OPERATOR)}
     env["PATH"] = os.pathsep.join([*binaries, env["PATH"]])
     env.pop("KUBECONFIG", None)
+    env["KUBECACHEDIR"] = str(tmp_path / "kubectl-cache")  # its server's own (conftest's Cluster.env)
     prelude = "set -euo pipefail\ncargo() { :; }\n"
     try:
         result = subprocess.run(["bash", "-c", prelude + script], cwd=ROOT, env=env, capture_output=True, text=True,

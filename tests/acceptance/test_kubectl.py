@@ -3,7 +3,6 @@
 import json
 import re
 import subprocess
-import os
 
 from conftest import KUBECTL, ROOT, eventually, start_sim, stop_sim
 
@@ -74,7 +73,7 @@ def test_watch_shows_a_change(sim):
     sim.kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: w, namespace: tenant-acme}\n")
     watcher = subprocess.Popen(
         [KUBECTL, "get", "configmap", "-n", "tenant-acme", "-w", "--output-watch-events"],
-        env={**os.environ, "KUBECONFIG": str(sim.kubeconfig)},
+        env=sim.env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -188,3 +187,47 @@ def test_a_token_guards_the_server_and_kubectl_says_unauthorized(tmp_path):
             }
     finally:
         stop_sim(sim)
+
+
+def widgets_crd(*served):
+    """A CRD of widgets listing v1 (stored) and v2, each served as `served` says."""
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+    versions = [{"name": name, "served": name in served, "storage": name == "v1", "schema": schema}
+                for name in ("v1", "v2")]
+    return json.dumps({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.dev"},
+        "spec": {"group": "example.dev", "scope": "Namespaced", "versions": versions,
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"}},
+    })
+
+
+def test_a_server_on_a_port_an_earlier_one_used_is_discovered_afresh(tmp_path):
+    """The suite's servers take loopback ports earlier servers held; kubectl keys its discovery
+    cache by host and port. A server serving v1 and v2 of widgets leaves kubectl preferring v2
+    on that port; the next server there serves v1 only, and a widget written at v1 (which the
+    cache lists, so kubectl does not look again) must still read. (With one cache
+    for every server this read asked for v2 and got NotFound, as a CI run once did for
+    ExpressClusters at v1beta1.)"""
+    (tmp_path / "first-dir").mkdir()
+    first = start_sim(tmp_path / "first-dir")
+    try:
+        first.kubectl("apply", "-f", "-", input=widgets_crd("v1", "v2"))
+        first.kubectl("wait", "--for=condition=Established", "crd/widgets.example.dev", "--timeout=10s")
+        assert "widgets" in first.kubectl("api-resources", "--api-group", "example.dev").stdout
+        assert first.kubectl("get", "widgets").returncode == 0
+    finally:
+        stop_sim(first)
+    port = first.url.rsplit(":", 1)[1]
+    (tmp_path / "second-dir").mkdir()
+    second = start_sim(tmp_path / "second-dir", addr=f"127.0.0.1:{port}")
+    try:
+        assert second.url == first.url
+        second.kubectl("apply", "-f", "-", input=widgets_crd("v1"))
+        second.kubectl("wait", "--for=condition=Established", "crd/widgets.example.dev", "--timeout=10s")
+        second.kubectl("apply", "-f", "-",
+                       input="apiVersion: example.dev/v1\nkind: Widget\nmetadata: {name: w, namespace: default}\n")
+        widget = second.kubectl_json("get", "widget", "w")
+        assert widget["apiVersion"] == "example.dev/v1", widget
+    finally:
+        stop_sim(second)

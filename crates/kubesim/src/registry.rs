@@ -334,7 +334,8 @@ impl Registry {
             .collect()
     }
 
-    /// Every (group, versions) pair, groups in first-registered order, core group excluded.
+    /// Every (group, versions) pair, groups in first-registered order, core group excluded;
+    /// each group's versions highest priority first.
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for t in self.types.iter().filter(|t| !t.group.is_empty()) {
@@ -345,6 +346,11 @@ impl Registry {
                 Some(_) => {}
                 None => groups.push((t.group.clone(), vec![t.version.clone()])),
             }
+        }
+        // As the API server lists them: by Kubernetes' version priority, highest first, so that
+        // the first is the group's preferred version (kubectl reads at it).
+        for (_, versions) in &mut groups {
+            versions.sort_by_cached_key(|v| std::cmp::Reverse(kube::core::Version::parse(v).priority()));
         }
         groups
     }
