@@ -350,7 +350,9 @@ impl Registry {
         // As the API server lists them: by Kubernetes' version priority, highest first, so that
         // the first is the group's preferred version (kubectl reads at it).
         for (_, versions) in &mut groups {
-            versions.sort_by_cached_key(|v| std::cmp::Reverse(kube::core::Version::parse(v).priority()));
+            versions.sort_by_cached_key(|v| {
+                std::cmp::Reverse(kube::core::Version::parse(v).priority())
+            });
         }
         groups
     }
