@@ -10,6 +10,7 @@ pub mod api;
 pub mod apply;
 pub mod builtin;
 pub mod clock;
+pub mod conversion;
 pub mod error;
 pub mod events;
 pub mod faults;

@@ -39,6 +39,9 @@ pub struct ResourceType {
     pub printer_columns: Vec<PrinterColumn>,
     /// The OpenAPI v3 schema of a custom resource version, if it has one.
     pub schema: Option<Value>,
+    /// The CRD's conversion webhook (strategy `Webhook`); without one, a version is the stored
+    /// object relabelled (strategy `None`).
+    pub conversion: Option<crate::conversion::Shared>,
 }
 
 impl ResourceType {
@@ -309,6 +312,7 @@ impl Default for Registry {
                     })
                     .collect(),
                 schema: None,
+                conversion: None,
             })
             .collect();
         Registry { types }
@@ -393,6 +397,7 @@ impl Registry {
                 .filter_map(|s| s.as_str().map(str::to_owned))
                 .collect()
         };
+        let conversion = crate::conversion::Webhook::of_crd(spec, group)?.map(std::sync::Arc::new);
         let mut served = Vec::new();
         for version in versions {
             let name = version["name"]
@@ -429,6 +434,7 @@ impl Registry {
                     })
                     .collect(),
                 schema: version["schema"].get("openAPIV3Schema").cloned(),
+                conversion: conversion.clone(),
             });
         }
         let key = format!("{group}/{plural}");
@@ -442,6 +448,30 @@ impl Registry {
     pub fn remove_crd(&mut self, group: &str, plural: &str) {
         self.types
             .retain(|t| t.builtin || !(t.group == group && t.plural == plural));
+    }
+}
+
+/// Adds the CRD's storage version to `status.storedVersions` when it is not there yet: the API
+/// server records every version objects may have been stored at, until a migrator trims it.
+pub fn keep_storage_version_recorded(crd: &mut Value) {
+    let Some(storage) = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["storage"].as_bool() == Some(true))
+        .and_then(|v| v["name"].as_str())
+        .map(str::to_owned)
+    else {
+        return;
+    };
+    let recorded = &mut crd["status"]["storedVersions"];
+    if !recorded.is_array() {
+        *recorded = json!([]);
+    }
+    if let Some(list) = recorded.as_array_mut()
+        && !list.iter().any(|v| v.as_str() == Some(storage.as_str()))
+    {
+        list.push(Value::String(storage));
     }
 }
 

@@ -114,10 +114,11 @@ impl Cluster {
         if options.dry_run {
             return Ok(object);
         }
-        Ok((*self
+        let object = self.at_storage_version(rt, object)?;
+        let stored = self
             .store
-            .put(&key, &namespace, &name, object, EventType::Added))
-        .clone())
+            .put(&key, &namespace, &name, object, EventType::Added);
+        Ok((*self.at_request_version(rt, stored)?).clone())
     }
 
     fn default_on_create(&self, rt: &ResourceType, object: &mut Value) {

@@ -3,6 +3,7 @@
 //! isolation, finalizers and deletionTimestamp, graceful pod deletion, dryRun, and CRDs that
 //! become served when created.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -82,8 +83,11 @@ pub struct List {
 }
 
 impl List {
-    /// The list as a JSON document, written straight from the stored objects.
-    pub fn to_json(&self) -> String {
+    /// The list as a JSON document, written straight from the stored objects (those stored at
+    /// another version than the list's, for a CRD with a conversion webhook, converted first,
+    /// all in one review).
+    pub fn to_json(&self) -> Result<String, ApiError> {
+        let converted = self.view.converted(&self.items)?;
         let mut out = String::with_capacity(64 + self.items.len() * 2048);
         out.push_str("{\"kind\":");
         out.push_str(&Value::String(self.kind.clone()).to_string());
@@ -96,56 +100,107 @@ impl List {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str(&self.view.text(item));
+            match converted.get(&i) {
+                Some(object) => out.push_str(&object.to_string()),
+                None => out.push_str(&self.view.text(item)?),
+            }
         }
         out.push_str("]}");
-        out
+        Ok(out)
     }
 
     /// The items parsed, as served.
-    pub fn values(&self) -> Vec<Value> {
+    pub fn values(&self) -> Result<Vec<Value>, ApiError> {
+        let mut converted = self.view.converted(&self.items)?;
         self.items
             .iter()
-            .map(|item| self.view.value(&item.value()))
+            .enumerate()
+            .map(|(i, item)| match converted.remove(&i) {
+                Some(object) => Ok(object),
+                None => self.view.value(&item.value()),
+            })
             .collect()
     }
 }
 
 /// How stored objects are served through one resource: all versions of a resource share
-/// storage, so usually only the apiVersion is rewritten (parsing only then, like a CRD with
-/// conversion strategy None); `events.k8s.io` events also rename fields ([`crate::events`]).
+/// storage; without a conversion webhook only the apiVersion is rewritten (parsing only then,
+/// as a CRD with conversion strategy None does), with one an object stored at another version
+/// goes through the webhook ([`crate::conversion`]); `events.k8s.io` events also rename fields
+/// ([`crate::events`]).
 #[derive(Clone, Debug)]
 pub struct View {
     pub api_version: String,
+    kind: String,
     events: bool,
+    conversion: Option<crate::conversion::Shared>,
 }
 
 impl View {
     pub fn of(rt: &ResourceType) -> View {
         View {
             api_version: rt.api_version(),
+            kind: rt.kind.clone(),
             events: is_events_view(rt),
+            conversion: rt.conversion.clone(),
         }
     }
 
     /// A stored object's JSON text as served.
-    pub fn text<'a>(&self, item: &'a Stored) -> std::borrow::Cow<'a, str> {
+    pub fn text<'a>(&self, item: &'a Stored) -> Result<std::borrow::Cow<'a, str>, ApiError> {
         if !self.events && item.index.api_version == self.api_version {
-            return std::borrow::Cow::Borrowed(&item.json);
+            return Ok(std::borrow::Cow::Borrowed(&item.json));
         }
-        std::borrow::Cow::Owned(self.value(&item.value()).to_string())
+        Ok(std::borrow::Cow::Owned(
+            self.value(&item.value())?.to_string(),
+        ))
     }
 
     /// A stored object as served.
-    pub fn value(&self, stored: &Value) -> Value {
+    pub fn value(&self, stored: &Value) -> Result<Value, ApiError> {
         if self.events {
-            return crate::events::to_events_view(stored);
+            return Ok(crate::events::to_events_view(stored));
+        }
+        if stored["apiVersion"].as_str() == Some(self.api_version.as_str()) {
+            return Ok(stored.clone());
+        }
+        if let Some(webhook) = &self.conversion {
+            return webhook
+                .convert_one(stored.clone(), &self.api_version)
+                .map_err(|why| self.conversion_failed(stored, &why));
         }
         let mut value = stored.clone();
-        if value["apiVersion"].as_str() != Some(self.api_version.as_str()) {
-            value["apiVersion"] = Value::String(self.api_version.clone());
+        value["apiVersion"] = Value::String(self.api_version.clone());
+        Ok(value)
+    }
+
+    /// The items (by index) a conversion webhook turned into this view's version, converted in
+    /// one review; empty without a webhook.
+    fn converted(&self, items: &[Stored]) -> Result<BTreeMap<usize, Value>, ApiError> {
+        let Some(webhook) = &self.conversion else {
+            return Ok(BTreeMap::new());
+        };
+        let pending: Vec<usize> = (0..items.len())
+            .filter(|&i| items[i].index.api_version != self.api_version)
+            .collect();
+        if pending.is_empty() {
+            return Ok(BTreeMap::new());
         }
-        value
+        let objects: Vec<Value> = pending.iter().map(|&i| items[i].value()).collect();
+        let first = objects[0].clone();
+        let converted = webhook
+            .convert(objects, &self.api_version)
+            .map_err(|why| self.conversion_failed(&first, &why))?;
+        Ok(pending.into_iter().zip(converted).collect())
+    }
+
+    /// The API server's words for a conversion that failed.
+    fn conversion_failed(&self, stored: &Value, why: &str) -> ApiError {
+        ApiError::internal(format!(
+            "conversion webhook for {}, Kind={} failed: {why}",
+            stored["apiVersion"].as_str().unwrap_or(""),
+            self.kind
+        ))
     }
 
     /// Whether a stored object passes field and label selectors, judged on what is served
@@ -378,12 +433,38 @@ impl Cluster {
     }
 
     /// The object as served under `rt` (see [`View`]).
-    fn served(&self, rt: &ResourceType, object: &Object) -> Object {
+    fn served(&self, rt: &ResourceType, object: &Object) -> Result<Object, ApiError> {
         let view = View::of(rt);
         if !view.events && object["apiVersion"].as_str() == Some(view.api_version.as_str()) {
-            return object.clone();
+            return Ok(object.clone());
         }
-        Arc::new(view.value(object))
+        Ok(Arc::new(view.value(object)?))
+    }
+
+    /// A stored object at `rt`'s version, to be written at it: through the CRD's conversion
+    /// webhook when it is stored at another (without one, as stored: a relabelled write would
+    /// move what it is stored at).
+    fn at_request_version(&self, rt: &ResourceType, object: Object) -> Result<Object, ApiError> {
+        if rt.conversion.is_none() {
+            return Ok(object);
+        }
+        self.served(rt, &object)
+    }
+
+    /// An object about to be stored, at the CRD's storage version (through its conversion
+    /// webhook; without one, as written).
+    fn at_storage_version(&self, rt: &ResourceType, object: Value) -> Result<Value, ApiError> {
+        match &rt.conversion {
+            Some(webhook)
+                if object["apiVersion"].as_str() != Some(webhook.storage_api_version.as_str()) =>
+            {
+                let from = object.clone();
+                webhook
+                    .convert_one(object, &webhook.storage_api_version)
+                    .map_err(|why| View::of(rt).conversion_failed(&from, &why))
+            }
+            _ => Ok(object),
+        }
     }
 
     /// What the API server's decoder refuses before anything else: another kind, an API version

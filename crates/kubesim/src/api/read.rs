@@ -10,10 +10,11 @@ use super::{Cluster, List, ListOptions, View, decode_continue, encode_continue};
 
 impl Cluster {
     pub fn get(&self, rt: &ResourceType, namespace: &str, name: &str) -> Result<Object, ApiError> {
-        self.store
+        let stored = self
+            .store
             .get(&rt.storage_key(), self.scope(rt, namespace), name)
-            .map(|o| self.served(rt, &o))
-            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        self.served(rt, &stored)
     }
 
     /// A list response; `namespace` None lists across namespaces.

@@ -67,6 +67,7 @@ impl Cluster {
             .store
             .get(&rt.storage_key(), &namespace, name)
             .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+        let current = self.at_request_version(rt, current)?;
         if let Some(expected) = object["metadata"]["resourceVersion"].as_str()
             && !expected.is_empty()
             && Some(expected) != current["metadata"]["resourceVersion"].as_str()
@@ -201,6 +202,7 @@ impl Cluster {
             if next["status"].is_null() {
                 next["status"] = established_crd_status(&next, &clock::now());
             }
+            crate::registry::keep_storage_version_recorded(&mut next);
             if !options.dry_run {
                 self.registry = registry;
             }
@@ -216,17 +218,18 @@ impl Cluster {
         let finalizers_left = next["metadata"]["finalizers"]
             .as_array()
             .is_some_and(|f| !f.is_empty());
+        let next = self.at_storage_version(rt, next)?;
         if terminating && !finalizers_left && !self.waits_for_kubelet(rt, &next) {
             let stored = self
                 .store
                 .put(&key, namespace, name, next, EventType::Modified);
             self.finish_delete(rt, namespace, name);
-            return Ok((*stored).clone());
+            return Ok((*self.at_request_version(rt, stored)?).clone());
         }
-        Ok((*self
+        let stored = self
             .store
-            .put(&key, namespace, name, next, EventType::Modified))
-        .clone())
+            .put(&key, namespace, name, next, EventType::Modified);
+        Ok((*self.at_request_version(rt, stored)?).clone())
     }
 
     /// Pods being deleted gracefully stay until the (simulated) kubelet has stopped them.
@@ -252,7 +255,10 @@ impl Cluster {
             return self.patch_events_view(&core, namespace, name, patch_type, body, options);
         }
         let namespace = self.scope(rt, namespace).to_owned();
-        let current = self.store.get(&rt.storage_key(), &namespace, name);
+        let current = match self.store.get(&rt.storage_key(), &namespace, name) {
+            Some(stored) => Some(self.at_request_version(rt, stored)?),
+            None => None,
+        };
         if patch_type == PatchType::Apply {
             return crate::apply::server_side_apply(
                 self,

@@ -47,7 +47,7 @@ pub(super) fn list(
         .lock()
         .list(&target.rt, target.namespace.as_deref(), &options)?;
     if as_table {
-        let values = list.values();
+        let values = list.values()?;
         let items: Vec<&Value> = values.iter().collect();
         let mut table = table::table(
             &target.rt,
@@ -59,7 +59,7 @@ pub(super) fn list(
         }
         return Ok(json_response(StatusCode::OK, &table));
     }
-    let mut response = (StatusCode::OK, list.to_json()).into_response();
+    let mut response = (StatusCode::OK, list.to_json()?).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -79,7 +79,7 @@ pub(super) fn delete_collection(
     let mut cluster = shared.lock();
     let list = cluster.list(&target.rt, target.namespace.as_deref(), &options)?;
     let mut deleted = Vec::new();
-    for item in list.values() {
+    for item in list.values()? {
         let namespace = item["metadata"]["namespace"]
             .as_str()
             .unwrap_or("")

@@ -243,25 +243,33 @@ impl Encoder {
 
     fn encode(&self, line: &Outgoing) -> Bytes {
         let mut text = match line {
-            Outgoing::Change(kind, object) if self.as_table => {
-                let value = self.view.value(&object.value());
-                let table = table::table(
-                    &self.rt,
-                    &[&value],
-                    value["metadata"]["resourceVersion"].as_str().unwrap_or(""),
-                );
-                json!({"type": kind, "object": table}).to_string()
-            }
-            Outgoing::Change(kind, object) => {
-                format!(
-                    "{{\"type\":\"{kind}\",\"object\":{}}}",
-                    self.view.text(object)
-                )
-            }
+            Outgoing::Change(kind, object) => self
+                .change(kind, object)
+                // An object the conversion webhook could not convert: the API server sends the
+                // error in the stream.
+                .unwrap_or_else(|error| {
+                    json!({"type": "ERROR", "object": error.status()}).to_string()
+                }),
             Outgoing::Synthetic(value) => value.to_string(),
         };
         text.push('\n');
         Bytes::from(text)
+    }
+
+    fn change(&self, kind: &str, object: &Stored) -> Result<String, ApiError> {
+        if self.as_table {
+            let value = self.view.value(&object.value())?;
+            let table = table::table(
+                &self.rt,
+                &[&value],
+                value["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+            );
+            return Ok(json!({"type": kind, "object": table}).to_string());
+        }
+        Ok(format!(
+            "{{\"type\":\"{kind}\",\"object\":{}}}",
+            self.view.text(object)?
+        ))
     }
 }
 
