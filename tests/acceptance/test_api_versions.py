@@ -115,7 +115,7 @@ class Conversions(threading.Thread):
             self.join(timeout=30)
 
 
-@pytest.mark.parametrize("substrate", ["real"])
+@pytest.mark.parametrize("substrate", ["kubesim", "real"])
 def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_and_trimmed(dedicated_cluster, tmp_path):
     cluster = dedicated_cluster
     cluster.install_crds()
