@@ -1,5 +1,5 @@
-"""A new API version released ring by ring (DESIGN section 18), on Kubernetes' own control plane:
-a DC created at v1alpha1, ring default running the build before v1beta1 (an operator that knows
+"""A new API version released ring by ring (DESIGN section 18), on Kubernetes' own control plane
+and on kubesim (which calls the same conversion webhook, as the API server does): a DC created at v1alpha1, ring default running the build before v1beta1 (an operator that knows
 v1alpha1 only), ring canary the build that introduces it (`run --serve-v1beta1`, serving the
 conversion webhook). An OperatorRelease to the canary lists v1beta1 in the DC's CRDs, and the
 canary's leader serves it; storage stays at v1alpha1 while ring default's build does not know
