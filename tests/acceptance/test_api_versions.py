@@ -15,6 +15,7 @@ The decisions are table- and property-tested in crates/express-planner/tests/api
 
 import base64
 import json
+import os
 import subprocess
 import threading
 import time
@@ -22,7 +23,7 @@ import time
 import pytest
 import yaml
 
-from conftest import OPERATOR, eventually, start_operator, stop_process, tenant_yaml
+from conftest import KUBECTL_EXPRESS, OPERATOR, eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
 from test_conversion import free_port
 from test_release import apply_release, kx, status
 
@@ -250,3 +251,79 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
             stop_process(process)
         for log in sorted(tmp_path.glob("operator-*.log")):
             print(f"--- {log.name}\n{log.read_text()[-5000:]}")
+
+
+def test_a_fleet_release_lists_and_serves_a_version_dc_by_dc(tmp_path):
+    """The build that introduces v1beta1 released through a FleetRelease over two DCs (kubesim
+    serves each): dc-a's stage lists and serves v1beta1 in dc-a only; dc-b's CRDs are untouched
+    while its stage waits at an approval gate, and serve v1beta1 once it has run. Storage stays
+    at v1alpha1 in both, since ring default's build knows v1alpha1 only; both versions read in
+    both DCs throughout."""
+    from test_fleet import write_kubeconfig
+    from test_fleet_release import healthy_on_default
+    from test_rings import Operators
+
+    dcs, sims, groups = ["dc-a", "dc-b"], {}, {}
+    kubeconfig = tmp_path / "kubeconfig.yaml"
+
+    def fleet(*args, timeout=180):
+        result = subprocess.run([KUBECTL_EXPRESS, "fleet-release", *args], capture_output=True, text=True,
+                                timeout=timeout, env={**os.environ, "KUBECONFIG": str(kubeconfig)})
+        print(f"$ kubectl express fleet-release {' '.join(args)}  (exit {result.returncode})\n"
+              f"{result.stdout}{result.stderr}")
+        return result
+
+    try:
+        for dc in dcs:
+            (tmp_path / dc).mkdir()
+            sim = sims[dc] = start_sim(tmp_path / dc)
+            sim.install_crds()
+            sim.kubectl("create", "namespace", "express-system")
+            port = free_port()
+            new_build = ["--conversion-webhook-addr", f"127.0.0.1:{port}", "--conversion-webhook-name", "127.0.0.1",
+                         "--serve-v1beta1", "--conversion-webhook-url", f"https://127.0.0.1:{port}/convert"]
+            groups[dc] = Operators(sim, tmp_path / dc, flags={"default": ["--known-api-versions", "v1alpha1"],
+                                                              "canary": new_build})
+            groups[dc].start("default")
+            groups[dc].start("canary")
+            sim.kubectl("apply", "-f", "-", input="\n---\n".join(tenant_yaml(ns, frontends=1) for ns in TENANTS))
+        write_kubeconfig(kubeconfig, {dc: (sims[dc].url, None) for dc in dcs})
+        for dc in dcs:
+            eventually(lambda dc=dc: healthy_on_default(sims[dc]), timeout=90, what=f"{dc} healthy on ring default")
+
+        plan = tmp_path / "plan.yaml"
+        plan.write_text(json.dumps({
+            "apiVersion": "express.dev/v1alpha1", "kind": "FleetRelease",
+            "metadata": {"name": "beta", "namespace": "express-system"},
+            "spec": {"fromRing": "default", "toRing": "canary",
+                     "release": {"waves": [{"percent": 100}], "bakeSeconds": 2, "intervalSeconds": 1,
+                                 "failureLimit": 1, "adoptionDeadlineSeconds": 30},
+                     "stages": [{"name": "first", "contexts": ["dc-a"]},
+                                {"name": "second", "contexts": ["dc-b"], "approval": True}],
+                     "soakSeconds": 2, "stageDeadlineSeconds": 300}}))
+        gated = fleet("run", "-f", str(plan), "--timeout", "150s")
+        assert gated.returncode == 5, "stopped at the gate before dc-b"
+        for crd in NODE_CRDS:
+            eventually(lambda crd=crd: versions(sims["dc-a"], crd)[0] == [("v1alpha1", True, True), ("v1beta1", True, False)],
+                       timeout=60, what=f"dc-a's {crd} serving v1beta1, storing v1alpha1")
+            assert versions(sims["dc-b"], crd) == ([("v1alpha1", True, True)], ["v1alpha1"]), f"dc-b's {crd} untouched"
+        assert not sims["dc-b"].kubectl_json("get", "operatorreleases", "-n", "express-system")["items"]
+        reads_at_both_versions(sims["dc-a"], ["shop"] * len(TENANTS))
+        writes_at_both_versions(sims["dc-a"], TENANTS[0], "dc-a")
+
+        assert fleet("approve", "beta").returncode == 0
+        assert fleet("run", "beta", "--timeout", "150s").returncode == 0
+        for dc in dcs:
+            for crd in NODE_CRDS:
+                eventually(lambda dc=dc, crd=crd: versions(sims[dc], crd) ==
+                           ([("v1alpha1", True, True), ("v1beta1", True, False)], ["v1alpha1"]),
+                           timeout=60, what=f"{dc}'s {crd} serving v1beta1, still storing v1alpha1")
+            reads_at_both_versions(sims[dc], ["shop"] * len(TENANTS))
+        writes_at_both_versions(sims["dc-b"], TENANTS[1], "dc-b")
+    finally:
+        for group in groups.values():
+            group.close()
+        for sim in sims.values():
+            stop_sim(sim)
+        for log in sorted(tmp_path.glob("*/operator-*.log")):
+            print(f"--- {log}\n{log.read_text()[-3000:]}")
