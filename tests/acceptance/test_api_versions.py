@@ -79,6 +79,12 @@ def writes_at_both_versions(cluster, namespace, suffix):
     assert as_beta["spec"]["cluster"] == "shop" and as_beta["spec"]["version"] == "v1"
 
 
+def recorded(cluster, step):
+    """The DC's newest release says `step` in `status.apiVersions` (its leader looks every 30 s)."""
+    eventually(lambda: status(cluster, "to-canary").get("apiVersions", {}).get("step") == step, timeout=75,
+               what=f"the release's status.apiVersions saying {step!r}")
+
+
 class Conversions(threading.Thread):
     """Reads every Frontend at both versions twice a second (one of the two is converted by the
     webhook at every step) and notes each certificate authority the CRD's `caBundle` holds, until
@@ -168,6 +174,7 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         writes_at_both_versions(cluster, TENANTS[0], "mid")
         shown = kx(cluster, "release", "to-canary").stdout
         assert "API versions: v1beta1: served" in shown, shown
+        recorded(cluster, "v1beta1: served")
         # The build's own check agrees: its CRDs suit this DC, read with every ring's Lease.
         context = yaml.safe_load(cluster.kubeconfig.read_text())["current-context"]
         checked = subprocess.run([OPERATOR, "crd", "check", "--context", context, "--kubeconfig",
@@ -221,6 +228,7 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         writes_at_both_versions(cluster, TENANTS[1], "after")
         shown = kx(cluster, "release", "to-canary").stdout
         assert "API versions: v1beta1: trimmed" in shown, shown
+        recorded(cluster, "v1beta1: trimmed")
         reasons = {e.get("reason") for e in cluster.kubectl_json("get", "events", "-n", "express-system")["items"]}
         assert {"APIVersionServed", "StorageVersionMoved", "StoredObjectsMigrated", "StoredVersionsTrimmed"} <= reasons, \
             reasons

@@ -452,6 +452,20 @@ pub struct OperatorReleaseStatus {
     /// The latest analysed sample's signals and a short history (with `spec.analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<crate::analysis::AnalysisStatus>,
+    /// Where the DC's API versions stand (DESIGN section 18), on the DC's newest release: its
+    /// steps go on after the release that listed a version has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_versions: Option<ApiVersionsSeen>,
+}
+
+/// A DC's API versions as a leader whose build carries a newer version last found them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiVersionsSeen {
+    /// The step, in the words `kubectl express release` uses: `v1beta1: listed`, `served`,
+    /// `storage moved, migrated 3/7`, `trimmed`.
+    pub step: String,
+    pub seen_at: Time,
 }
 
 impl OperatorReleaseStatus {

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use express_api::api_record::{
     ANNOTATION_RING_API_VERSIONS, ANNOTATION_STORAGE_MIGRATION, CRD_FIELD_MANAGER, MigrationRecord,
 };
+use express_api::release::{ApiVersionsSeen, OperatorRelease};
 use express_planner::api_versions::{
     BuildCrd, Builds, DcCrd, Listed, Step, next_step_at, versions_after,
 };
@@ -208,6 +209,7 @@ pub(super) async fn look_after(ctx: &Context) {
         }
     };
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let mut seen = Vec::new();
     for (build, target) in &carried {
         let installed = match api.get_opt(&target.name).await {
             Ok(Some(installed)) => installed,
@@ -222,6 +224,54 @@ pub(super) async fn look_after(ctx: &Context) {
         if let Err(error) = take(ctx, build, &installed, &dc, &step).await {
             warn!(%error, crd = %target.name, ?step, "an API version step failed; trying again");
         }
+        seen.push(dc);
+    }
+    if let Some(step) = express_planner::api_versions::dc_versions(&seen) {
+        say_on_the_newest_release(ctx, &step).await;
+    }
+}
+
+/// Writes where the DC's API versions stand (as read at this pass's start) into the newest
+/// OperatorRelease's `status.apiVersions`, when it says otherwise: the steps go on after the
+/// release that listed the version has ended, and a person reads the newest release. A merge
+/// patch of that field alone: the release's own status is the release loop's apply.
+async fn say_on_the_newest_release(ctx: &Context, step: &str) {
+    let releases: Api<OperatorRelease> =
+        Api::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace);
+    let listed = match releases.list(&ListParams::default()).await {
+        Ok(listed) => listed.items,
+        Err(error) => {
+            warn!(%error, "cannot read the OperatorReleases to say where the API versions stand");
+            return;
+        }
+    };
+    let Some(newest) = listed
+        .iter()
+        .max_by_key(|r| (r.creation_timestamp().map(|t| t.0), r.name_any()))
+    else {
+        return;
+    };
+    let said = newest
+        .status
+        .as_ref()
+        .and_then(|s| s.api_versions.as_ref())
+        .map(|seen| seen.step.as_str());
+    if said == Some(step) {
+        return;
+    }
+    let patch = serde_json::json!({"status": {"apiVersions": ApiVersionsSeen {
+        step: step.to_owned(),
+        seen_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+    }}});
+    if let Err(error) = releases
+        .patch_status(
+            &newest.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        warn!(%error, release = %newest.name_any(), "cannot say where the API versions stand on the newest release");
     }
 }
 

@@ -90,8 +90,16 @@ pub fn render_in_dc(release: &OperatorRelease, now: Timestamp, versions: Option<
             api.summary()
         ));
     }
-    if let Some(versions) = versions {
-        out.push_str(&format!("  API versions: {versions}\n"));
+    // The DC's CRDs as read now; else what the newest release last recorded (a reader who may
+    // not read CRDs), with when.
+    match (versions, &status.api_versions) {
+        (Some(versions), _) => out.push_str(&format!("  API versions: {versions}\n")),
+        (None, Some(seen)) => out.push_str(&format!(
+            "  API versions: {} (recorded {})\n",
+            seen.step,
+            ago(Some(seen.seen_at.0), now)
+        )),
+        (None, None) => {}
     }
     let rows: Vec<Vec<String>> = spec
         .waves
@@ -193,4 +201,46 @@ fn vital_signs(status: &express_api::OperatorReleaseStatus, now: Timestamp) -> S
         &rows,
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release(status: serde_json::Value) -> OperatorRelease {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+            "metadata": {"name": "to-canary", "namespace": "express-system"},
+            "spec": {"fromRing": "default", "toRing": "canary", "waves": [{"percent": 100}]},
+            "status": status,
+        }))
+        .unwrap_or_else(|error| panic!("a release: {error}"))
+    }
+
+    #[test]
+    fn the_api_versions_line_is_the_crds_as_read_else_what_the_release_recorded() {
+        let now: Timestamp = "2026-11-29T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let recorded = release(serde_json::json!({"phase": "Succeeded", "apiVersions": {
+            "step": "v1beta1: storage moved, migrated 3/7", "seenAt": "2026-11-29T11:58:00Z"}}));
+        let live = render_in_dc(&recorded, now, Some("v1beta1: trimmed"));
+        assert!(
+            live.contains("  API versions: v1beta1: trimmed\n"),
+            "{live}"
+        );
+        let fallback = render_in_dc(&recorded, now, None);
+        assert!(
+            fallback.contains(
+                "  API versions: v1beta1: storage moved, migrated 3/7 (recorded 2m ago)\n"
+            ),
+            "{fallback}"
+        );
+        let neither = render_in_dc(
+            &release(serde_json::json!({"phase": "Succeeded"})),
+            now,
+            None,
+        );
+        assert!(!neither.contains("API versions"), "{neither}");
+    }
 }
