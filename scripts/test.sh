@@ -122,6 +122,7 @@ phase "acceptance: kubesim and the real control plane through kubectl, the Pytho
 KUBESIM_BIN="$target_dir/debug/kubesim" \
 KUBECTL_EXPRESS_BIN="$target_dir/debug/kubectl-express" \
 EXPRESS_OPERATOR_BIN="$target_dir/debug/express-operator" \
-    .venv/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/acceptance
+    .venv/bin/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations 25 tests/acceptance
+# (--durations: the 25 slowest tests, where the phase's time goes.)
 # The real-substrate tests passed, so the build did; this reaps it.
 wait "$go_build" || { cat "$go_build_log" >&2; exit 1; }
