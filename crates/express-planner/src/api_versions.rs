@@ -39,6 +39,10 @@ pub struct DcCrd {
     pub stored_versions: Vec<String>,
     /// The rewrite of the stored objects, as recorded on the CRD.
     pub migration: Option<Migration>,
+    /// The API server could call its conversion webhook: the CRD converts without one, or its
+    /// webhook has a `caBundle` to trust it by. A version served before then fails every read
+    /// at it, and `kubectl get` reads at the newest.
+    pub webhook_trusted: bool,
 }
 
 /// The rewrite of a CRD's stored objects at one storage version.
@@ -116,6 +120,8 @@ pub enum Waiting {
     WebhookPodsBehind(Vec<String>),
     /// Rings whose build does not know the version storage would move to, or does not say.
     RingsBehind(Vec<String>),
+    /// The CRD's conversion webhook has no `caBundle` yet (the webhook's keeper writes it).
+    WebhookNotTrusted,
 }
 
 impl fmt::Display for Waiting {
@@ -138,6 +144,10 @@ impl fmt::Display for Waiting {
                 f,
                 "rings whose build does not know the new storage version (or does not say): {}",
                 rings.join(", ")
+            ),
+            Waiting::WebhookNotTrusted => write!(
+                f,
+                "the CRD's conversion webhook has no caBundle yet: nothing could trust it (the operator serving it writes its authority there)"
             ),
         }
     }
@@ -177,6 +187,7 @@ impl DcCrd {
                 .and_then(|s| s.stored_versions.clone())
                 .unwrap_or_default(),
             migration,
+            webhook_trusted: webhook_trusted(crd),
         }
     }
 
@@ -320,8 +331,30 @@ pub fn next_step_at(dc: &DcCrd, build: &BuildCrd, builds: &Builds, now: i64) -> 
     step
 }
 
+/// Whether the API server can call `crd`'s conversion webhook: no webhook named, or one with a
+/// `caBundle`.
+fn webhook_trusted(crd: &CustomResourceDefinition) -> bool {
+    let Some(conversion) = crd
+        .spec
+        .conversion
+        .as_ref()
+        .filter(|c| c.strategy == "Webhook")
+    else {
+        return true;
+    };
+    conversion
+        .webhook
+        .as_ref()
+        .and_then(|w| w.client_config.as_ref())
+        .and_then(|c| c.ca_bundle.as_ref())
+        .is_some_and(|bundle| !bundle.0.is_empty())
+}
+
 /// Why the listed versions may not be served yet, if they may not.
 fn webhook_behind(dc: &DcCrd, builds: &Builds) -> Option<Waiting> {
+    if !dc.webhook_trusted {
+        return Some(Waiting::WebhookNotTrusted);
+    }
     if builds.webhook_pods.is_empty() {
         return Some(Waiting::NoWebhookPod);
     }

@@ -31,6 +31,7 @@ fn dc(versions: Vec<Listed>, stored: &[&str], migration: Option<Migration>) -> D
         versions,
         stored_versions: strings(stored),
         migration,
+        webhook_trusted: true,
     }
 }
 
@@ -201,6 +202,42 @@ fn every_step_of_a_versions_release_as_a_table() {
     for (name, dc, builds, expected) in cases {
         assert_eq!(next_step(&dc, &build(), &builds), expected, "{name}");
     }
+}
+
+#[test]
+fn a_version_is_served_only_once_its_webhook_has_a_ca_bundle() {
+    // The release applied the build's CRDs, naming the webhook by URL; the operator serving it
+    // writes its authority into the caBundle on its next pass. Until then no read at v1beta1
+    // could be converted, and kubectl reads at the newest version served.
+    let listed_unserved = DcCrd {
+        webhook_trusted: false,
+        ..dc(
+            vec![listed(ALPHA, true, true), listed(BETA, false, false)],
+            &[ALPHA],
+            None,
+        )
+    };
+    let every_pod_knows = builds(
+        &[("default", Some(&[ALPHA]))],
+        &[("canary-1", &[ALPHA, BETA])],
+    );
+    assert_eq!(
+        next_step_at(&listed_unserved, &build(), &every_pod_knows, 0),
+        Step::Wait(Waiting::WebhookNotTrusted)
+    );
+    let trusted = DcCrd {
+        webhook_trusted: true,
+        ..listed_unserved
+    };
+    assert_eq!(
+        next_step_at(&trusted, &build(), &every_pod_knows, 0),
+        Step::Serve(strings(&[BETA]))
+    );
+    assert!(
+        Waiting::WebhookNotTrusted
+            .to_string()
+            .contains("no caBundle")
+    );
 }
 
 #[test]
@@ -433,6 +470,7 @@ fn a_dc_crd() -> impl Strategy<Value = DcCrd> {
                     complete,
                     storage_moved_at: None,
                 }),
+                webhook_trusted: true,
             }
         })
 }
@@ -509,6 +547,7 @@ fn a_build_and_a_dc_near_it() -> impl Strategy<Value = (BuildCrd, DcCrd)> {
                             storage_moved_at: None,
                         }),
                         versions,
+                        webhook_trusted: true,
                     };
                     (build, dc)
                 },
@@ -551,6 +590,14 @@ proptest! {
                 }
             }
         }
+    }
+
+    #[test]
+    fn never_serves_a_version_through_a_webhook_nothing_could_trust(
+        (build, dc) in a_build_and_a_dc_near_it(), builds in some_builds(), now in 0i64..10_000
+    ) {
+        let untrusted = DcCrd { webhook_trusted: false, ..dc };
+        prop_assert!(!matches!(next_step_at(&untrusted, &build, &builds, now), Step::Serve(_)));
     }
 
     #[test]

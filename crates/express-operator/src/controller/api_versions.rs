@@ -211,27 +211,57 @@ pub(super) async fn look_after(ctx: &Context) {
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut seen = Vec::new();
     for (build, target) in &carried {
-        let installed = match api.get_opt(&target.name).await {
-            Ok(Some(installed)) => installed,
-            Ok(None) => continue,
-            Err(error) => {
-                warn!(%error, crd = %target.name, "cannot read the DC's CRD");
-                continue;
-            }
-        };
-        let dc = DcCrd::of(&installed);
-        let step = next_step_at(&dc, target, &builds, Timestamp::now().as_second());
-        if let Err(error) = take(ctx, build, &installed, &dc, &step).await {
-            warn!(%error, crd = %target.name, ?step, "an API version step failed; trying again");
+        if let Some(dc) = steps_on(ctx, &api, build, target, &builds).await {
+            seen.push(dc);
         }
-        seen.push(dc);
     }
     if let Some(step) = express_planner::api_versions::dc_versions(&seen) {
         say_on_the_newest_release(ctx, &step).await;
     }
 }
 
-/// Writes where the DC's API versions stand (as read at this pass's start) into the newest
+/// A pass takes at most this many steps on one CRD (a rewrite that ends is trimmed at once).
+const STEPS_PER_PASS: usize = 3;
+
+/// Takes the steps due on one CRD, one after the other while each is taken and the next is due
+/// at once (a wait, or a step that failed, ends it until the next pass); the CRD as it was left.
+async fn steps_on(
+    ctx: &Context,
+    api: &Api<CustomResourceDefinition>,
+    build: &CustomResourceDefinition,
+    target: &BuildCrd,
+    builds: &Builds,
+) -> Option<DcCrd> {
+    let mut last = None;
+    for _ in 0..STEPS_PER_PASS {
+        let installed = match api.get_opt(&target.name).await {
+            Ok(Some(installed)) => installed,
+            Ok(None) => return last,
+            Err(error) => {
+                warn!(%error, crd = %target.name, "cannot read the DC's CRD");
+                return last;
+            }
+        };
+        let dc = DcCrd::of(&installed);
+        let step = next_step_at(&dc, target, builds, Timestamp::now().as_second());
+        let acts = !matches!(
+            step,
+            Step::List(_) | Step::Wait(_) | Step::Ahead(_) | Step::Done
+        );
+        let taken = take(ctx, build, &installed, &dc, &step).await;
+        last = Some(dc);
+        if let Err(error) = taken {
+            warn!(%error, crd = %target.name, ?step, "an API version step failed; trying again");
+            return last;
+        }
+        if !acts {
+            return last;
+        }
+    }
+    last
+}
+
+/// Writes where the DC's API versions stand (as this pass left them) into the newest
 /// OperatorRelease's `status.apiVersions`, when it says otherwise: the steps go on after the
 /// release that listed the version has ended, and a person reads the newest release. A merge
 /// patch of that field alone: the release's own status is the release loop's apply.
