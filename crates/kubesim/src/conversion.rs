@@ -96,7 +96,12 @@ impl Webhook {
             Target::Url { url, ca_pem } => (url.clone(), ca_pem.clone()),
             Target::Unreachable(why) => return Err(failed(why)),
         };
-        let uid = crate::api::new_uid();
+        // Only this request's answer is matched against it: unique within the process is enough.
+        static REVIEWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let uid = format!(
+            "kubesim-conversion-{}",
+            REVIEWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let review = json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "request": {"uid": uid, "desiredAPIVersion": desired,
