@@ -14,6 +14,7 @@ version then refuses to lead, and says so.
 The decisions are table- and property-tested in crates/express-planner/tests/api_versions.rs."""
 
 import base64
+import collections
 import json
 import os
 import subprocess
@@ -94,6 +95,10 @@ class Conversions(threading.Thread):
         super().__init__(daemon=True)
         self.cluster, self.stopped = cluster, threading.Event()
         self.reads, self.failures, self.authorities, self.most_in_bundle = 0, [], set(), 0
+        # Successful reads counted by the bundle the CRD held right after them: reads on both sides
+        # of a rotation are what show it had no gap (a count of reads alone depends on the
+        # machine's speed, not on the rotation).
+        self.reads_by_bundle = collections.Counter()
 
     def run(self):
         from kubernetes import client, config
@@ -101,10 +106,11 @@ class Conversions(threading.Thread):
         api = config.new_client_from_config(config_file=str(self.cluster.kubeconfig))
         custom, crds = client.CustomObjectsApi(api), client.ApiextensionsV1Api(api)
         while not self.stopped.wait(0.5):
+            succeeded = 0
             for version in ("v1alpha1", "v1beta1"):
                 try:
                     custom.list_cluster_custom_object("express.dev", version, "frontends")
-                    self.reads += 1
+                    succeeded += 1
                 except Exception as error:  # every failure is the finding, whatever its kind
                     self.failures.append(f"{time.strftime('%H:%M:%S')} {version}: {str(error)[:300]}")
             try:
@@ -113,6 +119,8 @@ class Conversions(threading.Thread):
             except Exception:
                 continue
             certificates = [c for c in bundle.split("-----END CERTIFICATE-----") if "BEGIN" in c]
+            self.reads += succeeded
+            self.reads_by_bundle[frozenset(c.strip() for c in certificates)] += succeeded
             self.authorities.update(c.strip() for c in certificates)
             self.most_in_bundle = max(self.most_in_bundle, len(certificates))
 
@@ -236,8 +244,11 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         assert healthy()
         conversions.stop()
         assert not conversions.failures, conversions.failures[:5]
-        assert conversions.reads > 100 and len(conversions.authorities) >= 2 and conversions.most_in_bundle == 2, \
-            (conversions.reads, len(conversions.authorities), conversions.most_in_bundle)
+        # Reads succeeded under at least two of the bundles the rotation wrote (a few each).
+        bundles_read_under = [n for n in conversions.reads_by_bundle.values() if n >= 4]
+        assert len(bundles_read_under) >= 2 and len(conversions.authorities) >= 2 and conversions.most_in_bundle == 2, \
+            (conversions.reads, list(conversions.reads_by_bundle.values()), len(conversions.authorities),
+             conversions.most_in_bundle)
 
         # Ring default rolled back to the build before v1beta1: it cannot read what is stored
         # now, so it refuses to lead, and says so on the ring's Lease, in an event and in doctor.
