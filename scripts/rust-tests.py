@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs the workspace's Rust test binaries two at a time (scripts/test.sh calls it).
+"""Runs the workspace's Rust test binaries a few at a time (scripts/test.sh calls it).
 
 `cargo test` runs one test binary after another: the kubesim end-to-end binaries mostly wait on
 timers, so on two cores half the phase was one binary waiting. cargo-nextest runs binaries in

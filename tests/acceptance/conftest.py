@@ -64,7 +64,7 @@ def pytest_collection_modifyitems(items):
     """Units that need the real control plane run after every other (scripts/test.sh runs with
     `--no-loadscope-reorder`): on a machine that never built it, its Go build runs beside the
     kubesim tests and is done by then. Otherwise units with more tests go first, as xdist's
-    default order does, so that two workers end together; within a unit, the tests keep their
+    default order does, so that the workers end together; within a unit, the tests keep their
     order."""
     units = [unit_of(item.nodeid) for item in items]
     real_units = {unit for unit, item in zip(units, items) if needs_the_real_control_plane(item)}
