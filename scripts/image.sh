@@ -4,10 +4,15 @@
 # target/image/express-operator.tar. Then runs `express-operator --version` from the image's own
 # root filesystem (its loader and libraries only) to prove the image is complete.
 #
-#   scripts/image.sh [--profile release|dev] [--tag TAG]
+#   scripts/image.sh [--profile release|dev | --from-test-build] [--tag TAG]
 #
-# release (the default) builds optimised binaries; the test command uses dev to reuse the
-# binaries its tests already built. Installs buildah from Debian's packages when missing.
+# release (the default) builds optimised binaries, dev unoptimised ones, both as shipped: the
+# operator without its `dev` feature (no emulator), with jemalloc. --from-test-build builds
+# nothing: it takes the debug binaries the workspace's test build left (the test command's; the
+# operator there has the `dev` feature, which the tests unify), so that the test command proves
+# the image is complete without compiling the dependencies a second time with other features
+# (about 200 crates); its clippy phase checks the shipped features compile. Installs buildah from
+# Debian's packages when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +21,7 @@ tag=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile="$2"; shift 2 ;;
+    --from-test-build) profile=test-build; shift ;;
     --tag) tag="$2"; shift 2 ;;
     *) echo "image.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -29,14 +35,21 @@ if ! command -v buildah >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah >/dev/null
 fi
 
-echo "== building the binaries ($profile)"
 target_dir=${CARGO_TARGET_DIR:-target}
-if [ "$profile" = release ]; then
+if [ "$profile" = test-build ]; then
+  echo "== the binaries the test build left"
+  bin_dir="$target_dir/debug"
+  for binary in express-operator kubectl-express; do
+    [ -x "$bin_dir/$binary" ] || { echo "image.sh: no $bin_dir/$binary: run the workspace's test build first" >&2; exit 1; }
+  done
+elif [ "$profile" = release ]; then
+  echo "== building the binaries ($profile)"
   # express-operator without its default `dev` feature (no emulator in the shipped binary), with
   # its allocator.
   cargo build --release --no-default-features --features express-operator/jemalloc -p express-operator -p kubectl-express
   bin_dir="$target_dir/release"
 else
+  echo "== building the binaries ($profile)"
   cargo build --no-default-features --features express-operator/jemalloc -p express-operator -p kubectl-express
   bin_dir="$target_dir/debug"
 fi
@@ -61,7 +74,7 @@ rm -rf "$rootfs"
 mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc" "$rootfs/tmp"
 chmod 1777 "$rootfs/tmp"
 install -m 0755 "$bin_dir/express-operator" "$bin_dir/kubectl-express" "$rootfs/usr/local/bin/"
-if [ "$profile" = dev ]; then
+if [ "$profile" != release ]; then
   # The dev build's line tables are a third of its size and no use inside the image.
   strip --strip-debug "$rootfs"/usr/local/bin/*
 fi
