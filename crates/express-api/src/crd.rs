@@ -106,3 +106,10 @@ pub const VERSIONED: [&str; 3] = [
 
 /// The path the webhook answers on.
 pub const WEBHOOK_PATH: &str = "/convert";
+
+/// The chart's Service in front of the operator's pods that serve the webhook: where the CRDs
+/// send conversions when no URL is given.
+pub const WEBHOOK_SERVICE: &str = "express-operator-webhook";
+
+/// The port of [`WEBHOOK_SERVICE`].
+pub const WEBHOOK_SERVICE_PORT: i32 = 443;

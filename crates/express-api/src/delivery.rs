@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::types::{ChangeState, NodeChange, NodeStatus};
+use crate::v1alpha1::{ChangeState, NodeChange, NodeStatus};
 
 /// What a node change is, by [`classify_change`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -1,4 +1,5 @@
-//! The `express.dev` API, `v1alpha1` (the operator's own types) and `v1beta1` ([`v1beta1`],
+//! The `express.dev` API, `v1alpha1` ([`v1alpha1`], the operator's own types, re-exported at the
+//! crate's root) and `v1beta1` ([`v1beta1`],
 //! converted by [`conversion`]): the `ExpressCluster`, `Backend` and `Frontend` custom
 //! resources, the well-known labels and annotations, and the two derived facts every other crate
 //! relies on: a node's *effective* spec (cluster defaults merged with node overrides) and its
@@ -24,7 +25,7 @@ pub mod natural;
 pub mod objects;
 pub mod release;
 pub mod rings;
-pub mod types;
+pub mod v1alpha1;
 pub mod v1beta1;
 pub mod verdict;
 pub mod views;
@@ -35,4 +36,6 @@ pub use effective::{EffectiveNodeSpec, EffectiveSpecError, effective_spec};
 pub use fleet_release::{FleetPhase, FleetRelease, FleetReleaseSpec, FleetReleaseStatus};
 pub use objects::{ClusterKey, NodeRef, Objects};
 pub use release::{OperatorRelease, OperatorReleaseSpec, OperatorReleaseStatus, ReleasePhase};
-pub use types::*;
+/// The `v1alpha1` kinds at the crate's root: the hub every version converts through, and the
+/// types the operator reasons over.
+pub use v1alpha1::*;

@@ -5,7 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::types::{DependencySettings, RolloutSettings, preserve_unknown_object};
+use crate::v1alpha1::{DependencySettings, RolloutSettings, preserve_unknown_object};
 
 /// The tenant an Express cluster serves.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -6,7 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::types::{NodeKind, default_true, preserve_unknown_object};
+use crate::v1alpha1::{NodeKind, default_true, preserve_unknown_object};
 
 /// The pod condition a prerequisite waits for.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -1,6 +1,7 @@
-//! The three custom resource kinds of DESIGN section 2 and their status (section 7): the node
-//! kinds, `Backend` and `Frontend`, with the spec and status they share ([`node`]), and the
-//! `ExpressCluster` that gives its nodes defaults and reports on them ([`cluster`]).
+//! `express.dev/v1alpha1`, the hub every version converts through: the three custom resource
+//! kinds of DESIGN section 2 and their status (section 7): the node kinds, `Backend` and
+//! `Frontend`, with the spec and status they share ([`node`]), and the `ExpressCluster` that
+//! gives its nodes defaults and reports on them ([`cluster`]). Re-exported at the crate's root.
 //!
 //! `Backend` and `Frontend` share one schema, [`NodeSpec`]; each kind wraps it in a transparent
 //! newtype so that kube-derive can give each its own `kind` while the rest of the code handles
