@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 use express_operator::{controller, crd_check};
+use express_planner::api_versions::{ApiFlags, CarriedApiError, carried_api};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 /// Why the CRDs could not be printed or written.
@@ -18,8 +19,8 @@ pub(crate) enum CrdError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot merge the CRDs' versions: {0}")]
-    Merge(String),
+    #[error(transparent)]
+    Carried(#[from] CarriedApiError),
 }
 
 #[derive(Subcommand)]
@@ -99,25 +100,19 @@ pub(crate) fn crd_check_command(check: CrdAction) -> ExitCode {
     }
 }
 
-/// The CRDs `crd` prints: this build's, or with `serve_v1beta1` those of a build serving
-/// v1beta1 through its webhook.
+/// The CRDs `crd` prints: those a build run with the same flags carries (with `serve_v1beta1`,
+/// serving v1beta1 through its webhook, at `webhook_url` or the chart's Service).
 pub(crate) fn crds(
     serve_v1beta1: bool,
     webhook_url: Option<String>,
 ) -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    use express_api::crd::WebhookAt;
-    if !serve_v1beta1 {
-        return Ok(express_api::crd::all());
-    }
-    let at = match webhook_url {
-        Some(url) => WebhookAt::Url(url),
-        None => WebhookAt::Service {
-            namespace: controller::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
-            name: express_operator::webhook::SERVICE_NAME.to_owned(),
-            port: 443,
-        },
+    let flags = ApiFlags {
+        serve_v1beta1,
+        webhook_url,
+        operator_namespace: controller::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
+        known: Vec::new(),
     };
-    express_api::crd::serving_v1beta1(&at).map_err(CrdError::Merge)
+    Ok(carried_api(&flags)?.crds())
 }
 
 pub(crate) fn print_crds(crds: &[CustomResourceDefinition]) -> Result<(), CrdError> {

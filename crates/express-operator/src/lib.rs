@@ -16,7 +16,7 @@ pub mod metric_groups;
 pub mod metrics;
 pub mod pods;
 pub mod release_metrics;
+pub mod run;
 pub mod runner;
 pub mod status;
 pub mod throttle;
-pub mod webhook;

@@ -11,11 +11,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use express_operator::webhook::authority::{
+use express_operator::controller::api::webhook::authority::{
     Authority, Validity, bundle, new_authority, new_serving, validity_of,
 };
-use express_operator::webhook::rotation::{Policy, authority_validity, serving_validity};
-use express_operator::webhook::server::{PATH, ServingCertificate, serve};
+use express_operator::controller::api::webhook::rotation::{
+    Policy, authority_validity, serving_validity,
+};
+use express_operator::controller::api::webhook::server::{PATH, ServingCertificate, serve};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
@@ -34,7 +36,9 @@ fn authority() -> Authority {
     new_authority(authority_validity(now(), &Policy::default())).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn serving_from(authority: &Authority) -> express_operator::webhook::authority::Serving {
+fn serving_from(
+    authority: &Authority,
+) -> express_operator::controller::api::webhook::authority::Serving {
     let validity =
         validity_of(&authority.certificate, "test authority").unwrap_or_else(|e| panic!("{e}"));
     new_serving(
@@ -249,8 +253,8 @@ mod keeper {
     //! the CRD's `caBundle` holds then reaches the webhook.
 
     use super::*;
-    use express_operator::webhook::keeper::{Keeper, SECRET_NAME};
-    use express_operator::webhook::rotation::Upkeep;
+    use express_operator::controller::api::webhook::keeper::{Keeper, SECRET_NAME};
+    use express_operator::controller::api::webhook::rotation::Upkeep;
     use k8s_openapi::api::core::v1::Secret;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, PostParams};
@@ -415,7 +419,7 @@ mod membership {
     //! one of a build that knows only v1alpha1; each labels itself by what the CRDs list, and a
     //! version listed before it is served already keeps the older build out.
 
-    use express_operator::webhook::membership::Membership;
+    use express_operator::controller::api::webhook::membership::Membership;
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, ListParams, PostParams};

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::caches::Caches;
-use super::heap::HeapCompactor;
-use super::moves;
-use super::overlay::{WrittenPods, WrittenStatuses};
+use super::memory::caches::Caches;
+use super::memory::heap::HeapCompactor;
+use super::memory::moves;
+use super::memory::overlay::{WrittenPods, WrittenStatuses};
 use super::recorders::Recorders;
 use crate::metrics::Metrics;
 
@@ -39,29 +39,9 @@ pub struct Settings {
     /// answers).
     pub first_listing: list_pages::FirstListing,
     /// The API this build carries into a DC and the versions it knows (DESIGN section 18).
-    pub api: CarriedApi,
+    pub api: express_planner::api_versions::CarriedApi,
     /// Doctor's thresholds as an OperatorRelease's judge applies them (`--stale-after`).
     pub release_thresholds: express_triage::Thresholds,
-}
-
-/// The API a build carries into a DC: the CRDs its release applies, and the versions of
-/// `express.dev` it knows.
-#[derive(Clone, Debug)]
-pub struct CarriedApi {
-    /// The versions this build knows, oldest first (a test may pretend to be an older build).
-    pub known: Vec<String>,
-    /// Where the CRDs it applies send conversions, when it carries `v1beta1` beside
-    /// `v1alpha1` (`run --serve-v1beta1`); none: `v1alpha1` alone.
-    pub webhook: Option<express_api::crd::WebhookAt>,
-}
-
-impl Default for CarriedApi {
-    fn default() -> Self {
-        CarriedApi {
-            known: crate::webhook::known_versions(),
-            webhook: None,
-        }
-    }
 }
 
 /// The operator's own namespace when nothing says otherwise.
@@ -82,7 +62,7 @@ impl Settings {
             compact_heap: None,
             fault: None,
             first_listing: list_pages::FirstListing::Paged,
-            api: CarriedApi::default(),
+            api: express_planner::api_versions::CarriedApi::default(),
             release_thresholds: express_triage::Thresholds::default(),
         }
     }

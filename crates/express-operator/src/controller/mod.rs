@@ -1,44 +1,39 @@
-//! The controller. Caches (indexes fed by watches) of ExpressClusters, Backends, Frontends, the pods they
-//! own, the control ConfigMaps and ControllerRevisions; every change is mapped to its Express
-//! cluster (namespace, clusterName); one reconcile per cluster, which reads as its table of
-//! contents ([`reconcile`]): gate (leader, namespace) → [`observe`] → plan (the pure planner) →
-//! [`record`] → [`act`] → [`report`], with every event worded in [`events`]. Level-triggered
-//! and watch-driven: nothing polls. This file is the table of contents of [`run`]; what the
-//! steps share lives in [`context`] and [`env`], below every step.
+//! The controller, one room per concern:
+//! - [`tenant`]: a tenant's reconcile, one per Express cluster (gate → observe → plan → record
+//!   → act → report), level-triggered and watch-driven: nothing polls;
+//! - [`memory`]: what the operator holds between reconciles, the caches (indexes fed by
+//!   watches of ExpressClusters, Backends, Frontends, their pods, the control ConfigMaps and
+//!   ControllerRevisions, every change mapped to its Express cluster), its own writes laid over
+//!   them, and giving memory back after a burst;
+//! - [`releases`]: rings and OperatorReleases, with their judge and its Prometheus client;
+//! - [`api`]: the API's lifecycle in the DC (CRDs applied by a release, versions served,
+//!   stored, migrated and trimmed, the conversion webhook).
+//!
+//! This file is the table of contents of [`run`]: it starts every long-running pass. What the
+//! rooms share lives below all of them: [`context`] (settings, the running controller's
+//! context), [`error`], [`events`] (a notice and its publishing), [`recorders`], [`ring_lease`];
+//! [`start`] builds the caches and the loops beside the reconciles.
 
-mod act;
-mod api_versions;
-mod caches;
-mod compact;
+pub mod api;
 mod context;
-mod env;
 mod error;
 mod events;
 mod fleet_view;
-mod handover;
-mod heap;
-mod index;
-mod moves;
-mod observe;
-mod overlay;
-mod own_api;
-mod reconcile;
-mod record;
+pub mod memory;
 mod recorders;
-mod release;
-mod report;
+mod releases;
 mod ring_lease;
 mod start;
-mod vital_signs;
+mod tenant;
 
-pub use caches::{Caches, Scoped, Tasks};
-pub use context::{CarriedApi, Context, DEFAULT_OPERATOR_NAMESPACE, Settings};
+pub use context::{Context, DEFAULT_OPERATOR_NAMESPACE, Settings};
 pub use error::Error;
 pub use fleet_view::fleet_view_pause;
-pub use heap::{Heap, HeapCompactor, repack_due};
-pub use overlay::{WrittenPods, WrittenStatuses};
-pub use reconcile::reconcile;
+pub use memory::caches::{Caches, Scoped, Tasks};
+pub use memory::heap::{Heap, HeapCompactor, repack_due};
+pub use memory::overlay::{WrittenPods, WrittenStatuses};
 pub use recorders::{Recorders, Reporter};
+pub use tenant::reconcile;
 
 use std::sync::Arc;
 
@@ -73,7 +68,7 @@ pub async fn run(
         context: start::ContextCell::default(),
     };
     let caches = wiring.caches(&mut tasks);
-    let releases = wiring.release_cache(&mut tasks);
+    let release_cache = wiring.release_cache(&mut tasks);
     let (release_wake, context_cell) = (wiring.release_wake.clone(), wiring.context.clone());
     let recorders = Recorders::new(
         &client,
@@ -91,7 +86,7 @@ pub async fn run(
         leader: leader.clone(),
         written: WrittenStatuses::default(),
         written_pods: WrittenPods::default(),
-        moves: moves::MovesMade::default(),
+        moves: memory::moves::MovesMade::default(),
     });
     let _ = context_cell.set(context.clone());
     context.caches.wait_until_ready().await;
@@ -101,9 +96,12 @@ pub async fn run(
     tasks.spawn(start::follow_leadership(context.clone(), triggers, leader));
     // Releases run beside the tenants, on their own loop: an OperatorRelease CRD not installed
     // yet keeps only this loop waiting.
-    tasks.spawn(release::run(context.clone(), releases, release_wake));
+    tasks.spawn(releases::run(context.clone(), release_cache, release_wake));
     tasks.spawn(start::keep_publishing(context.clone()));
-    tasks.spawn(own_api::keep_checking(context.clone()));
+    // The API's lifecycle in the DC: the installed CRDs against this build's, and the versions'
+    // steps (DESIGN section 18), each on its own timer while this instance leads.
+    tasks.spawn(api::keep_checking_crds(context.clone()));
+    tasks.spawn(api::keep_stepping_versions(context.clone()));
     if context.settings.fault == Some(crate::faults::Fault::Leaky) {
         tasks.spawn(crate::faults::leak_forever());
     }

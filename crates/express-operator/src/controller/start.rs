@@ -16,10 +16,11 @@ use kube::runtime::watcher;
 use tokio::sync::{Notify, mpsc, watch};
 use tracing::warn;
 
-use super::caches::{Caches, Scoped, Tasks, Watch, cache, node_key};
 use super::context::{Context, Settings};
 use super::fleet_view::{fleet_view_pause, publish_fleet_view};
-use super::{compact, own_api, reconcile, release};
+use super::memory::caches::{Caches, Scoped, Tasks, Watch, cache, node_key};
+use super::memory::compact;
+use super::{releases, tenant};
 use crate::metrics::{ErrorLabel, Metrics, ResultLabel, RingLabel};
 use crate::runner::Next;
 
@@ -231,8 +232,7 @@ pub(super) async fn follow_leadership(
             })
             .set(i64::from(leading));
         if leading {
-            release::announce_build(&context).await;
-            own_api::report_behind(&context).await;
+            releases::announce_build(&context).await;
             for key in context.caches.keys(None) {
                 let _ = triggers.send(key);
             }
@@ -251,6 +251,10 @@ pub(super) async fn keep_publishing(context: Arc<Context>) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut compaction = compact::Compaction::default();
+    let repack: Arc<dyn Fn() + Send + Sync> = {
+        let context = context.clone();
+        Arc::new(move || context.caches.repack())
+    };
     let mut next_view = Instant::now();
     loop {
         ticks.tick().await;
@@ -262,7 +266,13 @@ pub(super) async fn keep_publishing(context: Arc<Context>) {
         }
         let recorded = context.recorders.sweep(Instant::now());
         context.publish_memory(recorded);
-        compact::compact_if_due(&context, &mut compaction).await;
+        compact::compact_if_due(
+            context.settings.compact_heap,
+            &context.metrics,
+            repack.clone(),
+            &mut compaction,
+        )
+        .await;
     }
 }
 
@@ -273,10 +283,10 @@ pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> R
     let fault = context.settings.fault;
     let (reconciled, requests) = crate::throttle::counting_requests(async {
         crate::faults::before_reconcile(fault, &context.client, key).await;
-        reconcile::reconcile(context, key).await
+        tenant::reconcile(context, key).await
     })
     .await;
-    let reconcile::Reconciled { drove, mut result } = reconciled;
+    let tenant::Reconciled { drove, mut result } = reconciled;
     if result.is_ok() && crate::faults::fails_this_reconcile(fault) {
         result = Err(super::error::Error::InjectedFault {
             fault: fault.map_or("", crate::faults::Fault::as_str),

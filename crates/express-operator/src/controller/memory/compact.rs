@@ -10,13 +10,13 @@ use std::time::Instant;
 
 use tracing::info;
 
-use super::context::Context;
-use super::heap::repack_due;
+use super::heap::{HeapCompactor, repack_due};
 use crate::long_lived::long_lived;
+use crate::metrics::Metrics;
 
 /// What the timer remembers between looks.
 #[derive(Default)]
-pub(super) struct Compaction {
+pub(crate) struct Compaction {
     /// Reconciles counted at the last look.
     reconciles: u64,
     /// Resident bytes once the last repack's pages were returned.
@@ -26,12 +26,18 @@ pub(super) struct Compaction {
     repacked: bool,
 }
 
-/// Repacks the caches when [`repack_due`] says so.
-pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
-    let Some(compactor) = ctx.settings.compact_heap else {
+/// Repacks the caches (`repack`: [`Caches::repack`](super::caches::Caches::repack) of the
+/// running controller's) with `compactor`'s help when [`repack_due`] says so.
+pub(crate) async fn compact_if_due(
+    compactor: Option<HeapCompactor>,
+    metrics: &Metrics,
+    repack: Arc<dyn Fn() + Send + Sync>,
+    state: &mut Compaction,
+) {
+    let Some(compactor) = compactor else {
         return;
     };
-    let reconciles = ctx.metrics.reconciles_so_far();
+    let reconciles = metrics.reconciles_so_far();
     let quiet = reconciles == state.reconciles;
     state.reconciles = reconciles;
     let Some(heap) = (compactor.heap)() else {
@@ -44,10 +50,9 @@ pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
         return;
     }
     let started = Instant::now();
-    let context = ctx.clone();
     // A thread of its own: its allocation cache is turned off for the copy.
     let copied = tokio::task::spawn_blocking(move || {
-        (compactor.without_thread_cache)(&mut || long_lived(|| context.caches.repack()));
+        (compactor.without_thread_cache)(&mut || long_lived(|| repack()));
         (compactor.return_free_pages)();
     })
     .await;
@@ -55,7 +60,7 @@ pub(super) async fn compact_if_due(ctx: &Arc<Context>, state: &mut Compaction) {
     // Until the look after reads what it left, the heap as it stood counts as the last.
     state.resident_after_last = Some(heap.resident);
     if copied.is_ok() {
-        ctx.metrics.memory.repacks.inc();
+        metrics.memory.repacks.inc();
         info!(
             allocated_mib = heap.allocated >> 20,
             resident_mib = heap.resident >> 20,

@@ -19,7 +19,7 @@ use super::index::Synced;
 pub struct WrittenStatuses(Mutex<HashMap<StatusKey, (u64, serde_json::Value)>>);
 
 /// Kind, namespace and name of an object whose status was written.
-pub(super) type StatusKey = (&'static str, String, String);
+pub(crate) type StatusKey = (&'static str, String, String);
 
 impl WrittenStatuses {
     /// Statuses kept (for the memory metrics).
@@ -31,7 +31,7 @@ impl WrittenStatuses {
         self.len() == 0
     }
 
-    pub(super) fn remember(
+    pub(crate) fn remember(
         &self,
         kind: &'static str,
         meta: &ObjectMeta,
@@ -55,7 +55,7 @@ impl WrittenStatuses {
     /// Replaces a cached object's status by the one written, while the cache is older than
     /// the write (copying the object only then). Resource versions are compared as numbers (as
     /// etcd and kubesim issue them); an object whose version is not a number is taken as fresh.
-    pub(super) fn refresh<K: StatusWritten>(&self, kind: &'static str, object: &mut Arc<K>) {
+    pub(crate) fn refresh<K: StatusWritten>(&self, kind: &'static str, object: &mut Arc<K>) {
         let (Some(namespace), Some(name)) = object.written_key() else {
             return;
         };
@@ -79,7 +79,7 @@ impl WrittenStatuses {
 }
 
 /// What the status overlay needs of a cached object: where it is, how new, and its status.
-pub(super) trait StatusWritten: Clone {
+pub(crate) trait StatusWritten: Clone {
     type Status: DeserializeOwned;
     /// Its namespace and name.
     fn written_key(&self) -> (Option<&str>, Option<&str>);
@@ -153,13 +153,13 @@ impl WrittenPods {
     }
 
     /// A pod this operator patched or deleted.
-    pub(super) fn remember(&self, pod: &Pod) {
+    pub(crate) fn remember(&self, pod: &Pod) {
         self.keep(pod, None);
     }
 
     /// A pod this operator created, with the relists its cache had begun once the creation
     /// returned (`Scoped::relists_begun`).
-    pub(super) fn remember_created(&self, pod: &Pod, relists_begun: u64) {
+    pub(crate) fn remember_created(&self, pod: &Pod, relists_begun: u64) {
         self.keep(pod, Some(relists_begun));
     }
 
@@ -192,7 +192,7 @@ impl WrittenPods {
     /// has not caught up with its creation (`synced`, read before the pods), and shown in
     /// place of the pod it replaced while the cache still has that one. Otherwise a pod gone
     /// from the cache stays gone, and one replaced by another (a different uid) is not touched.
-    pub(super) fn refresh(&self, namespace: &str, synced: Synced, pods: &mut Vec<Arc<PodView>>) {
+    pub(crate) fn refresh(&self, namespace: &str, synced: Synced, pods: &mut Vec<Arc<PodView>>) {
         let Ok(mut by_namespace) = self.0.lock() else {
             return;
         };

@@ -6,8 +6,8 @@ use express_planner::{BouncePlan, NodeIndex};
 use tracing::{info, warn};
 
 use super::env::{Env, Written};
-use super::error::Error;
 use super::events;
+use crate::controller::error::Error;
 
 use crate::metrics::ResultLabel;
 
@@ -17,7 +17,7 @@ use crate::status::same_ignoring_time;
 /// act on once: the change record of every node about to change, failures found (the
 /// revision becomes known-invalid), a retry clearing known-invalid revisions, and the
 /// ExpressCluster's record of abort and retry requests.
-pub(super) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
+pub(crate) async fn record(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
     let plan = env.plan;
     let rollout = &plan.rollout;
     for index in env.snapshot.indices() {

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 
-use super::context::Context;
+use crate::controller::context::Context;
 
 /// How long one query may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,7 +34,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 const READ_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Every signal of `spec` over `window`, or why Prometheus could not be read at all.
-pub(super) async fn read(ctx: &Context, spec: &AnalysisSpec, window: &AnalysisWindow) -> Analysis {
+pub(crate) async fn read(ctx: &Context, spec: &AnalysisSpec, window: &AnalysisWindow) -> Analysis {
     let signals = tokio::time::timeout(READ_TIMEOUT, signals(ctx, spec, window))
         .await
         .unwrap_or_else(|_| {

@@ -7,24 +7,24 @@ use express_api::{ClusterKey, ExpressCluster, ExpressClusterStatus, NodeStatus};
 use express_planner::{ClusterSnapshot, NodeIndex, Plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::context::Context;
 use super::observe::Observed;
+use crate::controller::context::Context;
 
 /// Everything one reconcile works from.
-pub(super) struct Env<'a> {
-    pub(super) ctx: &'a Context,
-    pub(super) key: &'a ClusterKey,
-    pub(super) snapshot: &'a ClusterSnapshot,
-    pub(super) plan: &'a Plan,
-    pub(super) observed: &'a Observed,
-    pub(super) governing: Option<&'a ExpressCluster>,
-    pub(super) now: &'a Time,
+pub(crate) struct Env<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) key: &'a ClusterKey,
+    pub(crate) snapshot: &'a ClusterSnapshot,
+    pub(crate) plan: &'a Plan,
+    pub(crate) observed: &'a Observed,
+    pub(crate) governing: Option<&'a ExpressCluster>,
+    pub(crate) now: &'a Time,
 }
 
 impl<'a> Env<'a> {
     /// The same reconcile, reporting the cluster as `snapshot` shows it (the observed one as
     /// this reconcile's actions leave it); the plan stays the one made from the observation.
-    pub(super) fn reporting(&self, snapshot: &'a ClusterSnapshot) -> Env<'a> {
+    pub(crate) fn reporting(&self, snapshot: &'a ClusterSnapshot) -> Env<'a> {
         Env {
             ctx: self.ctx,
             key: self.key,
@@ -39,7 +39,7 @@ impl<'a> Env<'a> {
 
 /// Statuses written during one reconcile, so that the report does not write them again.
 #[derive(Default)]
-pub(super) struct Written {
-    pub(super) nodes: HashMap<NodeIndex, NodeStatus>,
-    pub(super) cluster: Option<ExpressClusterStatus>,
+pub(crate) struct Written {
+    pub(crate) nodes: HashMap<NodeIndex, NodeStatus>,
+    pub(crate) cluster: Option<ExpressClusterStatus>,
 }

@@ -1,19 +1,28 @@
-//! One reconcile of one Express cluster, as its table of contents: gate (leader, namespace,
-//! ownership) → [`observe`](super::observe) → plan (the pure planner) →
-//! [`record`](super::record) → [`act`](super::act) → [`report`](super::report).
+//! A tenant's reconcile: one reconcile of one Express cluster, as its table of contents: gate
+//! (leader, namespace, ownership: [`handover`]) → [`observe`] → plan (the pure planner) →
+//! [`record`] → [`act`] → [`report`], with what one reconcile works from in [`env`] and every
+//! event it publishes worded in [`events`].
+
+mod act;
+mod env;
+mod events;
+mod handover;
+mod observe;
+mod record;
+mod report;
 
 use express_api::ClusterKey;
 use express_planner::{NodeIndex, plan};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tracing::debug;
 
-use super::act::act;
-use super::context::Context;
-use super::env::{Env, Written};
-use super::error::Error;
-use super::record::record;
-use super::report::report;
-use super::{handover, observe};
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use act::act;
+use env::{Env, Written};
+use record::record;
+use report::report;
+
 use crate::runner::Next;
 
 /// A reconcile's result, and whether it got past the gates (leader, namespace, ownership, the

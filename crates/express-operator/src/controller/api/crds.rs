@@ -18,6 +18,7 @@ use express_api::api_record::{
     ApiRecord, CRD_FIELD_MANAGER, CrdGeneration, PROBLEMS_KEPT,
 };
 use express_api::release::OperatorRelease;
+use express_planner::api_versions::fitted;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -25,22 +26,18 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::api_versions::{carried, fitted};
-use super::context::Context;
 use super::events::{self, publish};
-use super::ring_lease;
+use crate::controller::context::Context;
+use crate::controller::ring_lease;
 use crate::crd_check::read::{Unreadable, from_client, installed_crds};
 
 /// How often a breaking check is made again while its release waits (a person may fix the
 /// stored objects it names), at the least.
 const RECHECK_AT_LEAST_EVERY: Duration = Duration::from_secs(10);
 
-/// How often the leader compares the installed CRDs with this build's.
-const BEHIND_CHECK_EVERY: Duration = Duration::from_secs(30);
-
 /// Makes sure this build's CRDs were checked (and applied when compatible) for `release`, whose
 /// `toRing` this instance leads; returns when to look again (a breaking record is re-checked).
-pub(super) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<Timestamp> {
+pub(crate) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<Timestamp> {
     let status = release.status.clone().unwrap_or_default();
     let started = status.waves.first().is_some_and(|w| w.started_at.is_some());
     if started || status.phase().is_final() {
@@ -96,10 +93,7 @@ async fn own_record(ctx: &Context) -> Option<ApiRecord> {
 /// This build's CRDs, marked with its version.
 fn build_crds(ctx: &Context) -> Vec<CustomResourceDefinition> {
     let version = &ctx.settings.version;
-    let mut crds: Vec<CustomResourceDefinition> = carried(&ctx.settings.api)
-        .into_iter()
-        .map(|(crd, _)| crd)
-        .collect();
+    let mut crds = ctx.settings.api.crds();
     for crd in &mut crds {
         crd.metadata
             .annotations
@@ -174,15 +168,14 @@ async fn apply(
 ) -> Result<Vec<CrdGeneration>, Unreadable> {
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut generations = Vec::new();
-    let targets = carried(&ctx.settings.api);
     for crd in build {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let current = installed
             .iter()
             .find(|c| c.metadata.name.as_deref() == Some(name.as_str()));
         let before = current.and_then(|c| c.metadata.generation);
-        let crd = &match targets.iter().find(|(_, t)| t.name == name) {
-            Some((_, target)) => fitted(crd, target, current),
+        let crd = &match ctx.settings.api.crd(&name) {
+            Some(carried) => fitted(crd, &carried.target, current),
             None => crd.clone(),
         };
         let applied = api
@@ -232,7 +225,7 @@ fn kept(report: &Report) -> Vec<String> {
 
 /// Says whether the installed CRDs lack fields this build writes: the gauge, the annotation on
 /// this ring's Lease (which doctor reads), and an event on the Lease when that changes.
-pub(super) async fn report_behind(ctx: &Context) {
+pub(crate) async fn report_behind(ctx: &Context) {
     let build = express_api::crd::all();
     let installed = match installed_crds(&ctx.client, &build).await {
         Ok(installed) => installed,
@@ -264,24 +257,6 @@ pub(super) async fn report_behind(ctx: &Context) {
         events::api_behind(behind.as_deref()),
     )
     .await;
-}
-
-/// While this instance leads, compares the installed CRDs with this build's every
-/// [`BEHIND_CHECK_EVERY`] (a person or another build may apply CRDs at any time).
-pub(super) async fn keep_checking(ctx: std::sync::Arc<Context>) {
-    let mut leader = ctx.leader.clone();
-    let mut ticks = tokio::time::interval(BEHIND_CHECK_EVERY);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            changed = leader.changed() => if changed.is_err() { return },
-        }
-        if *leader.borrow_and_update() {
-            report_behind(&ctx).await;
-            super::api_versions::look_after(&ctx).await;
-        }
-    }
 }
 
 /// `crd: path, path; crd: ...`, none when nothing is missing.

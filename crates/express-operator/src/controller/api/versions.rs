@@ -18,7 +18,7 @@ use express_api::api_record::{
 };
 use express_api::release::{ApiVersionsSeen, OperatorRelease};
 use express_planner::api_versions::{
-    BuildCrd, Builds, DcCrd, Listed, Step, next_step_at, versions_after,
+    BuildCrd, Builds, DcCrd, Step, next_step_at, versions_after, with_flags,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -28,11 +28,10 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
-use super::context::{CarriedApi, Context};
 use super::events::{self, publish};
-use super::ring_lease;
+use crate::controller::context::Context;
+use crate::controller::ring_lease;
 use crate::crd_check::read::{resource_at, ring_versions};
-use crate::webhook::SERVICE_NAME;
 
 /// Objects rewritten per page.
 const PAGE: u32 = 100;
@@ -46,73 +45,6 @@ pub enum StepError {
     Migrate { crd: String, source: kube::Error },
     #[error("cannot read what the DC's builds know: {0}")]
     Builds(kube::Error),
-}
-
-/// The CRDs this build carries, each with where it takes the DC: every version it lists
-/// served, stored at the newest.
-pub fn carried(api: &CarriedApi) -> Vec<(CustomResourceDefinition, BuildCrd)> {
-    let crds = match &api.webhook {
-        Some(at) => express_api::crd::serving_v1beta1(at).unwrap_or_else(|error| {
-            warn!(%error, "cannot make the CRDs serving v1beta1; carrying v1alpha1 alone");
-            express_api::crd::all()
-        }),
-        None => express_api::crd::all(),
-    };
-    crds.into_iter()
-        .map(|crd| {
-            let versions: Vec<String> = crd.spec.versions.iter().map(|v| v.name.clone()).collect();
-            let target = BuildCrd {
-                name: crd.name_any(),
-                storage: versions.last().cloned().unwrap_or_default(),
-                versions,
-            };
-            (crd, target)
-        })
-        .collect()
-}
-
-/// `build` with its versions' `served` and `storage` as `versions` says (the schemas stay the
-/// build's); a version `versions` does not name is left out.
-pub fn with_flags(
-    build: &CustomResourceDefinition,
-    versions: &[Listed],
-) -> CustomResourceDefinition {
-    let mut crd = build.clone();
-    crd.spec
-        .versions
-        .retain_mut(|v| match versions.iter().find(|l| l.name == v.name) {
-            Some(listed) => {
-                v.served = listed.served;
-                v.storage = listed.storage;
-                true
-            }
-            None => false,
-        });
-    crd
-}
-
-/// The CRD this build applies where the DC has `installed`: the versions the DC lacks listed,
-/// not served, and every other version's serving and storage as the DC has them (a release
-/// never moves storage or serves a version; the steps below do). Where the DC lacks the CRD,
-/// the build's as it is.
-pub fn fitted(
-    build: &CustomResourceDefinition,
-    target: &BuildCrd,
-    installed: Option<&CustomResourceDefinition>,
-) -> CustomResourceDefinition {
-    let Some(installed) = installed else {
-        return build.clone();
-    };
-    let dc = DcCrd::of(installed);
-    let missing: Vec<String> = target
-        .versions
-        .iter()
-        .filter(|v| !dc.versions.iter().any(|l| l.name == **v))
-        .cloned()
-        .collect();
-    let mut versions = versions_after(&dc, &Step::List(missing));
-    versions.retain(|l| target.versions.contains(&l.name));
-    with_flags(build, &versions)
 }
 
 /// Writes the versions this build knows on its ring's Lease, where the other rings' leaders
@@ -154,7 +86,10 @@ async fn builds(ctx: &Context) -> Result<Builds, StepError> {
 async fn webhook_pods(ctx: &Context) -> Result<Vec<(String, Vec<String>)>, StepError> {
     let namespace = &ctx.settings.operator_namespace;
     let slices: Api<EndpointSlice> = Api::namespaced(ctx.client.clone(), namespace);
-    let selector = format!("kubernetes.io/service-name={SERVICE_NAME}");
+    let selector = format!(
+        "kubernetes.io/service-name={}",
+        express_api::crd::WEBHOOK_SERVICE
+    );
     let listed = slices
         .list(&ListParams::default().labels(&selector))
         .await
@@ -195,12 +130,11 @@ async fn webhook_pods(ctx: &Context) -> Result<Vec<(String, Vec<String>)>, StepE
 
 /// One pass, while this instance leads: says what this build knows, then takes the step each
 /// carried CRD is due, if this build carries another version.
-pub(super) async fn look_after(ctx: &Context) {
+pub(crate) async fn look_after(ctx: &Context) {
     say_what_this_build_knows(ctx).await;
     if ctx.settings.api.webhook.is_none() {
         return;
     }
-    let carried = carried(&ctx.settings.api);
     let builds = match builds(ctx).await {
         Ok(builds) => builds,
         Err(error) => {
@@ -210,8 +144,8 @@ pub(super) async fn look_after(ctx: &Context) {
     };
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let mut seen = Vec::new();
-    for (build, target) in &carried {
-        if let Some(dc) = steps_on(ctx, &api, build, target, &builds).await {
+    for carried in &ctx.settings.api.crds {
+        if let Some(dc) = steps_on(ctx, &api, &carried.crd, &carried.target, &builds).await {
             seen.push(dc);
         }
     }
@@ -478,85 +412,6 @@ async fn write_migration(
 mod tests {
     use super::*;
     use express_planner::api_versions::Migration;
-
-    fn build_api() -> CarriedApi {
-        CarriedApi {
-            known: vec!["v1alpha1".into(), "v1beta1".into()],
-            webhook: Some(express_api::crd::WebhookAt::Url(
-                "https://127.0.0.1:1/convert".into(),
-            )),
-        }
-    }
-
-    fn versions(crd: &CustomResourceDefinition) -> Vec<(String, bool, bool)> {
-        crd.spec
-            .versions
-            .iter()
-            .map(|v| (v.name.clone(), v.served, v.storage))
-            .collect()
-    }
-
-    #[test]
-    fn a_build_carrying_v1beta1_targets_storage_at_it_for_the_versioned_kinds_only() {
-        let carried = carried(&build_api());
-        for (crd, target) in &carried {
-            let versioned = express_api::crd::VERSIONED.contains(&target.name.as_str());
-            assert_eq!(
-                target.storage,
-                if versioned { "v1beta1" } else { "v1alpha1" },
-                "{}",
-                target.name
-            );
-            assert_eq!(crd.name_any(), target.name);
-        }
-        let alone = carried_alone();
-        assert!(
-            alone
-                .iter()
-                .all(|(_, t)| t.versions == ["v1alpha1"] && t.storage == "v1alpha1")
-        );
-    }
-
-    fn carried_alone() -> Vec<(CustomResourceDefinition, BuildCrd)> {
-        carried(&CarriedApi::default())
-    }
-
-    #[test]
-    fn a_release_lists_a_new_version_unserved_and_never_undoes_a_later_step() {
-        let carried = carried(&build_api());
-        let (build, target) = carried
-            .iter()
-            .find(|(_, t)| t.name == "backends.express.dev")
-            .cloned()
-            .unwrap_or_else(|| panic!("the Backend CRD is carried"));
-        let (alpha_only, _) = carried_alone()
-            .into_iter()
-            .find(|(_, t)| t.name == "backends.express.dev")
-            .unwrap_or_else(|| panic!("the Backend CRD is carried"));
-        // A DC at v1alpha1: v1beta1 listed, not served; storage stays.
-        assert_eq!(
-            versions(&fitted(&build, &target, Some(&alpha_only))),
-            [
-                ("v1alpha1".into(), true, true),
-                ("v1beta1".into(), false, false)
-            ]
-        );
-        // A DC whose storage moved already: applied again, it stays moved and served.
-        let mut moved = build.clone();
-        for v in &mut moved.spec.versions {
-            v.served = true;
-            v.storage = v.name == "v1beta1";
-        }
-        assert_eq!(
-            versions(&fitted(&build, &target, Some(&moved))),
-            [
-                ("v1alpha1".into(), true, false),
-                ("v1beta1".into(), true, true)
-            ]
-        );
-        // No CRD in the DC: the build's as it is.
-        assert_eq!(versions(&fitted(&build, &target, None)), versions(&build));
-    }
 
     #[test]
     fn a_migration_record_reads_back_and_a_garbled_one_is_none() {

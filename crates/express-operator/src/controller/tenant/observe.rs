@@ -8,35 +8,35 @@ use express_api::{ExpressCluster, NodeKind, NodeRef, Objects};
 use express_planner::ClusterSnapshot;
 use express_planner::observe::{Inventory, PodOwnership, snapshot_of};
 
-use super::context::Context;
+use crate::controller::context::Context;
 use express_api::ClusterKey;
 
 /// What one reconcile works from: the cluster's snapshot and the objects the actuator needs.
-pub(super) struct Observed {
-    pub(super) snapshot: ClusterSnapshot,
+pub(crate) struct Observed {
+    pub(crate) snapshot: ClusterSnapshot,
     /// The namespace's objects, as the snapshot was built from them.
-    pub(super) objects: Objects,
+    pub(crate) objects: Objects,
     /// Pod name to uid: deletes are preconditioned on the pod observed.
-    pub(super) pod_uids: HashMap<String, String>,
+    pub(crate) pod_uids: HashMap<String, String>,
 }
 
 impl Observed {
     /// The ExpressCluster governing the cluster, if any.
-    pub(super) fn governing(&self) -> Option<&ExpressCluster> {
+    pub(crate) fn governing(&self) -> Option<&ExpressCluster> {
         let snapshot = &self.snapshot;
         self.objects
             .express_cluster(&snapshot.namespace, &snapshot.cluster_name)
     }
 
     /// A node of the namespace by kind and name.
-    pub(super) fn node(&self, kind: NodeKind, name: &str) -> Option<NodeRef<'_>> {
+    pub(crate) fn node(&self, kind: NodeKind, name: &str) -> Option<NodeRef<'_>> {
         self.objects.node(&self.snapshot.namespace, kind, name)
     }
 }
 
 /// Reads one Express cluster from the caches, laying the operator's own recent writes over
 /// them; None when the cluster has no object left.
-pub(super) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
+pub(crate) fn observe(ctx: &Context, key: &ClusterKey) -> Option<Observed> {
     // How far the pod cache had caught up, read before the pods: they are at least as new.
     let pods_synced = ctx.caches.pods.synced(&key.namespace);
     let mut objects = ctx.caches.objects(Some(&key.namespace));

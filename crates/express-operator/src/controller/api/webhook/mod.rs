@@ -18,17 +18,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The chart's Service in front of the pods that serve the webhook.
-pub const SERVICE_NAME: &str = "express-operator-webhook";
-
 /// How often a replica looks after its certificates.
 const LOOK_EVERY: Duration = Duration::from_secs(30);
 
 /// The names of the chart's Service, as the API server calls it, in `namespace`.
 pub fn service_names(namespace: &str) -> Vec<String> {
+    use express_api::crd::WEBHOOK_SERVICE;
     vec![
-        format!("{SERVICE_NAME}.{namespace}.svc"),
-        format!("{SERVICE_NAME}.{namespace}.svc.cluster.local"),
+        format!("{WEBHOOK_SERVICE}.{namespace}.svc"),
+        format!("{WEBHOOK_SERVICE}.{namespace}.svc.cluster.local"),
     ]
 }
 
@@ -47,14 +45,6 @@ pub struct Serving {
     pub known: Vec<String>,
     /// When the certificates are made, rotated and retired (a test may ask for minutes).
     pub policy: rotation::Policy,
-}
-
-/// The versions of `express.dev` this build knows, oldest first.
-pub fn known_versions() -> Vec<String> {
-    express_api::conversion::ApiVersion::ALL
-        .iter()
-        .map(|v| v.name().to_owned())
-        .collect()
 }
 
 /// Serves the webhook and keeps its certificates and this pod's membership, each on a task of

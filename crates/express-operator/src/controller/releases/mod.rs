@@ -11,6 +11,9 @@
 //! Watch-driven: a release steps again when a release or an ExpressCluster changes, or when the
 //! step asked to (a sample due, a bake ending); a failing release backs off exponentially.
 
+mod events;
+mod vital_signs;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,15 +40,15 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::caches::Scoped;
-use super::context::Context;
-use super::error::Error;
-use super::events::{self, publish};
-use super::report::status_patch;
-use super::{own_api, ring_lease, vital_signs};
+use crate::controller::api;
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::memory::caches::Scoped;
+use crate::controller::ring_lease;
+use events::publish;
 
 /// Runs the releases this instance judges until the controller stops.
-pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wake: Arc<Notify>) {
+pub(crate) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wake: Arc<Notify>) {
     releases.wait_until_ready().await;
     let mut leader = ctx.leader.clone();
     let mut failures: HashMap<String, u32> = HashMap::new();
@@ -70,7 +73,7 @@ pub(super) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wa
         for release in releases.in_namespace(Some(&ctx.settings.operator_namespace)) {
             if leading && release.spec.to_ring == ctx.settings.ring {
                 // This build's CRDs, checked and applied before the release's first move.
-                let recheck_at = own_api::prepare(&ctx, &release).await.map(instant_of);
+                let recheck_at = api::prepare(&ctx, &release).await.map(instant_of);
                 next = [next, recheck_at].into_iter().flatten().min();
             }
             if !leading || release.spec.from_ring != ctx.settings.ring {
@@ -104,7 +107,7 @@ fn instant_of(at: Timestamp) -> Instant {
 
 /// The leader writes its identity and build on its Lease, so that a release can tell which
 /// build leads a ring before moving anything to it.
-pub(super) async fn announce_build(ctx: &Context) {
+pub(crate) async fn announce_build(ctx: &Context) {
     let Some(lease) = ring_lease::read(ctx).await else {
         return;
     };
@@ -240,17 +243,7 @@ async fn reconcile(
 
     // Record before moving anything: a successor resumes from here.
     if !crate::status::same_ignoring_time(&status, &decided.status) {
-        Api::<OperatorRelease>::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace)
-            .patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&status_patch("OperatorRelease", &decided.status)),
-            )
-            .await
-            .map_err(|source| Error::RecordRelease {
-                release: name.clone(),
-                source,
-            })?;
+        record(ctx, &name, &decided.status).await?;
     }
     let reference = release.object_ref(&());
     for notice in &decided.notices {
@@ -285,6 +278,28 @@ async fn reconcile(
         }
     }
     result.map(|()| (decided.status, decided.wake_at))
+}
+
+/// Writes a release's status as its step decided it, leaving out `apiVersions`: that field is the
+/// version pass's (docs/decisions/how-does-the-api-travel-with-the-build.md), and an apply from a
+/// cache behind that pass's write would put an older step back.
+async fn record(ctx: &Context, name: &str, decided: &OperatorReleaseStatus) -> Result<(), Error> {
+    let applied = OperatorReleaseStatus {
+        api_versions: None,
+        ..decided.clone()
+    };
+    Api::<OperatorRelease>::namespaced(ctx.client.clone(), &ctx.settings.operator_namespace)
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crate::status::patch("OperatorRelease", &applied)),
+        )
+        .await
+        .map_err(|source| Error::RecordRelease {
+            release: name.to_owned(),
+            source,
+        })?;
+    Ok(())
 }
 
 /// What each ring's operator and tenants show now, through doctor's checks; `Err` names what

@@ -35,15 +35,15 @@ use tracing::{debug, info, warn};
 use express_api::keys::{FIELD_MANAGER, LABEL_CLUSTER, LABEL_OPERATOR_RING};
 use k8s_openapi::api::core::v1::Pod;
 
-use super::caches::version_number;
-use super::context::Context;
-use super::error::Error;
 use super::events::{self, Notice};
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::memory::caches::version_number;
 use crate::runner::Next;
 use express_api::ClusterKey;
 
 /// What the reconcile does after the gate.
-pub(super) enum Gate {
+pub(crate) enum Gate {
     /// This ring owns the tenant (it may just have adopted it): go on.
     Proceed,
     /// Not this ring's to act on now.
@@ -56,7 +56,7 @@ const CATCH_UP_RETRY: Duration = Duration::from_millis(200);
 const LEASE_UNREADABLE_RETRY: Duration = Duration::from_secs(30);
 
 /// The owner this operator writes into every status it reports.
-pub(super) fn owner(ctx: &Context) -> OperatorStatus {
+pub(crate) fn owner(ctx: &Context) -> OperatorStatus {
     OperatorStatus {
         ring: ctx.settings.ring.clone(),
         version: ctx.settings.version.clone(),
@@ -78,7 +78,7 @@ fn governing(ctx: &Context, key: &ClusterKey) -> Option<std::sync::Arc<ExpressCl
     Some(cluster)
 }
 
-pub(super) async fn gate(ctx: &Context, key: &ClusterKey) -> Result<Gate, Error> {
+pub(crate) async fn gate(ctx: &Context, key: &ClusterKey) -> Result<Gate, Error> {
     let me = ctx.settings.ring.as_str();
     let Some(cluster) = governing(ctx, key) else {
         // Nodes without an ExpressCluster have no ring label: the default ring's.

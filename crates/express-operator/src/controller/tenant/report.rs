@@ -14,14 +14,14 @@ use kube::{Resource, ResourceExt};
 use express_planner::NodeIndex;
 
 use super::env::{Env, Written};
-use super::error::Error;
 use super::events;
+use crate::controller::error::Error;
 
 use crate::status::{cluster_status, node_status, same_ignoring_time};
 use express_api::conditions::{self, reason};
 
 impl Env<'_> {
-    pub(super) fn node_status(
+    pub(crate) fn node_status(
         &self,
         index: NodeIndex,
         written: &Written,
@@ -47,7 +47,7 @@ impl Env<'_> {
         (previous, status)
     }
 
-    pub(super) fn cluster_status(
+    pub(crate) fn cluster_status(
         &self,
         written: &Written,
     ) -> Option<(Option<ExpressClusterStatus>, ExpressClusterStatus)> {
@@ -64,14 +64,14 @@ impl Env<'_> {
         Some((previous, status))
     }
 
-    pub(super) async fn write_node_status(
+    pub(crate) async fn write_node_status(
         &self,
         index: NodeIndex,
         status: &NodeStatus,
     ) -> Result<(), kube::Error> {
         let observation = self.snapshot.node(index);
         let (kind, name) = (observation.kind, observation.name.as_str());
-        let mut patch = status_patch(&kind.to_string(), status);
+        let mut patch = crate::status::patch(&kind.to_string(), status);
         let meta = apply_status(
             &self.ctx.client,
             &kind.api_resource(),
@@ -87,7 +87,7 @@ impl Env<'_> {
         Ok(())
     }
 
-    pub(super) async fn write_cluster_status(
+    pub(crate) async fn write_cluster_status(
         &self,
         status: &ExpressClusterStatus,
     ) -> Result<(), Error> {
@@ -95,7 +95,7 @@ impl Env<'_> {
             return Ok(());
         };
         let name = cluster.name_any();
-        let mut patch = status_patch("ExpressCluster", status);
+        let mut patch = crate::status::patch("ExpressCluster", status);
         let written = apply_status(
             &self.ctx.client,
             &ApiResource::erase::<ExpressCluster>(&()),
@@ -153,15 +153,7 @@ async fn apply_status(
     })
 }
 
-pub(super) fn status_patch(kind: &str, status: &impl serde::Serialize) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": format!("{}/{}", express_api::keys::GROUP, express_api::keys::VERSION),
-        "kind": kind,
-        "status": status,
-    })
-}
-
-pub(super) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
+pub(crate) async fn report(env: &Env<'_>, written: &mut Written) -> Result<(), Error> {
     let mut result = Ok(());
     let phases = report_nodes(env, written, &mut result).await;
     env.ctx

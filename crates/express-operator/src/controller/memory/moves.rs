@@ -39,7 +39,7 @@ impl MovesMade {
     }
 
     /// Records a move, from the object the API answered the move's patch with.
-    pub(super) fn remember(
+    pub(crate) fn remember(
         &self,
         answered: &ExpressCluster,
         release: &str,
@@ -64,7 +64,7 @@ impl MovesMade {
 
     /// Lays the moves the caches have not shown yet over `tenants` (as the cache has them in
     /// `clusters`, in the same order), and forgets those they have.
-    pub(super) fn overlay(
+    pub(crate) fn overlay(
         &self,
         clusters: &[std::sync::Arc<ExpressCluster>],
         tenants: &mut [ReleaseTenant],

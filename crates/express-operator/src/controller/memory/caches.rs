@@ -58,7 +58,7 @@ impl<V> Scoped<V> {
     }
 
     /// Name to resourceVersion (as a number) of every object of a namespace, decodable or not.
-    pub(super) fn versions(&self, namespace: &str) -> std::collections::HashMap<String, u64> {
+    pub(crate) fn versions(&self, namespace: &str) -> std::collections::HashMap<String, u64> {
         self.index_of(namespace)
             .map(|index| index.versions(namespace))
             .unwrap_or_default()
@@ -82,7 +82,7 @@ impl<V> Scoped<V> {
         })
     }
 
-    pub(super) async fn wait_until_ready(&self) {
+    pub(crate) async fn wait_until_ready(&self) {
         for s in &self.stores {
             s.index.wait_until_ready().await;
         }
@@ -97,7 +97,7 @@ impl<V> Scoped<V> {
     }
 
     /// How far the index of a namespace has caught up; read it before reading the objects.
-    pub(super) fn synced(&self, namespace: &str) -> Synced {
+    pub(crate) fn synced(&self, namespace: &str) -> Synced {
         self.index_of(namespace)
             .map(KindIndex::synced)
             .unwrap_or_default()
@@ -115,14 +115,14 @@ impl<V> Scoped<V> {
 
     /// Relists begun so far by the index of a namespace; read it after a write returned: a
     /// relist numbered higher lists what that write left.
-    pub(super) fn relists_begun(&self, namespace: &str) -> u64 {
+    pub(crate) fn relists_begun(&self, namespace: &str) -> u64 {
         self.index_of(namespace)
             .map_or(u64::MAX, KindIndex::relists_begun)
     }
 }
 
 /// A resourceVersion as a number (as etcd and kubesim issue them); 0 when it is not one.
-pub(super) fn version_number(version: Option<&str>) -> u64 {
+pub(crate) fn version_number(version: Option<&str>) -> u64 {
     version.and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
@@ -142,7 +142,7 @@ pub struct Caches {
 
 impl Caches {
     /// Waits until every cache has listed what it watches.
-    pub(super) async fn wait_until_ready(&self) {
+    pub(crate) async fn wait_until_ready(&self) {
         self.clusters.wait_until_ready().await;
         self.backends.wait_until_ready().await;
         self.frontends.wait_until_ready().await;
@@ -154,7 +154,7 @@ impl Caches {
 
     /// What the caches hold of a namespace (None: of every namespace), with the operator-wide
     /// control ConfigMap among the controls.
-    pub(super) fn objects(&self, namespace: Option<&str>) -> Objects {
+    pub(crate) fn objects(&self, namespace: Option<&str>) -> Objects {
         let mut config_maps = self.controls.in_namespace(namespace);
         config_maps.extend(self.operator_control.in_namespace(None));
         let mut undecodable = self.clusters.undecodable(namespace);
@@ -193,7 +193,7 @@ impl Caches {
     }
 
     /// Every Express cluster known, optionally only in one namespace.
-    pub(super) fn keys(&self, namespace: Option<&str>) -> BTreeSet<ClusterKey> {
+    pub(crate) fn keys(&self, namespace: Option<&str>) -> BTreeSet<ClusterKey> {
         let nodes_and_clusters = Objects {
             clusters: self.clusters.in_namespace(namespace),
             backends: self.backends.in_namespace(namespace),
@@ -268,7 +268,7 @@ async fn replayed<K: WatchedKind, V>(
     }
 }
 
-pub(super) type Trigger = mpsc::UnboundedSender<ClusterKey>;
+pub(crate) type Trigger = mpsc::UnboundedSender<ClusterKey>;
 
 /// Background tasks owned by one controller run: aborted when it ends or is dropped, so that
 /// nothing (a watch, a leadership receiver) outlives it.
@@ -276,7 +276,7 @@ pub(super) type Trigger = mpsc::UnboundedSender<ClusterKey>;
 pub struct Tasks(Vec<tokio::task::JoinHandle<()>>);
 
 impl Tasks {
-    pub(super) fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+    pub(crate) fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
         self.0.push(tokio::spawn(task));
     }
 }
@@ -299,7 +299,7 @@ fn undecodable_key(bad: &Undecodable) -> Vec<ClusterKey> {
 
 /// Starts one watch per scope for a kind, keeping each object as `view` builds it and mapping
 /// every change to cluster keys.
-pub(super) fn cache<K, V, F>(
+pub(crate) fn cache<K, V, F>(
     client: &kube::Client,
     scopes: &[Option<String>],
     watch: Watch<K, V>,
@@ -363,21 +363,21 @@ where
 }
 
 /// The Express cluster of a changed Backend or Frontend.
-pub(super) fn node_key(node: &NodeView) -> Vec<ClusterKey> {
+pub(crate) fn node_key(node: &NodeView) -> Vec<ClusterKey> {
     node.key().into_iter().collect()
 }
 
 /// What a cache watches of its kind, and what it keeps of each object.
-pub(super) struct Watch<K, V> {
-    pub(super) config: watcher::Config,
+pub(crate) struct Watch<K, V> {
+    pub(crate) config: watcher::Config,
     /// Builds what is kept of a decoded object.
-    pub(super) view: fn(&Arc<K>, &Interner) -> Arc<V>,
-    pub(super) interner: Arc<Interner>,
+    pub(crate) view: fn(&Arc<K>, &Interner) -> Arc<V>,
+    pub(crate) interner: Arc<Interner>,
 }
 
 impl<K> Watch<K, K> {
     /// The objects `config` selects, kept as decoded.
-    pub(super) fn whole(config: watcher::Config, interner: &Arc<Interner>) -> Watch<K, K> {
+    pub(crate) fn whole(config: watcher::Config, interner: &Arc<Interner>) -> Watch<K, K> {
         Watch {
             config,
             view: |object, _| object.clone(),
@@ -388,7 +388,7 @@ impl<K> Watch<K, K> {
 
 impl Watch<Pod, PodView> {
     /// Pods, kept as views.
-    pub(super) fn pods(config: watcher::Config, interner: &Arc<Interner>) -> Self {
+    pub(crate) fn pods(config: watcher::Config, interner: &Arc<Interner>) -> Self {
         Watch {
             config,
             view: |pod, interner| Arc::new(PodView::new(pod, Some(interner))),
@@ -399,7 +399,7 @@ impl Watch<Pod, PodView> {
 
 impl<K: NodeObject + WatchedKind> Watch<K, NodeView> {
     /// Backends or Frontends, kept as views: the metadata they are read by, spec and status.
-    pub(super) fn nodes(config: watcher::Config, interner: &Arc<Interner>) -> Self {
+    pub(crate) fn nodes(config: watcher::Config, interner: &Arc<Interner>) -> Self {
         Watch {
             config,
             view: |node, interner| Arc::new(NodeView::of(&**node, Some(interner))),
@@ -412,7 +412,7 @@ impl Watch<ControllerRevision, RevisionView> {
     /// ControllerRevisions, kept as views without their bodies: the operator reads a kept spec
     /// only to roll a node back (or restart it on the revision it runs), and then fetches that
     /// one revision.
-    pub(super) fn revisions(config: watcher::Config, interner: &Arc<Interner>) -> Self {
+    pub(crate) fn revisions(config: watcher::Config, interner: &Arc<Interner>) -> Self {
         Watch {
             config,
             view: |revision, interner| Arc::new(RevisionView::new(revision, Some(interner))),

@@ -21,7 +21,7 @@ use crate::long_lived::long_lived;
 
 /// What is kept of one object: its view, or why it could not be decoded.
 #[derive(Debug)]
-pub(super) enum Entry<V> {
+pub(crate) enum Entry<V> {
     View(Arc<V>),
     Undecodable(Arc<Undecodable>),
 }
@@ -190,22 +190,22 @@ struct Progress {
 /// Where an index stood at one moment (see [`Progress`]). Read before the objects: the
 /// objects read after it are at least this new.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Synced {
-    pub(super) version: u64,
-    pub(super) relists_completed: u64,
+pub(crate) struct Synced {
+    pub(crate) version: u64,
+    pub(crate) relists_completed: u64,
 }
 
 /// One kind's objects of one watch scope, by namespace then name.
-pub(super) struct KindIndex<V> {
+pub(crate) struct KindIndex<V> {
     objects: RwLock<Objects<V>>,
     progress: Progress,
     ready: Notify,
     /// Namespaces are shared with the views built through it.
-    pub(super) interner: Arc<Interner>,
+    pub(crate) interner: Arc<Interner>,
 }
 
 impl<V> KindIndex<V> {
-    pub(super) fn new(interner: Arc<Interner>) -> KindIndex<V> {
+    pub(crate) fn new(interner: Arc<Interner>) -> KindIndex<V> {
         KindIndex {
             objects: RwLock::new(Objects {
                 by_namespace: HashMap::new(),
@@ -219,7 +219,7 @@ impl<V> KindIndex<V> {
     }
 
     /// The entries of a namespace (None: of every namespace), sharing what the index holds.
-    pub(super) fn entries(&self, namespace: Option<&str>) -> Vec<Entry<V>> {
+    pub(crate) fn entries(&self, namespace: Option<&str>) -> Vec<Entry<V>> {
         let Ok(objects) = self.objects.read() else {
             return Vec::new();
         };
@@ -235,7 +235,7 @@ impl<V> KindIndex<V> {
     }
 
     /// Name to resourceVersion of every object of a namespace, decodable or not.
-    pub(super) fn versions(&self, namespace: &str) -> HashMap<String, u64> {
+    pub(crate) fn versions(&self, namespace: &str) -> HashMap<String, u64> {
         let Ok(objects) = self.objects.read() else {
             return HashMap::new();
         };
@@ -249,26 +249,26 @@ impl<V> KindIndex<V> {
     }
 
     /// How many objects it holds, and how many of them are undecodable.
-    pub(super) fn counts(&self) -> (usize, usize) {
+    pub(crate) fn counts(&self) -> (usize, usize) {
         self.objects
             .read()
             .map(|o| (o.len, o.undecodable))
             .unwrap_or_default()
     }
 
-    pub(super) fn synced(&self) -> Synced {
+    pub(crate) fn synced(&self) -> Synced {
         Synced {
             version: self.progress.version.load(Ordering::Acquire),
             relists_completed: self.progress.relists_completed.load(Ordering::Acquire),
         }
     }
 
-    pub(super) fn relists_begun(&self) -> u64 {
+    pub(crate) fn relists_begun(&self) -> u64 {
         self.progress.relists_begun.load(Ordering::Acquire)
     }
 
     /// Returns once a first listing is complete.
-    pub(super) async fn wait_until_ready(&self) {
+    pub(crate) async fn wait_until_ready(&self) {
         loop {
             // Created before the check: a completion in between still wakes it.
             let completed = self.ready.notified();
@@ -282,7 +282,7 @@ impl<V> KindIndex<V> {
     /// Moves what it holds into fresh allocations, one namespace at a time: a copy of each
     /// view, its name and its namespace's map, the old ones dropped as their copies are made
     /// (see [`super::caches::Caches::repack`]). Readers holding the old `Arc`s keep them.
-    pub(super) fn repack(&self)
+    pub(crate) fn repack(&self)
     where
         V: Clone,
     {
@@ -378,15 +378,15 @@ impl<V> KindIndex<V> {
 }
 
 /// One object the driver applied: what the caller maps to the tenants it concerns.
-pub(super) struct Applied<'a, V> {
-    pub(super) entry: &'a Entry<V>,
+pub(crate) struct Applied<'a, V> {
+    pub(crate) entry: &'a Entry<V>,
     /// Listed, added or changed; false: deleted.
-    pub(super) present: bool,
+    pub(crate) present: bool,
 }
 
 /// Applies a watch's events to `index`, building each object's view with `view`, and tells
 /// `applied` of every object after the index holds it (a reader woken by it finds it).
-pub(super) async fn drive<K, V>(
+pub(crate) async fn drive<K, V>(
     events: impl Stream<Item = Result<watcher::Event<Lenient<K>>, watcher::Error>>,
     index: &KindIndex<V>,
     view: impl Fn(&Arc<K>, &Interner) -> Arc<V>,

@@ -16,8 +16,8 @@ use tracing::{info, warn};
 use express_planner::NodeIndex;
 
 use super::env::Env;
-use super::error::Error;
 use super::events;
+use crate::controller::error::Error;
 
 use crate::history;
 use crate::metrics::ActionLabel;
@@ -25,12 +25,12 @@ use crate::pods::{NodeIdentity, build_pod};
 
 /// What the actions did: the nodes whose pod this reconcile retired (`Operation::retires_pod`:
 /// the report states them as the deletion leaves them), and the first action that failed.
-pub(super) struct Acted {
-    pub(super) retired: Vec<NodeIndex>,
-    pub(super) result: Result<(), Error>,
+pub(crate) struct Acted {
+    pub(crate) retired: Vec<NodeIndex>,
+    pub(crate) result: Result<(), Error>,
 }
 
-pub(super) async fn act(env: &Env<'_>) -> Acted {
+pub(crate) async fn act(env: &Env<'_>) -> Acted {
     let (ctx, pod_uids) = (env.ctx, &env.observed.pod_uids);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &env.key.namespace);
     let mut first_error = Ok(());
@@ -101,7 +101,7 @@ pub(super) async fn act(env: &Env<'_>) -> Acted {
 
 /// Creates a node's pod: from the node's spec (keeping that spec as a ControllerRevision
 /// first), or for a rollback from the spec a ControllerRevision kept.
-pub(super) async fn create_pod(
+pub(crate) async fn create_pod(
     env: &Env<'_>,
     pods: &Api<Pod>,
     action: &Action,
@@ -194,7 +194,7 @@ pub(super) async fn create_pod(
 
 /// Keeps `revision` of a node as a ControllerRevision (if not kept yet) and prunes the node's
 /// history to `revisionHistoryLimit`, sparing the revisions it runs, wants or may return to.
-pub(super) async fn keep_revision(
+pub(crate) async fn keep_revision(
     env: &Env<'_>,
     node: &NodeIdentity,
     effective: &EffectiveNodeSpec,
@@ -251,7 +251,7 @@ pub(super) async fn keep_revision(
 /// Graceful delete of exactly the pod observed (uid precondition), never forced: no grace
 /// period is ever given, so the pod's own `terminationGracePeriodSeconds` applies. True when
 /// this call deleted it; false when it was already gone or replaced.
-pub(super) async fn delete_pod(
+pub(crate) async fn delete_pod(
     env: &Env<'_>,
     pods: &Api<Pod>,
     name: &str,
