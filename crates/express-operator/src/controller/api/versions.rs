@@ -4,7 +4,7 @@
 //! conversion webhook know; then the step that is due, taken with a write conditioned on the
 //! CRD it was decided on, and an event on the ring's Lease.
 //!
-//! Listing a new version is the release's (`own_api`: when the DC's release starts, the build
+//! Listing a new version is the release's ([`super::crds`]: when the DC's release starts, the build
 //! applies its CRDs with the versions the DC lacks listed, not served). Every later step is
 //! taken here, by the leader of any ring whose build carries them: serving the listed versions,
 //! moving the storage version once every ring knows it, rewriting the stored objects a page at

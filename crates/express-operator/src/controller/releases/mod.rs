@@ -10,6 +10,9 @@
 //! else from the tenants' labels: a successor finds the moves made or not, and makes the rest.
 //! Watch-driven: a release steps again when a release or an ExpressCluster changes, or when the
 //! step asked to (a sample due, a bake ending); a failing release backs off exponentially.
+//!
+//! Its rooms: [`vital_signs`], the judge's Prometheus client (a sample's signals, read for both
+//! rings over the planner's window); [`events`], what a step tells and a move says on its tenant.
 
 mod events;
 mod vital_signs;
