@@ -181,7 +181,12 @@ def test_a_version_is_served_at_the_release_stored_after_the_last_ring_migrated_
         writes_at_both_versions(cluster, TENANTS[0], "mid")
         shown = kx(cluster, "release", "to-canary").stdout
         assert "API versions: v1beta1: served" in shown, shown
+        assert "for people: once v1beta1 is served, kubectl's plain" in shown, shown
         recorded(cluster, "v1beta1: served")
+        # Said before it was served, on the release, when its CRDs listed v1beta1.
+        listed = [e for e in cluster.kubectl_json("get", "events", "-n", "express-system")["items"]
+                  if e.get("reason") == "APIVersionListed"]
+        assert listed and "expressVersion is version" in listed[0].get("note", listed[0].get("message", "")), listed
         # The build's own check agrees: its CRDs suit this DC, read with every ring's Lease.
         context = yaml.safe_load(cluster.kubeconfig.read_text())["current-context"]
         checked = subprocess.run([OPERATOR, "crd", "check", "--context", context, "--kubeconfig",

@@ -109,6 +109,26 @@ def test_a_tenant_reads_and_writes_at_both_versions_through_the_operators_webhoo
         default = cluster.kubectl_json("get", "frontends", "-n", NS)
         assert {i["apiVersion"] for i in default["items"]} == {"express.dev/v1beta1"}
 
+        # A runbook's patch with v1alpha1's field names, through kubectl's plain `frontend`
+        # (v1beta1 now): refused, naming the field to write, instead of pruned and lost.
+        runbook = cluster.kubectl("patch", "frontend", "shop-fe2", "-n", NS, "--type", "merge",
+                                  "-p", '{"spec":{"expressVersion":"v2"}}', check=False)
+        assert runbook.returncode == 1, runbook.stdout
+        assert "spec.expressVersion is v1alpha1's name" in runbook.stderr, runbook.stderr
+        assert "spec.version" in runbook.stderr and "frontends.v1alpha1.express.dev" in runbook.stderr
+        prerequisite = {"spec": {"ordering": {"upgrade": [{"node": "shop-be", "podConditionType": "Ready"}]}}}
+        refused = cluster.kubectl("patch", "frontend", "shop-fe2", "-n", NS, "--type", "merge",
+                                  "-p", json.dumps(prerequisite), check=False)
+        assert refused.returncode == 1 and "where it is condition.type" in refused.stderr, refused.stderr
+        cluster_patch = cluster.kubectl("patch", "expresscluster", "shop", "-n", NS, "--type", "merge",
+                                        "-p", '{"spec":{"defaults":{"frontend":{"expressVersion":"v2"}}}}',
+                                        check=False)
+        assert cluster_patch.returncode == 1, cluster_patch.stdout
+        assert "spec.defaults.frontend.version" in cluster_patch.stderr, cluster_patch.stderr
+        unchanged = cluster.kubectl_json("get", "frontends.v1alpha1.express.dev", "shop-fe2", "-n", NS)
+        assert unchanged["spec"]["expressVersion"] == "v1", unchanged["spec"]
+        assert unchanged["metadata"]["generation"] == as_alpha["metadata"]["generation"]
+
         # The tenant chart rendered at either version writes the same tenant: applied side by
         # side and read back at v1alpha1, the same specs (a v1beta1 node does not repeat the
         # tenant, which is the ExpressCluster's) and the same rollout-id.

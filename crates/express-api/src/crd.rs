@@ -51,7 +51,8 @@ pub enum WebhookAt {
 /// The CRDs as a build that serves `v1beta1` beside `v1alpha1` applies them: the versioned kinds
 /// (ExpressCluster, Backend, Frontend) serve both, store `v1alpha1`, and convert through the
 /// webhook at `at` (its `caBundle` is the operator's to write, not part of what is applied);
-/// the release kinds are as [`all`] has them.
+/// the release kinds are as [`all`] has them. At `v1beta1`, v1alpha1's field names are refused
+/// with the name to write instead ([`crate::v1beta1::old_names`]), never silently pruned.
 pub fn serving_v1beta1(at: &WebhookAt) -> Result<Vec<CustomResourceDefinition>, String> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
         CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
@@ -82,7 +83,8 @@ pub fn serving_v1beta1(at: &WebhookAt) -> Result<Vec<CustomResourceDefinition>, 
             conversion_review_versions: vec!["v1".to_owned()],
         }),
     };
-    let merged = |alpha: CustomResourceDefinition, beta: CustomResourceDefinition| {
+    let merged = |alpha: CustomResourceDefinition, mut beta: CustomResourceDefinition| {
+        crate::v1beta1::old_names::refuse_at(&mut beta, crate::v1beta1::VERSION)?;
         let mut crd = kube::core::crd::merge_crds(vec![alpha, beta], crate::keys::VERSION)
             .map_err(|e| e.to_string())?;
         crd.spec.conversion = Some(conversion.clone());

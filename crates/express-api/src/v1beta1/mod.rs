@@ -21,6 +21,7 @@
 
 mod cluster;
 mod node;
+pub mod old_names;
 
 pub use cluster::*;
 pub use node::*;

@@ -101,6 +101,13 @@ pub fn render_in_dc(release: &OperatorRelease, now: Timestamp, versions: Option<
         )),
         (None, None) => {}
     }
+    let step = versions.or(status.api_versions.as_ref().map(|seen| seen.step.as_str()));
+    if step.is_some_and(express_api::v1beta1::old_names::renames_ahead) {
+        out.push_str(&format!(
+            "  for people: {}\n",
+            express_api::v1beta1::old_names::WHAT_CHANGES
+        ));
+    }
     let rows: Vec<Vec<String>> = spec
         .waves
         .iter()
@@ -242,5 +249,30 @@ mod tests {
             None,
         );
         assert!(!neither.contains("API versions"), "{neither}");
+    }
+
+    #[test]
+    fn what_changes_for_people_is_said_while_v1beta1_is_listed_or_newly_served() {
+        let now: Timestamp = "2026-11-29T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let running = release(serde_json::json!({"phase": "Progressing"}));
+        for (step, said) in [
+            ("v1beta1: listed, not served", true),
+            ("v1beta1: served", true),
+            ("v1beta1: storage moved, migrated 3/7", false),
+            ("v1beta1: trimmed", false),
+        ] {
+            let shown = render_in_dc(&running, now, Some(step));
+            assert_eq!(
+                shown.contains("  for people: once v1beta1 is served, kubectl's plain"),
+                said,
+                "{step}: {shown}"
+            );
+        }
+        // From the release's record too, for a reader who cannot read CRDs.
+        let recorded = release(serde_json::json!({"phase": "Progressing", "apiVersions": {
+            "step": "v1beta1: listed, not served", "seenAt": "2026-11-29T11:58:00Z"}}));
+        assert!(render_in_dc(&recorded, now, None).contains("expressVersion is version"));
     }
 }

@@ -76,6 +76,15 @@ pub(crate) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<
             events::crds_applied(record.summary()),
         )
         .await;
+        let step = super::versions::dc_step(ctx).await;
+        if let Some(step) = step.filter(|s| express_api::v1beta1::old_names::renames_ahead(s)) {
+            publish(
+                ctx,
+                Some(release.object_ref(&())),
+                events::api_version_listed(&step),
+            )
+            .await;
+        }
         report_behind(ctx).await;
     }
     let written = serde_json::to_string(&record).ok();

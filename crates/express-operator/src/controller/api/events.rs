@@ -8,6 +8,16 @@ pub(super) fn crds_applied(summary: String) -> Notice {
     Notice::normal("CRDsApplied", "apply_crds", summary)
 }
 
+/// A release's CRDs listed a version the DC does not serve yet: what changes for people once it
+/// is served (kubectl's default version, the renamed fields), said before it is.
+pub(super) fn api_version_listed(step: &str) -> Notice {
+    Notice::normal(
+        "APIVersionListed",
+        "list_api_version",
+        format!("{step}: {}", express_api::v1beta1::old_names::WHAT_CHANGES),
+    )
+}
+
 /// A listed version served: the pods behind the webhook all know it (DESIGN section 18).
 pub(super) fn api_version_served(crd: &str, versions: &[String]) -> Notice {
     Notice::normal(
