@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use express_api::api_record::ANNOTATION_CANNOT_READ;
 use express_api::keys::VERSION;
-use express_planner::api_versions::{CannotRead, DcCrd, cannot_read};
+use express_planner::api_versions::{CannotRead, cannot_read};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -114,19 +113,13 @@ pub fn elect_while_readable(
 /// not be read (the API server's trouble is not a reason to refuse, and a leader that cannot
 /// reach it cannot act anyway).
 async fn unreadable(client: &kube::Client, known: &[String]) -> Vec<CannotRead> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut dc = Vec::new();
-    for name in express_api::crd::VERSIONED {
-        match api.get_opt(name).await {
-            Ok(Some(crd)) => dc.push(DcCrd::of(&crd)),
-            Ok(None) => {}
-            Err(error) => {
-                warn!(%error, crd = name, "cannot read a CRD to tell whether this build can read what it stores");
-                return Vec::new();
-            }
+    match crate::crd_check::read::versioned_crds(client).await {
+        Ok(dc) => cannot_read(&dc, known, VERSION),
+        Err(error) => {
+            warn!(%error, "cannot read the CRDs to tell whether this build can read what it stores");
+            Vec::new()
         }
     }
-    cannot_read(&dc, known, VERSION)
 }
 
 /// Where a refusal is said: the ring's Lease.

@@ -6,7 +6,7 @@
 
 use express_planner::api_versions::{
     BuildCrd, Builds, CannotRead, DcCrd, Listed, Migration, Stage, Step, Waiting, cannot_read,
-    dc_stage, dc_versions, next_step, next_step_at, stage, versions_after,
+    dc_stage, dc_versions, next_step, next_step_at, renames_ahead, stage, versions_after,
 };
 use proptest::prelude::*;
 
@@ -395,6 +395,34 @@ fn a_dc_says_where_its_versions_stand_from_its_crds_alone() {
         "the least advanced CRD"
     );
     assert_eq!(dc_versions(&[trimmed]).as_deref(), Some("v1beta1: trimmed"));
+}
+
+#[test]
+fn people_are_told_what_v1beta1_renames_while_it_is_listed_and_newly_served() {
+    let step = |crd: DcCrd| dc_versions(&[crd]).unwrap_or_default();
+    let listed_unserved = step(dc(
+        vec![listed(ALPHA, true, true), listed(BETA, false, false)],
+        &[ALPHA],
+        None,
+    ));
+    let served = step(dc(
+        vec![listed(ALPHA, true, true), listed(BETA, true, false)],
+        &[ALPHA],
+        None,
+    ));
+    let moved = step(dc(
+        vec![listed(ALPHA, true, false), listed(BETA, true, true)],
+        &[ALPHA, BETA],
+        Some(migration(BETA, 3, Some(7), false)),
+    ));
+    // Before it is served: the release's event and the CLI.
+    assert!(renames_ahead(&listed_unserved, false), "{listed_unserved}");
+    assert!(renames_ahead(&listed_unserved, true));
+    // Served: the CLI still says it, the event no longer (it would come after the fact).
+    assert!(!renames_ahead(&served, false), "{served}");
+    assert!(renames_ahead(&served, true));
+    assert!(!renames_ahead(&moved, true), "{moved}");
+    assert!(!renames_ahead("", true));
 }
 
 #[test]

@@ -12,16 +12,30 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use serde_json::{Value, json};
 
 /// One field renamed at v1beta1: the object it stood in (`spec`, `spec.ordering.upgrade[]`),
-/// its v1alpha1 name, and where it is at v1beta1.
+/// its v1alpha1 name and type, and where it is at v1beta1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Renamed {
     pub within: &'static str,
     pub old: &'static str,
+    /// Its OpenAPI type at v1alpha1. Declared at v1beta1 with it: the API server gives a rule
+    /// only the typed fields of its object (an untyped one would make `has()` refer to a field
+    /// CEL does not know, and the whole CRD would be refused).
+    pub type_: &'static str,
     pub new: &'static str,
 }
 
-const fn renamed(within: &'static str, old: &'static str, new: &'static str) -> Renamed {
-    Renamed { within, old, new }
+const fn renamed(
+    within: &'static str,
+    old: &'static str,
+    type_: &'static str,
+    new: &'static str,
+) -> Renamed {
+    Renamed {
+        within,
+        old,
+        type_,
+        new,
+    }
 }
 
 /// The renamed fields of a Backend's or a Frontend's spec (docs/api.md, "Field by field").
@@ -29,75 +43,97 @@ pub const NODE: [Renamed; 14] = [
     renamed(
         "spec",
         "clusterConfig",
+        "object",
         "spec.cluster (the tenant is the ExpressCluster's spec.tenant)",
     ),
-    renamed("spec", "expressVersion", "spec.version"),
-    renamed("spec", "configChangeset", "spec.changeset"),
-    renamed("spec", "deploymentDependencies", "spec.ordering"),
-    renamed("spec.ordering.provisioning[]", "expressNode", "node"),
+    renamed("spec", "expressVersion", "string", "spec.version"),
+    renamed("spec", "configChangeset", "string", "spec.changeset"),
+    renamed("spec", "deploymentDependencies", "object", "spec.ordering"),
+    renamed(
+        "spec.ordering.provisioning[]",
+        "expressNode",
+        "string",
+        "node",
+    ),
     renamed(
         "spec.ordering.provisioning[]",
         "podConditionType",
+        "string",
         "condition.type",
     ),
     renamed(
         "spec.ordering.provisioning[]",
         "conditionStatus",
+        "string",
         "condition.status",
     ),
     renamed(
         "spec.ordering.provisioning[]",
         "expressVersion",
+        "string",
         "pin.version",
     ),
     renamed(
         "spec.ordering.provisioning[]",
         "deploymentRevision",
+        "string",
         "pin.revision",
     ),
-    renamed("spec.ordering.upgrade[]", "expressNode", "node"),
+    renamed("spec.ordering.upgrade[]", "expressNode", "string", "node"),
     renamed(
         "spec.ordering.upgrade[]",
         "podConditionType",
+        "string",
         "condition.type",
     ),
     renamed(
         "spec.ordering.upgrade[]",
         "conditionStatus",
+        "string",
         "condition.status",
     ),
-    renamed("spec.ordering.upgrade[]", "expressVersion", "pin.version"),
+    renamed(
+        "spec.ordering.upgrade[]",
+        "expressVersion",
+        "string",
+        "pin.version",
+    ),
     renamed(
         "spec.ordering.upgrade[]",
         "deploymentRevision",
+        "string",
         "pin.revision",
     ),
 ];
 
 /// The renamed fields of an ExpressCluster's spec.
 pub const CLUSTER: [Renamed; 8] = [
-    renamed("spec", "clusterName", "spec.cluster"),
-    renamed("spec", "tenantID", "spec.tenant.id"),
-    renamed("spec", "tenantName", "spec.tenant.name"),
-    renamed("spec", "dependencies", "spec.ordering"),
+    renamed("spec", "clusterName", "string", "spec.cluster"),
+    renamed("spec", "tenantID", "integer", "spec.tenant.id"),
+    renamed("spec", "tenantName", "string", "spec.tenant.name"),
+    renamed("spec", "dependencies", "object", "spec.ordering"),
     renamed(
         "spec.defaults.backend",
         "expressVersion",
+        "string",
         "spec.defaults.backend.version",
     ),
     renamed(
         "spec.defaults.backend",
         "configChangeset",
+        "string",
         "spec.defaults.backend.changeset",
     ),
     renamed(
         "spec.defaults.frontend",
         "expressVersion",
+        "string",
         "spec.defaults.frontend.version",
     ),
     renamed(
         "spec.defaults.frontend",
         "configChangeset",
+        "string",
         "spec.defaults.frontend.changeset",
     ),
 ];
@@ -119,13 +155,6 @@ version, configChangeset is changeset, clusterConfig.clusterName and clusterName
 deploymentDependencies and dependencies are ordering); a write with v1alpha1's names at v1beta1 \
 is refused, naming the new one: write the new names, or address \
 `<kind>.v1alpha1.express.dev` to keep the old ones";
-
-/// Whether a DC whose API versions stand at `step` (as `express_planner::api_versions::dc_versions`
-/// words it: `v1beta1: listed, not served`) is about to serve v1beta1 or has just begun to: when people
-/// need [`WHAT_CHANGES`].
-pub fn renames_ahead(step: &str) -> bool {
-    matches!(step, "v1beta1: listed, not served" | "v1beta1: served")
-}
 
 /// What a write under an old name is told. One wording, in the API server's answer.
 pub fn message(renamed: &Renamed, plural: &str) -> String {
@@ -193,13 +222,14 @@ fn declare(object: &mut Value, renamed: &Renamed, plural: &str) -> Result<(), St
         .or_insert_with(|| json!({}))
         .as_object_mut()
         .ok_or_else(|| format!("{} has malformed properties", renamed.within))?;
-    properties.insert(
-        renamed.old.to_owned(),
-        json!({
-            "description": format!("v1alpha1's name, refused at v1beta1: write {}.", renamed.new),
-            "x-kubernetes-preserve-unknown-fields": true,
-        }),
-    );
+    let mut declared = json!({
+        "type": renamed.type_,
+        "description": format!("v1alpha1's name, refused at v1beta1: write {}.", renamed.new),
+    });
+    if renamed.type_ == "object" {
+        declared["x-kubernetes-preserve-unknown-fields"] = json!(true);
+    }
+    properties.insert(renamed.old.to_owned(), declared);
     let rules = map
         .entry("x-kubernetes-validations")
         .or_insert_with(|| json!([]))
@@ -256,19 +286,41 @@ mod tests {
         }
     }
 
+    /// Every property schema named `name` anywhere in `schema`.
+    fn properties_named<'a>(schema: &'a Value, name: &str, found: &mut Vec<&'a Value>) {
+        match schema {
+            Value::Object(map) => {
+                if let Some(property) = map.get("properties").and_then(|p| p.get(name)) {
+                    found.push(property);
+                }
+                map.values().for_each(|v| properties_named(v, name, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| properties_named(v, name, found)),
+            _ => {}
+        }
+    }
+
     #[test]
-    fn the_old_names_are_v1alpha1s_and_no_longer_v1beta1s() {
-        // Each old name is a field of the v1alpha1 schema at the same place, and none is a
-        // field of the v1beta1 types: a refusal never hides a field either version has.
-        let alpha_node = serde_json::to_value(crate::Frontend::crd()).expect("crd");
-        let alpha_cluster = serde_json::to_value(crate::ExpressCluster::crd()).expect("crd");
-        let beta_node = serde_json::to_value(crate::v1beta1::Frontend::crd()).expect("crd");
-        let beta_cluster =
-            serde_json::to_value(crate::v1beta1::ExpressCluster::crd()).expect("crd");
-        let schema = |crd: &Value| crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
+    fn the_old_names_are_v1alpha1s_with_their_type_and_no_longer_v1beta1s() {
+        // Each old name is a property of the v1alpha1 schema, of the type declared for it, and
+        // none is a property of the v1beta1 types where it is refused: a refusal never hides a
+        // field v1beta1 has, and a write that type-checks at v1alpha1 meets the rule, not a
+        // type error.
+        let schema = |crd: CustomResourceDefinition| {
+            serde_json::to_value(&crd.spec.versions[0].schema).expect("schema")["openAPIV3Schema"]
+                .clone()
+        };
         for (alpha, beta, table) in [
-            (schema(&alpha_node), schema(&beta_node), &NODE[..]),
-            (schema(&alpha_cluster), schema(&beta_cluster), &CLUSTER[..]),
+            (
+                schema(crate::Frontend::crd()),
+                schema(crate::v1beta1::Frontend::crd()),
+                &NODE[..],
+            ),
+            (
+                schema(crate::ExpressCluster::crd()),
+                schema(crate::v1beta1::ExpressCluster::crd()),
+                &CLUSTER[..],
+            ),
         ] {
             for renamed in table {
                 let mut beta = beta.clone();
@@ -277,8 +329,12 @@ mod tests {
                     at_beta["properties"].get(renamed.old).is_none(),
                     "{renamed:?} is a v1beta1 field"
                 );
-                let v1alpha1_name = alpha.to_string().contains(&format!("\"{}\"", renamed.old));
-                assert!(v1alpha1_name, "{renamed:?} is no v1alpha1 field");
+                let mut found = Vec::new();
+                properties_named(&alpha, renamed.old, &mut found);
+                assert!(
+                    found.iter().any(|p| p["type"] == renamed.type_),
+                    "{renamed:?}: no v1alpha1 property of that name and type: {found:?}"
+                );
             }
         }
     }

@@ -110,3 +110,13 @@ impl Context {
         memory.set_entries("revision_histories", histories);
     }
 }
+
+/// Completes when this instance's leadership changes; never, once nothing can change it: a
+/// controller run without election leads from its start, and its sender is gone. (A loop that
+/// stopped on the closed channel stopped at once, or on its first pass, by the luck of a
+/// `select!`.)
+pub(crate) async fn leadership_changed(leader: &mut watch::Receiver<bool>) {
+    if leader.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}

@@ -198,6 +198,23 @@ pub async fn installed_crds(
     Ok(crds)
 }
 
+/// The DC's CRDs of the kinds with more than one version, as the version steps read them (a
+/// CRD not installed is left out).
+pub async fn versioned_crds(
+    client: &kube::Client,
+) -> Result<Vec<express_planner::api_versions::DcCrd>, Unreadable> {
+    let crds_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crds = Vec::new();
+    for name in express_api::crd::VERSIONED {
+        let found = crds_api.get_opt(name).await.map_err(|source| Unreadable {
+            what: format!("CustomResourceDefinition {name}"),
+            source,
+        })?;
+        crds.extend(found.as_ref().map(express_planner::api_versions::DcCrd::of));
+    }
+    Ok(crds)
+}
+
 /// Each ring of the operator's namespace with the versions its build says it knows (its
 /// Lease's `express.dev/api-versions`; none said: None).
 pub async fn ring_versions(

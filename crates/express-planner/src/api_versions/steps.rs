@@ -461,6 +461,15 @@ pub fn dc_versions(crds: &[DcCrd]) -> Option<String> {
     Some(format!("{newest}: {least}"))
 }
 
+/// Whether people need telling what v1beta1 changes for them
+/// (`express_api::v1beta1::old_names::WHAT_CHANGES`) when the DC's API versions stand at `step`,
+/// as [`dc_versions`] words it: while v1beta1 is listed and not yet served, and, with
+/// `newly_served`, once it is served until the storage version moves.
+pub fn renames_ahead(step: &str, newly_served: bool) -> bool {
+    let at = |stage: Stage| step == format!("{}: {stage}", express_api::v1beta1::VERSION);
+    at(Stage::Listed) || (newly_served && at(Stage::Served))
+}
+
 /// Why a build must not lead a ring in this DC: a CRD stored at a version it does not know (a
 /// rollback past a storage move), or no longer serving the version it reads and writes.
 #[derive(Clone, Debug, PartialEq, Eq)]

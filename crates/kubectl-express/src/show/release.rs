@@ -102,7 +102,7 @@ pub fn render_in_dc(release: &OperatorRelease, now: Timestamp, versions: Option<
         (None, None) => {}
     }
     let step = versions.or(status.api_versions.as_ref().map(|seen| seen.step.as_str()));
-    if step.is_some_and(express_api::v1beta1::old_names::renames_ahead) {
+    if step.is_some_and(|step| express_planner::api_versions::renames_ahead(step, true)) {
         out.push_str(&format!(
             "  for people: {}\n",
             express_api::v1beta1::old_names::WHAT_CHANGES

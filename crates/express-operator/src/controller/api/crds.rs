@@ -77,7 +77,8 @@ pub(crate) async fn prepare(ctx: &Context, release: &OperatorRelease) -> Option<
         )
         .await;
         let step = super::versions::dc_step(ctx).await;
-        if let Some(step) = step.filter(|s| express_api::v1beta1::old_names::renames_ahead(s)) {
+        if let Some(step) = step.filter(|s| express_planner::api_versions::renames_ahead(s, false))
+        {
             publish(
                 ctx,
                 Some(release.object_ref(&())),

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 pub(crate) use crds::prepare;
 
-use crate::controller::context::Context;
+use crate::controller::context::{Context, leadership_changed};
 
 /// How often the installed CRDs are compared with this build's (a person or another build may
 /// apply CRDs at any time), and the versions' next step looked for.
@@ -50,7 +50,7 @@ where
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
-            changed = leader.changed() => if changed.is_err() { return },
+            () = leadership_changed(&mut leader) => {}
         }
         if *leader.borrow_and_update() {
             pass(ctx.clone()).await;

@@ -157,13 +157,9 @@ pub(crate) async fn look_after(ctx: &Context) {
 /// Where the DC's API versions stand, read from its versioned CRDs now (`v1beta1: listed, not
 /// served`); none while each lists one version or when they cannot be read.
 pub(super) async fn dc_step(ctx: &Context) -> Option<String> {
-    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let mut seen = Vec::new();
-    for name in express_api::crd::VERSIONED {
-        if let Ok(Some(crd)) = api.get_opt(name).await {
-            seen.push(DcCrd::of(&crd));
-        }
-    }
+    let seen = crate::crd_check::read::versioned_crds(&ctx.client)
+        .await
+        .ok()?;
     express_planner::api_versions::dc_versions(&seen)
 }
 

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::controller::api;
-use crate::controller::context::Context;
+use crate::controller::context::{Context, leadership_changed};
 use crate::controller::memory::caches::Scoped;
 use crate::controller::ring_lease;
 
@@ -55,7 +55,7 @@ pub(crate) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wa
         tokio::select! {
             _ = wake.notified() => {}
             _ = sleep => {}
-            changed = leader.changed() => if changed.is_err() { return },
+            () = leadership_changed(&mut leader) => {}
         }
         // A burst of tenant events (a wave adopted) is one pass.
         tokio::time::sleep(Duration::from_millis(100)).await;
