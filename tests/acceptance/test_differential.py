@@ -373,3 +373,59 @@ def test_a_groups_versions_are_listed_by_priority_and_the_first_is_preferred(ser
 
     by_priority = ["v1", "v2beta1", "v1beta1", "v1alpha1"]
     assert same(servers, case) == (by_priority, "v1", by_priority, "v1")
+
+
+# The kinds the operator and the plugin list, each with three objects of the test's own. Pods
+# and ConfigMaps are listed too, but a new namespace of the real server holds objects of its own
+# (kube-root-ca.crt) or needs its service account before a pod: the rules are the same for
+# every kind, which these kinds of three API groups show.
+LISTED_KINDS = {
+    "backends": (f"{GROUP}/namespaces/{{ns}}/backends",
+                 lambda name: {"apiVersion": "express.dev/v1alpha1", "kind": "Backend", "metadata": {"name": name},
+                               "spec": {"clusterConfig": {"clusterName": "shop"}, "expressVersion": "v1"}}),
+    "operatorreleases": (f"{GROUP}/namespaces/{{ns}}/operatorreleases",
+                         lambda name: {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+                                       "metadata": {"name": name},
+                                       "spec": {"fromRing": "default", "toRing": "canary",
+                                                "waves": [{"percent": 100}]}}),
+    "frontends": (f"{GROUP}/namespaces/{{ns}}/frontends",
+                  lambda name: {"apiVersion": "express.dev/v1alpha1", "kind": "Frontend", "metadata": {"name": name},
+                                "spec": {"clusterConfig": {"clusterName": "shop"}, "expressVersion": "v1"}}),
+    "expressclusters": (f"{GROUP}/namespaces/{{ns}}/expressclusters",
+                        lambda name: {"apiVersion": "express.dev/v1alpha1", "kind": "ExpressCluster",
+                                      "metadata": {"name": name}, "spec": {}}),
+    "controllerrevisions": ("/apis/apps/v1/namespaces/{ns}/controllerrevisions",
+                            lambda name: {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                                          "metadata": {"name": name}, "revision": 1, "data": {}}),
+    "leases": ("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+               lambda name: {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+                             "spec": {}}),
+}
+
+
+def test_paged_lists_and_resource_version_0_with_a_limit(servers):
+    """What a list in pages says of what is left (`remainingItemCount`), and what a list at
+    `resourceVersion=0` with a `limit` answers (the API server may serve it from its watch
+    cache), for every kind the operator and the plugin list."""
+    def case(s):
+        answers = {}
+        for kind, (path, body) in LISTED_KINDS.items():
+            base = path.format(ns=s.ns)
+            for name in ("l1", "l2", "l3"):
+                code, created = s.request("POST", base, body(name))
+                assert code == 201, created
+            _, page = s.request("GET", f"{base}?limit=2")
+            _, selected = s.request("GET", f"{base}?limit=2&labelSelector=missing!%3Dx")
+            _, cached = s.request("GET", f"{base}?limit=2&resourceVersion=0")
+            answers[kind] = {
+                "first page": (len(page["items"]), bool(page["metadata"].get("continue")),
+                               page["metadata"].get("remainingItemCount")),
+                "with a selector": (len(selected["items"]), bool(selected["metadata"].get("continue")),
+                                    selected["metadata"].get("remainingItemCount")),
+                "resourceVersion=0": (len(cached["items"]), bool(cached["metadata"].get("continue")),
+                                      cached["metadata"].get("remainingItemCount")),
+            }
+        return answers
+
+    found = same(servers, case)
+    assert found["frontends"]["first page"][:2] == (2, True), found

@@ -46,14 +46,19 @@ impl Cluster {
             None => Box::new(self.store.list(&key_of_resource, namespace)),
         };
         let view = View::of(rt);
+        // The API server says how many objects are left after a page (`remainingItemCount`)
+        // when nothing is selected; with a selector it omits it (it would have to read them
+        // all), and one more match is then enough to know a continue token is needed.
+        let counting = options.labels.is_empty() && options.fields.is_empty();
         for (key, object) in objects {
             if !view.selected(&options.labels, &options.fields, object) {
                 continue;
             }
             if options.limit.is_some_and(|limit| items.len() >= limit) {
-                // One more match is enough to know a continue token is needed; counting all of
-                // them (remainingItemCount, which is optional) would make every page O(n).
                 remaining += 1;
+                if counting {
+                    continue;
+                }
                 break;
             }
             items.push(object.clone());
@@ -68,6 +73,9 @@ impl Cluster {
             && let Some((ns, name)) = last_key
         {
             metadata["continue"] = Value::String(encode_continue(&ns, &name, began));
+            if counting {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
         }
         Ok(List {
             kind: format!("{}List", rt.kind),
