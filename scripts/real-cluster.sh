@@ -2,7 +2,13 @@
 # Kubernetes' own control plane on loopback, for the tests and for trying the operator on a real
 # API server (DESIGN section 17):
 #
-#   scripts/real-cluster.sh up DIR [--nodes N]   build what is missing, start it, write DIR/kubeconfig
+#   scripts/real-cluster.sh up DIR [--nodes N] [--etcd-compaction-interval DURATION]
+#                                                build what is missing, start it, write DIR/kubeconfig
+#   scripts/real-cluster.sh restart DIR COMPONENT
+#                                                a fault: SIGKILL one component (etcd, kube-apiserver,
+#                                                kube-controller-manager, kube-scheduler, kwok) and
+#                                                start it again on its data and ports; returns once
+#                                                it answers
 #   scripts/real-cluster.sh down DIR             stop every process `up` started in DIR
 #   scripts/real-cluster.sh build                only build (the test command starts it in the background)
 #
@@ -27,7 +33,7 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="-mod=readonly -buildvcs=false"
 
 usage() {
-    echo "usage: $0 up DIR [--nodes N] | down DIR" >&2
+    echo "usage: $0 up DIR [--nodes N] [--etcd-compaction-interval DURATION] | restart DIR COMPONENT | down DIR" >&2
     exit 2
 }
 
@@ -138,8 +144,36 @@ EOF
 start() {
     local dir="$1" name="$2"
     shift 2
-    "$@" >"$dir/logs/$name.log" 2>&1 &
+    # Its command line, kept so that `restart` starts it again as it was (same data, same ports).
+    mkdir -p "$dir/commands"
+    printf '%q ' "$@" >"$dir/commands/$name"
+    "$@" >>"$dir/logs/$name.log" 2>&1 &
     echo "$! $name" >>"$dir/pids"
+}
+
+# Kills one component without a word (SIGKILL, as a crash or an OOM kill would) and starts it
+# again from its recorded command line: the same data directory and ports, so clients reconnect
+# to the same address. Returns once it answers again.
+restart() {
+    local dir="$1" name="$2"
+    [ -f "$dir/commands/$name" ] || die "no component $name in $dir"
+    local pid others
+    pid=$(awk -v n="$name" '$2 == n {print $1}' "$dir/pids")
+    if [ -n "$pid" ]; then
+        kill -9 "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    fi
+    others=$(awk -v n="$name" '$2 != n' "$dir/pids")
+    printf '%s\n' "$others" | sed '/^$/d' >"$dir/pids"
+    local command
+    command=$(cat "$dir/commands/$name")
+    eval "set -- $command"
+    start "$dir" "$name" "$@"
+    case "$name" in
+    etcd) wait_for "etcd" 60 "$dir" curl -fsS "$(cat "$dir/etcd")/health" ;;
+    kube-apiserver) wait_for "kube-apiserver /readyz" 120 "$dir" api "$dir" /readyz ;;
+    esac
+    log "restarted $name"
 }
 
 wait_for() {
@@ -183,7 +217,7 @@ print(sum(1 for n in nodes for c in n.get("status", {}).get("conditions", [])
 }
 
 up() {
-    local dir="$1" nodes="$2"
+    local dir="$1" nodes="$2" compaction="$3"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     [ -s "$dir/pids" ] && die "$dir already has a running control plane (down it first)"
@@ -199,6 +233,7 @@ up() {
     etcd_peer=$(free_port)
     apiserver_port=$(free_port)
     echo "https://127.0.0.1:$apiserver_port" >"$dir/server"
+    echo "http://127.0.0.1:$etcd_port" >"$dir/etcd"
 
     start "$dir" etcd "$bin_dir/etcd" --data-dir "$dir/etcd-data" \
         --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -216,6 +251,7 @@ up() {
         --service-cluster-ip-range 10.0.0.0/24 \
         --authorization-mode Node,RBAC \
         --endpoint-reconciler-type none \
+        --etcd-compaction-interval "$compaction" \
         --allow-privileged=false
     wait_for "kube-apiserver /readyz" 120 "$dir" api "$dir" /readyz
 
@@ -288,6 +324,7 @@ shift
 case "$command" in
 up)
     nodes=3
+    compaction=5m
     while [ $# -gt 0 ]; do
         case "$1" in
         --nodes)
@@ -295,10 +332,19 @@ up)
             nodes="$2"
             shift 2
             ;;
+        --etcd-compaction-interval)
+            [ $# -ge 2 ] || usage
+            compaction="$2"
+            shift 2
+            ;;
         *) usage ;;
         esac
     done
-    up "$dir" "$nodes"
+    up "$dir" "$nodes" "$compaction"
+    ;;
+restart)
+    [ $# -eq 1 ] || usage
+    restart "$dir" "$1"
     ;;
 down)
     [ $# -eq 0 ] || usage

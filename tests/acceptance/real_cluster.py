@@ -79,6 +79,13 @@ class Real(Cluster):
                     rule["verbs"] = [v for v in rule["verbs"] if v in ("get", "list", "watch")] or ["get"]
             self.kubectl("apply", "-f", "-", input=yaml.safe_dump(document))
 
+    def restart(self, component):
+        """A fault: `component` (etcd, kube-apiserver...) killed with SIGKILL and started again on
+        its data and ports; returns once it answers."""
+        result = subprocess.run(["bash", str(SCRIPT), "restart", str(self.directory), component],
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, f"{component} did not come back:\n{result.stderr[-4000:]}"
+
     def namespace(self, prefix="tenant"):
         # Pods are admitted once the service-account controller gave the namespace its account.
         name = super().namespace(prefix)
@@ -86,8 +93,8 @@ class Real(Cluster):
         return name
 
 
-def up(directory):
-    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory)], capture_output=True, text=True,
+def up(directory, *flags):
+    result = subprocess.run(["bash", str(SCRIPT), "up", str(directory), *flags], capture_output=True, text=True,
                             timeout=1800)
     assert result.returncode == 0, f"the real control plane did not start:\n{result.stderr[-4000:]}"
     return Real(directory)
