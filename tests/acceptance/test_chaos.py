@@ -159,9 +159,13 @@ def test_a_fleet_upgrade_through_api_server_etcd_and_leader_kills_converges_in_o
         time.sleep(2)
         cluster.restart("etcd")
         time.sleep(2)
-        lease = probe(cluster, "get", "lease", "express-operator", "-n", "express-system")
-        leader = (lease or {}).get("spec", {}).get("holderIdentity")
-        assert leader in replicas, lease
+        def holder():
+            lease = probe(cluster, "get", "lease", "express-operator", "-n", "express-system")
+            return (lease or {}).get("spec", {}).get("holderIdentity")
+
+        # The API server may still be finding etcd again: the Lease as soon as it answers.
+        leader = eventually(holder, timeout=60, what="the Lease readable again")
+        assert leader in replicas, leader
         stop_process(replicas.pop(leader), signal.SIGKILL)
         [(survivor, process)] = replicas.items()
 
@@ -176,8 +180,7 @@ def test_a_fleet_upgrade_through_api_server_etcd_and_leader_kills_converges_in_o
             if index < 2:
                 assert created == UPGRADE_ORDER, f"{namespace} (maxConcurrent 1): {created}"
         assert process.poll() is None, f"{survivor} exited on its own"
-        holder = probe(cluster, "get", "lease", "express-operator", "-n", "express-system")
-        assert holder["spec"]["holderIdentity"] == survivor, holder
+        assert eventually(lambda: holder() == survivor, timeout=60, what="the survivor leading"), holder()
     finally:
         if recorder:
             recorder.stop()
