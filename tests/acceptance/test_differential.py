@@ -429,3 +429,29 @@ def test_paged_lists_and_resource_version_0_with_a_limit(servers):
 
     found = same(servers, case)
     assert found["frontends"]["first page"][:2] == (2, True), found
+
+
+def test_a_crd_whose_rule_reads_an_untyped_field_is_refused(servers):
+    """The API server compiles a CRD's rules against the schema's typed properties only: a rule
+    reading a field declared without a type (or not at all) does not compile, and the CRD is
+    refused. kubesim, which evaluates rules without type-checking them, accepted it."""
+    def crd(declared):
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "probes.differential.example.com"},
+                "spec": {"group": "differential.example.com", "scope": "Namespaced",
+                         "names": {"plural": "probes", "singular": "probe", "kind": "Probe", "listKind": "ProbeList"},
+                         "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                             "type": "object", "properties": {"spec": {
+                                 "type": "object", "properties": {"old": declared},
+                                 "x-kubernetes-validations": [{"rule": "!has(self.old)", "message": "old is gone"}]}}}}}]}}
+
+    def case(s):
+        refused = s.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?dryRun=All",
+                            crd({"x-kubernetes-preserve-unknown-fields": True}))
+        accepted = s.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?dryRun=All",
+                             crd({"type": "string"}))[0]
+        return {"untyped": status_of(refused)[:2], "says": "undefined field 'old'" in refused[1].get("message", ""),
+                "typed": accepted}
+
+    found = same(servers, case)
+    assert found == {"untyped": (422, "Invalid"), "says": True, "typed": 201}, found

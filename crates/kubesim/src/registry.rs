@@ -403,6 +403,11 @@ impl Registry {
             let name = version["name"]
                 .as_str()
                 .ok_or("every version needs a name")?;
+            if let Some(problem) =
+                crate::schema::undefined_field(&version["schema"]["openAPIV3Schema"])
+            {
+                return Err(problem);
+            }
             if version["served"].as_bool() == Some(false) {
                 continue;
             }

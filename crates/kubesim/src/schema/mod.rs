@@ -26,6 +26,8 @@
 //! CEL's cost limits.
 
 mod rules;
+
+pub(crate) use rules::undefined_field;
 mod words;
 
 pub use words::Cause;

@@ -178,3 +178,114 @@ fn rule_cause(
         message,
     }
 }
+
+/// The first rule of a version's schema that the API server would not compile because it
+/// reads a field of its object that CEL does not know: one the object does not declare, or
+/// declares without a type (only typed properties become fields of the object's CEL type). In
+/// the API server's words, with the rule's place; none when every `self.FIELD` is known. Only
+/// the field right after `self.` of an object with `properties` is checked (a map's keys are
+/// any; the root's `apiVersion`, `kind` and `metadata` are always there).
+pub(crate) fn undefined_field(schema: &Value) -> Option<String> {
+    undefined_field_at(schema, "spec.validation.openAPIV3Schema", true)
+}
+
+fn undefined_field_at(node: &Value, path: &str, root: bool) -> Option<String> {
+    let properties = node.get("properties").and_then(Value::as_object);
+    if let (Some(properties), Some(rules)) = (
+        properties.filter(|_| node.get("additionalProperties").is_none()),
+        node.get("x-kubernetes-validations")
+            .and_then(Value::as_array),
+    ) {
+        for (index, rule) in rules.iter().enumerate() {
+            let text = rule["rule"].as_str().unwrap_or_default();
+            for field in fields_of_self(text) {
+                let always_there = root && matches!(field, "apiVersion" | "kind" | "metadata");
+                let typed = properties.get(field).is_some_and(|p| {
+                    p.get("type").is_some() || p["x-kubernetes-int-or-string"] == true
+                });
+                if !always_there && !typed {
+                    return Some(format!(
+                        "{path}.x-kubernetes-validations[{index}].rule: Invalid value: {text:?}: compilation failed: ERROR: undefined field '{field}'"
+                    ));
+                }
+            }
+        }
+    }
+    for (name, child) in properties.into_iter().flatten() {
+        if let Some(problem) =
+            undefined_field_at(child, &format!("{path}.properties[{name}]"), false)
+        {
+            return Some(problem);
+        }
+    }
+    node.get("items")
+        .and_then(|items| undefined_field_at(items, &format!("{path}.items"), false))
+}
+
+/// The field names a rule reads right after `self.` (`has(self.x)`, `self.x == 1`).
+fn fields_of_self(rule: &str) -> Vec<&str> {
+    let mut fields = Vec::new();
+    let mut rest = rule;
+    while let Some(at) = rest.find("self.") {
+        let before = rest[..at].chars().next_back();
+        let after = &rest[at + "self.".len()..];
+        let end = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let starts_a_name = after.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+        // `oldSelf.x` and `myself.x` are not `self`.
+        if starts_a_name && !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            fields.push(&after[..end]);
+        }
+        rest = &after[end..];
+    }
+    fields
+}
+
+#[cfg(test)]
+mod undefined_field_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_rule_reading_an_untyped_or_undeclared_field_does_not_compile() {
+        let with = |declared: Value, rule: &str| {
+            json!({"type": "object", "properties": {"spec": {
+                "type": "object", "properties": declared,
+                "x-kubernetes-validations": [{"rule": rule}]}}})
+        };
+        let typed = json!({"a": {"type": "string"}});
+        assert_eq!(undefined_field(&with(typed.clone(), "!has(self.a)")), None);
+        assert_eq!(
+            undefined_field(&with(typed.clone(), "oldSelf.b == self.a")),
+            None
+        );
+        let untyped = json!({"a": {"x-kubernetes-preserve-unknown-fields": true}});
+        let problem = undefined_field(&with(untyped, "!has(self.a)")).expect("refused");
+        assert!(
+            problem.starts_with(
+                "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
+            ) && problem.ends_with("undefined field 'a'"),
+            "{problem}"
+        );
+        assert!(undefined_field(&with(typed, "self.b == 1")).is_some());
+        // A map's keys are any; the root always has its metadata.
+        let map = json!({"type": "object", "additionalProperties": {"type": "string"},
+                         "x-kubernetes-validations": [{"rule": "has(self.any)"}]});
+        assert_eq!(
+            undefined_field(&json!({"type": "object", "properties": {"m": map}})),
+            None
+        );
+        let root = json!({"type": "object", "properties": {"spec": {"type": "object"}},
+                          "x-kubernetes-validations": [{"rule": "self.metadata.name.size() < 10"}]});
+        assert_eq!(undefined_field(&root), None);
+        // In a list's items too.
+        let items = json!({"type": "object", "properties": {"l": {"type": "array", "items": {
+            "type": "object", "properties": {"n": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "has(self.m)"}]}}}});
+        assert!(
+            undefined_field(&items)
+                .is_some_and(|p| p.contains(".items.x-kubernetes-validations[0]"))
+        );
+    }
+}
