@@ -38,8 +38,8 @@ const fn renamed(
     }
 }
 
-/// The renamed fields of a Backend's or a Frontend's spec (docs/api.md, "Field by field").
-pub const NODE: [Renamed; 14] = [
+/// The renamed fields of a Backend's or a Frontend's spec itself (docs/api.md, "Field by field").
+const NODE_SPEC: [Renamed; 4] = [
     renamed(
         "spec",
         "clusterConfig",
@@ -49,62 +49,30 @@ pub const NODE: [Renamed; 14] = [
     renamed("spec", "expressVersion", "string", "spec.version"),
     renamed("spec", "configChangeset", "string", "spec.changeset"),
     renamed("spec", "deploymentDependencies", "object", "spec.ordering"),
-    renamed(
-        "spec.ordering.provisioning[]",
-        "expressNode",
-        "string",
-        "node",
-    ),
-    renamed(
-        "spec.ordering.provisioning[]",
-        "podConditionType",
-        "string",
-        "condition.type",
-    ),
-    renamed(
-        "spec.ordering.provisioning[]",
-        "conditionStatus",
-        "string",
-        "condition.status",
-    ),
-    renamed(
-        "spec.ordering.provisioning[]",
-        "expressVersion",
-        "string",
-        "pin.version",
-    ),
-    renamed(
-        "spec.ordering.provisioning[]",
-        "deploymentRevision",
-        "string",
-        "pin.revision",
-    ),
-    renamed("spec.ordering.upgrade[]", "expressNode", "string", "node"),
-    renamed(
-        "spec.ordering.upgrade[]",
-        "podConditionType",
-        "string",
-        "condition.type",
-    ),
-    renamed(
-        "spec.ordering.upgrade[]",
-        "conditionStatus",
-        "string",
-        "condition.status",
-    ),
-    renamed(
-        "spec.ordering.upgrade[]",
-        "expressVersion",
-        "string",
-        "pin.version",
-    ),
-    renamed(
-        "spec.ordering.upgrade[]",
-        "deploymentRevision",
-        "string",
-        "pin.revision",
-    ),
 ];
+
+/// The lists of prerequisites a node's spec holds at v1beta1.
+const PREREQUISITE_LISTS: [&str; 2] = ["spec.ordering.provisioning[]", "spec.ordering.upgrade[]"];
+
+/// The renamed fields of one prerequisite, in either list: its v1alpha1 name, type, and its
+/// place within the prerequisite at v1beta1.
+const PREREQUISITE: [(&str, &str, &str); 5] = [
+    ("expressNode", "string", "node"),
+    ("podConditionType", "string", "condition.type"),
+    ("conditionStatus", "string", "condition.status"),
+    ("expressVersion", "string", "pin.version"),
+    ("deploymentRevision", "string", "pin.revision"),
+];
+
+/// The renamed fields of a Backend's or a Frontend's spec, its prerequisites' included.
+pub fn node() -> Vec<Renamed> {
+    let prerequisites = PREREQUISITE_LISTS.into_iter().flat_map(|within| {
+        PREREQUISITE
+            .into_iter()
+            .map(move |(old, type_, new)| renamed(within, old, type_, new))
+    });
+    NODE_SPEC.into_iter().chain(prerequisites).collect()
+}
 
 /// The renamed fields of an ExpressCluster's spec.
 pub const CLUSTER: [Renamed; 8] = [
@@ -139,11 +107,11 @@ pub const CLUSTER: [Renamed; 8] = [
 ];
 
 /// The renamed fields of the kind a CRD serves (none for a kind that kept its names).
-pub fn of_kind(kind: &str) -> &'static [Renamed] {
+pub fn of_kind(kind: &str) -> Vec<Renamed> {
     match kind {
-        "Backend" | "Frontend" => &NODE,
-        "ExpressCluster" => &CLUSTER,
-        _ => &[],
+        "Backend" | "Frontend" => node(),
+        "ExpressCluster" => CLUSTER.to_vec(),
+        _ => Vec::new(),
     }
 }
 
@@ -204,7 +172,7 @@ pub fn refuse_at(crd: &mut CustomResourceDefinition, version: &str) -> Result<()
     for renamed in of_kind(&kind) {
         let object = object_at(&mut schema, renamed.within)
             .ok_or_else(|| format!("{kind} {version} has no {}", renamed.within))?;
-        declare(object, renamed, &plural)?;
+        declare(object, &renamed, &plural)?;
     }
     validation.open_api_v3_schema =
         Some(serde_json::from_value(schema).map_err(|e| e.to_string())?);
@@ -258,8 +226,8 @@ mod tests {
     #[test]
     fn every_old_name_is_declared_and_refused_where_it_stood() {
         for (crd, table) in [
-            (crate::v1beta1::Frontend::crd(), &NODE[..]),
-            (crate::v1beta1::Backend::crd(), &NODE[..]),
+            (crate::v1beta1::Frontend::crd(), &node()[..]),
+            (crate::v1beta1::Backend::crd(), &node()[..]),
             (crate::v1beta1::ExpressCluster::crd(), &CLUSTER[..]),
         ] {
             let plural = crd.spec.names.plural.clone();
@@ -314,7 +282,7 @@ mod tests {
             (
                 schema(crate::Frontend::crd()),
                 schema(crate::v1beta1::Frontend::crd()),
-                &NODE[..],
+                &node()[..],
             ),
             (
                 schema(crate::ExpressCluster::crd()),

@@ -185,11 +185,23 @@ pub async fn installed_crds(
     client: &kube::Client,
     build: &[CustomResourceDefinition],
 ) -> Result<Vec<CustomResourceDefinition>, Unreadable> {
+    let names: Vec<String> = build
+        .iter()
+        .map(|wanted| wanted.metadata.name.clone().unwrap_or_default())
+        .collect();
+    crds_named(client, names.iter().map(String::as_str)).await
+}
+
+/// The CRDs of these names a cluster has, each read by name (RBAC grants `get` by name; a
+/// CRD not installed is left out).
+async fn crds_named(
+    client: &kube::Client,
+    names: impl IntoIterator<Item = &str>,
+) -> Result<Vec<CustomResourceDefinition>, Unreadable> {
     let crds_api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut crds = Vec::new();
-    for wanted in build {
-        let name = wanted.metadata.name.clone().unwrap_or_default();
-        let found = crds_api.get_opt(&name).await.map_err(|source| Unreadable {
+    for name in names {
+        let found = crds_api.get_opt(name).await.map_err(|source| Unreadable {
             what: format!("CustomResourceDefinition {name}"),
             source,
         })?;
@@ -203,16 +215,11 @@ pub async fn installed_crds(
 pub async fn versioned_crds(
     client: &kube::Client,
 ) -> Result<Vec<express_planner::api_versions::DcCrd>, Unreadable> {
-    let crds_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crds = Vec::new();
-    for name in express_api::crd::VERSIONED {
-        let found = crds_api.get_opt(name).await.map_err(|source| Unreadable {
-            what: format!("CustomResourceDefinition {name}"),
-            source,
-        })?;
-        crds.extend(found.as_ref().map(express_planner::api_versions::DcCrd::of));
-    }
-    Ok(crds)
+    let crds = crds_named(client, express_api::crd::VERSIONED).await?;
+    Ok(crds
+        .iter()
+        .map(express_planner::api_versions::DcCrd::of)
+        .collect())
 }
 
 /// Each ring of the operator's namespace with the versions its build says it knows (its
