@@ -14,6 +14,8 @@ from conftest import ROOT, Cluster
 SCRIPT = ROOT / "scripts" / "real-cluster.sh"
 OPERATOR_NAMESPACE = "express-system"
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+# The operator's own API Priority and Fairness level and the schema that sends it there.
+FLOW_CONTROL_KINDS = {"PriorityLevelConfiguration", "FlowSchema"}
 
 
 class Real(Cluster):
@@ -30,14 +32,15 @@ class Real(Cluster):
         return self.accounts[account]
 
     def _chart_rbac(self, account):
-        """The operator chart's ServiceAccount, ClusterRoles, Roles and bindings as Helm renders
-        them, for `account` (the chart's own, `express-operator`, or another given the same
-        rules under names of its own)."""
+        """The operator chart's ServiceAccount, ClusterRoles, Roles and bindings, and its API
+        Priority and Fairness level and schema, as Helm renders them, for `account` (the chart's
+        own, `express-operator`, or another given the same rules under names of its own)."""
         manifests = helm.Chart.load(str(ROOT / "charts" / "express-operator")).render(
             {}, name="express", namespace=OPERATOR_NAMESPACE)
+        kinds = RBAC_KINDS | FLOW_CONTROL_KINDS
         rbac = [d for key, text in manifests.items() if not key.endswith("NOTES.txt")
-                for d in yaml.safe_load_all(text) if d and d["kind"] in RBAC_KINDS]
-        assert {d["kind"] for d in rbac} == RBAC_KINDS, "the chart renders its RBAC"
+                for d in yaml.safe_load_all(text) if d and d["kind"] in kinds]
+        assert {d["kind"] for d in rbac} == kinds, "the chart renders its RBAC and flow control"
         if account != "express-operator":
             suffix = account.removeprefix("express-operator-")
             for document in rbac:
@@ -49,6 +52,11 @@ class Real(Cluster):
                     document["roleRef"]["name"] += f"-{suffix}"
                     for subject in document["subjects"]:
                         subject["name"] = account
+                if document["kind"] == "FlowSchema":
+                    document["spec"]["priorityLevelConfiguration"]["name"] += f"-{suffix}"
+                    for rule in document["spec"]["rules"]:
+                        for subject in rule["subjects"]:
+                            subject["serviceAccount"]["name"] = account
         return rbac
 
     def _install_operator_rbac(self, account):

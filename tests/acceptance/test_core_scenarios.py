@@ -312,3 +312,27 @@ def test_crd_check_reads_the_servers_crds_and_every_object_they_store(cluster, o
     assert "compatible: no breaking change" in checked.stdout, checked.stdout
     unknown = check("--context", "no-such-context")
     assert unknown.returncode == 2 and 'no context named "no-such-context"' in unknown.stderr, unknown.stderr
+
+
+@pytest.mark.parametrize("cluster", ["real"], indirect=True)
+def test_the_operators_requests_are_served_at_the_charts_own_priority_level(cluster, operator):
+    """DESIGN section 20: the chart's FlowSchema sends the operator's ServiceAccount to the
+    chart's PriorityLevelConfiguration, as the API server's own counters of API Priority and
+    Fairness show once the operator has provisioned a tenant; none of its requests rejected."""
+    namespace = cluster.namespace()
+    provision_acme(cluster, namespace)
+
+    def ours(line):
+        return ('flow_schema="express-express-operator"' in line
+                and 'priority_level="express-express-operator"' in line)
+
+    def total(metrics, family):
+        return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith(family + "{") and ours(line))
+
+    metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
+    assert total(metrics, "apiserver_flowcontrol_dispatched_requests_total") > 0, \
+        "no request of the operator's was dispatched at its own level"
+    assert total(metrics, "apiserver_flowcontrol_rejected_requests_total") == 0
+    level = cluster.kubectl_json("get", "prioritylevelconfiguration", "express-express-operator")
+    assert level["spec"]["limited"]["limitResponse"]["type"] == "Queue"

@@ -250,3 +250,26 @@ def test_the_conversion_webhook_is_off_by_default_and_on_selects_only_pods_that_
         assert any(e["name"] == "POD_NAME" for e in container["env"]), "a pod labels itself by its name"
     [role] = [r for r in find(objects, "Role") if r["metadata"]["namespace"] == "express-system"]
     assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]} in role["rules"]
+
+
+def test_the_operator_gets_its_own_priority_level_for_its_service_account():
+    objects, _ = render(namespace="ops")
+    [level] = find(objects, "PriorityLevelConfiguration", "express-express-operator")
+    [schema] = find(objects, "FlowSchema", "express-express-operator")
+    assert level["spec"]["type"] == "Limited"
+    limited = level["spec"]["limited"]
+    assert limited["nominalConcurrencyShares"] == 20
+    assert limited["limitResponse"]["queuing"]["handSize"] <= limited["limitResponse"]["queuing"]["queues"]
+    assert schema["spec"]["priorityLevelConfiguration"]["name"] == "express-express-operator"
+    # After the system's schemas (at most 900), before the suggested service-accounts (9000).
+    assert 900 < schema["spec"]["matchingPrecedence"] < 9000
+    [rule] = schema["spec"]["rules"]
+    assert rule["subjects"] == [{"kind": "ServiceAccount",
+                                 "serviceAccount": {"name": "express-operator", "namespace": "ops"}}]
+    # The client-side limit is a ceiling, far above controller-runtime's 20/30.
+    [deployment] = find(objects, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--kube-qps=200" in args and "--kube-burst=400" in args
+
+    objects, _ = render({"flowControl": {"enabled": False}})
+    assert not find(objects, "PriorityLevelConfiguration") and not find(objects, "FlowSchema")

@@ -19,6 +19,8 @@ use crate::runner::QueueMetrics;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabel {
     pub verb: String,
+    /// The kind's plural and subresource (`pods`, `expressclusters/status`).
+    pub resource: String,
     pub code: String,
 }
 
@@ -246,7 +248,8 @@ impl FleetGauges {
 /// The API requests the operator sends, and the client-side rate limit (`--kube-qps`,
 /// `--kube-burst`).
 pub struct ApiMetrics {
-    /// Every request sent, by verb and response code (client-go's `rest_client_requests_total`).
+    /// Every request sent, by verb, resource and response code (client-go's
+    /// `rest_client_requests_total`, with the resource the API server's own metrics name).
     pub requests: Family<RequestLabel, Counter>,
     /// API requests that had to wait for a token.
     pub throttled: Counter,
@@ -268,7 +271,7 @@ impl ApiMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "api_requests",
-            "API requests sent, by verb and response code (a release's analysis compares them per reconcile between rings)",
+            "API requests sent, by verb, resource and response code (a release's analysis compares them per reconcile between rings)",
             self.requests.clone(),
         );
         registry.register(

@@ -1,5 +1,9 @@
 //! Client-side rate limiting of the operator's API requests (`--kube-qps`, `--kube-burst`).
 //!
+//! A ceiling against a runaway loop, not the throttle (DESIGN section 20): API Priority and
+//! Fairness on the API server decides how much the operator gets, and a 429's `Retry-After`
+//! is waited out by the retry layer below.
+//!
 //! One token bucket (`governor`'s GCRA) shared by every request the operator sends: each
 //! request takes a token, `burst` tokens at most are saved up, and they come back at `qps` per
 //! second. Watches are exempt (a watch is one long request, and cutting a watch off does not
@@ -35,10 +39,12 @@ pub struct ApiLimits {
 }
 
 impl ApiLimits {
-    /// controller-runtime's defaults: 20 requests per second, bursts of 30.
+    /// The chart's defaults (`kubeApi.qps`, `kubeApi.burst`): ten times controller-runtime's
+    /// 20 and 30, which kept a fleet-wide upgrade waiting on the operator's own limiter while
+    /// the API server had room (docs/benchmarks.md, "At the chart's defaults").
     pub const DEFAULT: ApiLimits = ApiLimits {
-        qps: 20.0,
-        burst: 30,
+        qps: 200.0,
+        burst: 400,
     };
 }
 
@@ -179,10 +185,11 @@ where
         let mut inner = self.inner.clone();
         let metrics = self.metrics.clone();
         let verb = verb_of(&request);
+        let resource = resource_of(request.uri().path());
         if is_watch(&request) {
             return Box::pin(async move {
                 let answered = inner.ready().await?.call(request).await;
-                count(&metrics, verb, &answered);
+                count(&metrics, verb, &resource, &answered);
                 answered
             });
         }
@@ -199,7 +206,7 @@ where
             }
             sent_by_reconcile();
             let answered = inner.ready().await?.call(request).await;
-            count(&metrics, verb, &answered);
+            count(&metrics, verb, &resource, &answered);
             answered
         })
     }
@@ -243,8 +250,39 @@ fn verb_of<B>(request: &Request<B>) -> &'static str {
     }
 }
 
-/// Counts one request by verb and the response's code.
-fn count<R: ResponseCode, E>(metrics: &Metrics, verb: &str, answered: &Result<R, E>) {
+/// The resource a request's path names, as the API server's own metrics name it: the kind's
+/// plural, `/` and the subresource if any (`pods`, `expressclusters/status`, `pods/eviction`);
+/// `other` for a path that names none (discovery, `/version`). Never a name: the series stay
+/// as few as the kinds the operator reads.
+fn resource_of(path: &str) -> String {
+    let mut segments = path.trim_matches('/').split('/');
+    // The group and version: `api/v1` or `apis/GROUP/VERSION`.
+    let after_version = match segments.next() {
+        Some("api") => segments.nth(1),
+        Some("apis") => segments.nth(2),
+        _ => None,
+    };
+    let rest: Vec<&str> = after_version.into_iter().chain(segments).collect();
+    // `namespaces/NS/RESOURCE[/NAME[/SUB]]` is namespaced; one or two segments under
+    // `namespaces` name the namespaces themselves.
+    let (resource, subresource) = match rest.as_slice() {
+        ["namespaces", _namespace, resource, tail @ ..] => (*resource, tail.get(1)),
+        [resource, tail @ ..] if !resource.is_empty() => (*resource, tail.get(1)),
+        _ => return "other".to_owned(),
+    };
+    match subresource {
+        Some(sub) => format!("{resource}/{sub}"),
+        None => resource.to_owned(),
+    }
+}
+
+/// Counts one request by verb, resource and the response's code.
+fn count<R: ResponseCode, E>(
+    metrics: &Metrics,
+    verb: &str,
+    resource: &str,
+    answered: &Result<R, E>,
+) {
     let code = match answered {
         Ok(response) => response.code().to_string(),
         Err(_) => "error".to_owned(),
@@ -254,6 +292,7 @@ fn count<R: ResponseCode, E>(metrics: &Metrics, verb: &str, answered: &Result<R,
         .requests
         .get_or_create(&RequestLabel {
             verb: verb.to_owned(),
+            resource: resource.to_owned(),
             code,
         })
         .inc();
@@ -334,6 +373,44 @@ mod tests {
             quota(ApiLimits { qps: 1.0, burst: 0 }).expect_err("refused"),
             LimitsError::Burst
         );
+    }
+
+    #[test]
+    fn a_requests_resource_is_its_kind_and_subresource_never_its_name() {
+        for (path, resource) in [
+            ("/api/v1/namespaces/acme/pods", "pods"),
+            ("/api/v1/namespaces/acme/pods/acme-fe1", "pods"),
+            (
+                "/api/v1/namespaces/acme/pods/acme-fe1/eviction",
+                "pods/eviction",
+            ),
+            ("/api/v1/pods", "pods"),
+            ("/api/v1/namespaces", "namespaces"),
+            ("/api/v1/namespaces/acme", "namespaces"),
+            ("/api/v1/nodes/kwok-node-1/status", "nodes/status"),
+            (
+                "/apis/express.dev/v1alpha1/namespaces/acme/expressclusters/t/status",
+                "expressclusters/status",
+            ),
+            (
+                "/apis/express.dev/v1alpha1/expressclusters",
+                "expressclusters",
+            ),
+            (
+                "/apis/coordination.k8s.io/v1/namespaces/express-system/leases/express-operator",
+                "leases",
+            ),
+            (
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/frontends.express.dev",
+                "customresourcedefinitions",
+            ),
+            ("/apis/express.dev/v1alpha1", "other"),
+            ("/api/v1", "other"),
+            ("/version", "other"),
+            ("/", "other"),
+        ] {
+            assert_eq!(resource_of(path), resource, "{path}");
+        }
     }
 
     #[test]

@@ -61,6 +61,33 @@ fn the_flags_and_the_pods_environment_sort_into_options() {
     assert!(bare.identity.starts_with("express-operator-"));
 }
 
+/// The operator run bare paces itself as the chart runs it: the figures in docs/benchmarks.md
+/// measured at the chart's defaults hold for either.
+#[test]
+fn the_binarys_defaults_are_the_charts() {
+    let values: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../charts/express-operator/values.yaml"
+        ))
+        .expect("the chart's values"),
+    )
+    .expect("YAML");
+    let bare = options(&[], &[]);
+    assert_eq!(
+        values["kubeApi"]["qps"].as_f64(),
+        Some(bare.tuning.limits.qps)
+    );
+    assert_eq!(
+        values["kubeApi"]["burst"].as_u64(),
+        Some(u64::from(bare.tuning.limits.burst))
+    );
+    assert_eq!(
+        values["concurrency"].as_u64(),
+        Some(bare.tuning.concurrency as u64)
+    );
+}
+
 #[test]
 fn flags_that_need_another_are_refused() {
     for args in [

@@ -2,11 +2,35 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+
+/// Where the fleet runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Substrate {
+    /// `kubesim serve`, started by the benchmark.
+    Kubesim,
+    /// Kubernetes' own control plane, started by `scripts/real-cluster.sh up` (`--cluster`).
+    Real,
+}
 
 #[derive(Parser, Debug)]
 #[command(about = "Fleet benchmark: kubesim and the operator in processes of their own")]
 pub struct Args {
+    /// Where the fleet runs: kubesim, or Kubernetes' own control plane (`--cluster`);
+    /// `scripts/fleet-bench.sh --substrate real` starts one.
+    #[arg(long, value_enum, default_value_t = Substrate::Kubesim)]
+    pub substrate: Substrate,
+    /// `--substrate real`: the directory of a running control plane
+    /// (`scripts/real-cluster.sh up DIR`) where `scripts/chart-operator.py account DIR` wrote
+    /// the operator's ServiceAccount kubeconfig: the operator runs as the chart's account,
+    /// under the chart's RBAC and API Priority and Fairness level.
+    #[arg(long, required_if_eq("substrate", "real"))]
+    pub cluster: Option<PathBuf>,
+    /// The operator's flags as the chart passes them, one a line
+    /// (`scripts/chart-operator.py args`): used instead of --kube-qps, --kube-burst and
+    /// --concurrency, so that the figures are the chart's defaults'.
+    #[arg(long)]
+    pub chart_args: Option<PathBuf>,
     /// Tenants (Express clusters), one namespace each.
     #[arg(long, default_value_t = 1000)]
     pub tenants: usize,

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::args::Substrate;
 use crate::harness::{Operator, Sim};
 use crate::http::http_get;
 
@@ -88,8 +89,59 @@ pub fn sample(metrics: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The operator's requests so far by "verb resource", from kubesim's per-agent counters.
+/// The operator's requests so far by "verb resource": on kubesim from its per-agent counters
+/// (every operator the benchmark started), on the real control plane from the running
+/// operator's own `express_operator_api_requests_total` (nobody else's requests reach it; a
+/// new operator starts from zero, and the phases measure differences within one operator).
 async fn operator_counts(sim: &Sim) -> BTreeMap<String, u64> {
+    match sim.substrate {
+        Substrate::Kubesim => kubesim_operator_counts(sim).await,
+        Substrate::Real => {
+            let url = sim.operator_metrics.lock().unwrap().clone();
+            match url {
+                Some(url) => metrics_operator_counts(&url).await,
+                None => BTreeMap::new(),
+            }
+        }
+    }
+}
+
+/// From the operator's metrics, in kubesim's words: `create` for a POST, `update` for a PUT,
+/// `get` for a GET (a list too); watches left out, as kubesim's counters count their opening.
+async fn metrics_operator_counts(url: &str) -> BTreeMap<String, u64> {
+    let Some((200, text)) = http_get(&format!("{url}/metrics")).await else {
+        return BTreeMap::new();
+    };
+    let mut counts = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("express_operator_api_requests_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels.split(',').find_map(|pair| {
+                pair.strip_prefix(name)?
+                    .strip_prefix("=\"")?
+                    .strip_suffix('"')
+            })
+        };
+        let verb = match label("verb") {
+            Some("post") => "create",
+            Some("put") => "update",
+            Some("watch") | None => continue,
+            Some(other) => other,
+        };
+        let resource = label("resource").unwrap_or("other");
+        let count = value.parse::<f64>().unwrap_or(0.0) as u64;
+        *counts.entry(format!("{verb} {resource}")).or_insert(0) += count;
+    }
+    counts
+}
+
+/// The operator's requests so far by "verb resource", from kubesim's per-agent counters.
+async fn kubesim_operator_counts(sim: &Sim) -> BTreeMap<String, u64> {
     let Some((200, body)) = http_get(&format!("{}/kubesim/counters/agents", sim.url)).await else {
         return BTreeMap::new();
     };

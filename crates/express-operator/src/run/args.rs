@@ -57,7 +57,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
     /// API requests per second, sustained, for every request but watches (retries
-    /// included); controller-runtime's default.
+    /// included): a ceiling against a runaway loop; the API server's Priority and Fairness
+    /// paces the operator below it. The chart's default.
     #[arg(long, default_value_t = ApiLimits::DEFAULT.qps)]
     pub kube_qps: f64,
     /// API requests that may be sent at once after a quiet spell.

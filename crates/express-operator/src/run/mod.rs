@@ -13,7 +13,7 @@ use std::time::Duration;
 use express_planner::api_versions::{CarriedApi, CarriedApiError, carried_api};
 use list_pages::FirstListing;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 pub use args::RunArgs;
 pub use options::{Options, Tuning, WebhookOptions};
@@ -58,15 +58,27 @@ pub async fn run(
     serve_metrics(&options, metrics.clone());
     let api = carried_api(&options.api)?;
     serve_webhook(&client, &options, &api).await?;
-    let leader = elect(&client, &options, &api);
+    let (leader, candidacy) = elect(&client, &options, &api);
     let first_listing = first_listing(&client, &options).await;
     let settings = settings(options, api, first_listing);
     tokio::select! {
         () = controller::run(client, settings, metrics, leader) => {}
         () = shutdown => info!("shutting down"),
     }
+    // The controller has stopped acting (its future is dropped); the standby may lead now.
+    if let Some(candidacy) = candidacy
+        && tokio::time::timeout(WITHDRAW_WITHIN, candidacy.withdraw())
+            .await
+            .is_err()
+    {
+        warn!("the ring's Lease was not released in time; the standby takes over when it expires");
+    }
     Ok(())
 }
+
+/// How long a stopping operator tries to give its Lease up: within the 30 s Kubernetes grants
+/// a terminating pod by default, and short of a hung API server holding it past that.
+const WITHDRAW_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `/metrics`, `/healthz` and `/readyz`, on a task of their own.
 fn serve_metrics(options: &Options, metrics: Arc<Metrics>) {
@@ -109,11 +121,15 @@ async fn serve_webhook(
 }
 
 /// Whether this instance leads its ring: elected by its Lease with `--leader-elect`, else always.
-fn elect(client: &kube::Client, options: &Options, api: &CarriedApi) -> watch::Receiver<bool> {
+fn elect(
+    client: &kube::Client,
+    options: &Options,
+    api: &CarriedApi,
+) -> (watch::Receiver<bool>, Option<leader::Candidacy>) {
     if !options.leader_elect {
-        return watch::channel(true).1;
+        return (watch::channel(true).1, None);
     }
-    let leader = leader::elect_while_readable(
+    let (leader, candidacy) = leader::elect_while_readable(
         client.clone(),
         options.operator_namespace.clone(),
         options.ring.clone(),
@@ -126,7 +142,7 @@ fn elect(client: &kube::Client, options: &Options, api: &CarriedApi) -> watch::R
         lease = %express_api::rings::lease_name(&options.ring),
         "leader election on; acting only while holding the ring's Lease, and contending only while this build can read what the DC stores"
     );
-    leader
+    (leader, Some(candidacy))
 }
 
 /// How the watches fill: streamed where asked and the server answers a probe, else paged.

@@ -1,13 +1,14 @@
 //! The report step, pure: node and ExpressCluster status from the snapshot and the plan
 //! (DESIGN section 7). Conditions keep their lastTransitionTime unless their status changes;
-//! [`same_ignoring_time`] tells whether a write is needed at all; [`patch`] is the body every
-//! status write of our kinds applies.
+//! [`same_ignoring_time`] tells whether a write is needed at all, [`quiet_start`] whether it
+//! can wait; [`patch`] is the body every status write of our kinds applies.
 
 mod cluster;
 mod conditions;
 #[cfg(test)]
 mod fixtures;
 mod node;
+pub mod quiet_start;
 mod settle_mark;
 
 pub use cluster::{cluster_status, settle_reason};

@@ -42,4 +42,6 @@ impl<'a> Env<'a> {
 pub(crate) struct Written {
     pub(crate) nodes: HashMap<NodeIndex, NodeStatus>,
     pub(crate) cluster: Option<ExpressClusterStatus>,
+    /// The earliest moment a status kept back (a replacement pod's quiet start) is due.
+    pub(crate) kept_back_until_ms: Option<i64>,
 }

@@ -17,6 +17,7 @@ use super::env::{Env, Written};
 use super::events;
 use crate::controller::error::Error;
 
+use crate::status::quiet_start::quiet_until;
 use crate::status::{cluster_status, node_status, same_ignoring_time};
 use express_api::conditions::{self, reason};
 
@@ -200,6 +201,21 @@ async fn report_nodes(
             .entry(status.phase.unwrap_or(express_api::NodePhase::Waiting))
             .or_default() += 1;
         if !node_status_due(env, written, index, previous.as_ref(), &status) {
+            continue;
+        }
+        if let Some(until) = previous.as_ref().and_then(|previous| {
+            quiet_until(
+                previous,
+                &status,
+                env.snapshot.node(index).pod.as_ref(),
+                env.now.0.as_millisecond(),
+            )
+        }) {
+            written.kept_back_until_ms = Some(
+                written
+                    .kept_back_until_ms
+                    .map_or(until, |earlier| earlier.min(until)),
+            );
             continue;
         }
         let observation = env.snapshot.node(index);
