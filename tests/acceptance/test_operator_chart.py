@@ -168,7 +168,9 @@ def test_the_rendered_chart_applies_with_kubectl(sim):
     out = sim.kubectl("apply", "-f", "-", input=rendered).stdout
     for created in ("serviceaccount/express-operator", "deployment.apps/express-operator",
                     "poddisruptionbudget.policy/express-operator", "role.rbac.authorization.k8s.io/express-operator",
-                    "rolebinding.rbac.authorization.k8s.io/express-operator-self", "service/express-operator-metrics"):
+                    "rolebinding.rbac.authorization.k8s.io/express-operator-self", "service/express-operator-metrics",
+                    "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/express-express-operator",
+                    "flowschema.flowcontrol.apiserver.k8s.io/express-express-operator"):
         assert f"{created} created" in out, out
     table = sim.kubectl("get", "sa,deploy,pdb", "-n", "express-system").stdout
     assert "express-operator" in table, table

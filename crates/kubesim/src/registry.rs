@@ -244,6 +244,35 @@ const BUILTINS: &[Builtin] = &[
         status: false,
         columns: &[("Role", "string", ".roleRef.name")],
     },
+    // The operator chart's own API Priority and Fairness level and schema: stored, never
+    // enforced (kubesim serves every request at once; docs/kubesim.md).
+    Builtin {
+        group: "flowcontrol.apiserver.k8s.io",
+        version: "v1",
+        plural: "prioritylevelconfigurations",
+        kind: "PriorityLevelConfiguration",
+        namespaced: false,
+        short_names: &[],
+        status: true,
+        columns: &[("Type", "string", ".spec.type")],
+    },
+    Builtin {
+        group: "flowcontrol.apiserver.k8s.io",
+        version: "v1",
+        plural: "flowschemas",
+        kind: "FlowSchema",
+        namespaced: false,
+        short_names: &[],
+        status: true,
+        columns: &[
+            (
+                "PriorityLevel",
+                "string",
+                ".spec.priorityLevelConfiguration.name",
+            ),
+            ("MatchingPrecedence", "integer", ".spec.matchingPrecedence"),
+        ],
+    },
     Builtin {
         group: "rbac.authorization.k8s.io",
         version: "v1",
