@@ -9,6 +9,7 @@ use std::path::Path;
 
 use crate::harness::{cpu_seconds, rss_mib};
 use crate::http::http_get;
+use crate::metrics_text::{Sample, parse};
 
 /// One reading of the control plane.
 pub struct Reading {
@@ -16,13 +17,6 @@ pub struct Reading {
     etcd: Vec<Sample>,
     cpu: BTreeMap<&'static str, f64>,
     rss: BTreeMap<&'static str, f64>,
-}
-
-/// One line of Prometheus' text format.
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
 }
 
 const COMPONENTS: [&str; 2] = ["kube-apiserver", "etcd"];
@@ -63,39 +57,6 @@ pub async fn read(client: &kube::Client, cluster: &Path) -> Reading {
         cpu,
         rss,
     }
-}
-
-fn parse(text: &str) -> Vec<Sample> {
-    text.lines()
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let value = value.parse().ok()?;
-            let (name, labels) = match series.split_once('{') {
-                Some((name, labels)) => (name, labels.strip_suffix('}')?),
-                None => (series, ""),
-            };
-            Some(Sample {
-                name: name.to_owned(),
-                labels: parse_labels(labels),
-                value,
-            })
-        })
-        .collect()
-}
-
-/// `a="x",b="y"` into its pairs (the values these metrics carry hold no quotes or commas).
-fn parse_labels(labels: &str) -> BTreeMap<String, String> {
-    let mut pairs = BTreeMap::new();
-    let mut rest = labels;
-    while let Some((name, after)) = rest.split_once("=\"") {
-        let Some((value, after)) = after.split_once('"') else {
-            break;
-        };
-        pairs.insert(name.trim_start_matches(',').to_owned(), value.to_owned());
-        rest = after;
-    }
-    pairs
 }
 
 /// The latency histogram's buckets grown between two readings, per series key.

@@ -156,14 +156,11 @@ async fn client_of(kubeconfig: &Path) -> (kube::Client, String) {
 /// The operator's namespace, which the chart's Deployment names (its Lease and control
 /// ConfigMap live there).
 async fn ensure_operator_namespace(client: &kube::Client) {
-    let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
-    let namespace = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": express_operator::controller::DEFAULT_OPERATOR_NAMESPACE}
-    }))
-    .expect("namespace");
-    match namespaces
-        .create(&kube::api::PostParams::default(), &namespace)
-        .await
+    match express_operator::install::create_namespace(
+        client,
+        express_operator::controller::DEFAULT_OPERATOR_NAMESPACE,
+    )
+    .await
     {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 409 => {}

@@ -15,6 +15,7 @@ mod control_plane;
 mod harness;
 mod http;
 mod measure;
+mod metrics_text;
 mod tenants;
 mod watch;
 

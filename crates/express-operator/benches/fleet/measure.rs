@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::args::Substrate;
 use crate::harness::{Operator, Sim};
 use crate::http::http_get;
+use crate::metrics_text::parse;
 
 /// What the operator holds at one point: RSS beside the live heap its allocator reports, the
 /// objects its caches hold and the entries of its other long-lived structures.
@@ -113,29 +114,21 @@ async fn metrics_operator_counts(url: &str) -> BTreeMap<String, u64> {
         return BTreeMap::new();
     };
     let mut counts = BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("express_operator_api_requests_total{") else {
-            continue;
-        };
-        let Some((labels, value)) = rest.rsplit_once("} ") else {
-            continue;
-        };
-        let label = |name: &str| {
-            labels.split(',').find_map(|pair| {
-                pair.strip_prefix(name)?
-                    .strip_prefix("=\"")?
-                    .strip_suffix('"')
-            })
-        };
-        let verb = match label("verb") {
+    for sample in parse(&text)
+        .into_iter()
+        .filter(|s| s.name == "express_operator_api_requests_total")
+    {
+        let verb = match sample.labels.get("verb").map(String::as_str) {
             Some("post") => "create",
             Some("put") => "update",
             Some("watch") | None => continue,
             Some(other) => other,
         };
-        let resource = label("resource").unwrap_or("other");
-        let count = value.parse::<f64>().unwrap_or(0.0) as u64;
-        *counts.entry(format!("{verb} {resource}")).or_insert(0) += count;
+        let resource = sample
+            .labels
+            .get("resource")
+            .map_or("other", String::as_str);
+        *counts.entry(format!("{verb} {resource}")).or_insert(0) += sample.value as u64;
     }
     counts
 }

@@ -78,11 +78,13 @@ pub fn quiet_until(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::fixtures::{NOW_MS, now, pod};
     use express_api::{ChangeKind, NodeChange, NodePhase};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
     use proptest::prelude::*;
 
-    const CREATED: i64 = 1_000_000;
+    /// When the fixtures' pods were created.
+    const CREATED: i64 = NOW_MS - 1_000;
 
     fn condition(type_: &str, status: bool) -> Condition {
         Condition {
@@ -91,9 +93,7 @@ mod tests {
             reason: "R".into(),
             message: String::new(),
             observed_generation: Some(2),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ),
+            last_transition_time: now(),
         }
     }
 
@@ -140,20 +140,9 @@ mod tests {
         status
     }
 
+    /// The replacement the change recorded: revision r2, not Ready.
     fn replacement() -> PodObservation {
-        PodObservation {
-            owned: true,
-            uid: Some("u2".into()),
-            app_state: None,
-            shutdown_protection: None,
-            revision: Some("r2".into()),
-            version: Some("v2".into()),
-            phase: express_planner::PodPhase::Running,
-            conditions: Vec::new(),
-            terminating: false,
-            restarts: 0,
-            created_at_ms: Some(CREATED),
-        }
+        pod("r2", false)
     }
 
     #[test]

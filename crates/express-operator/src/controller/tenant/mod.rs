@@ -139,10 +139,10 @@ async fn drive(
     // A progress deadline passes, a settle window ends, a disagreement turns stalled, a
     // status kept back comes due: none of these comes with an event, so look again just
     // after it.
-    let wake_at = match (plan.wake_at_ms(), written.kept_back_until_ms) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let wake_at = [plan.wake_at_ms(), written.kept_back_until_ms]
+        .into_iter()
+        .flatten()
+        .min();
     Ok(match wake_at {
         Some(at) => Next::RequeueAfter(std::time::Duration::from_millis(
             u64::try_from(at.saturating_sub(now.0.as_millisecond()))
