@@ -1,0 +1,208 @@
+//! What is worth telling: a [`Trigger`] that fired on one object at one instant, with the facts
+//! a person needs to act on it. An occurrence's `id` names it for ever: the same rollout's
+//! failure has the same id on every pass, on every replica, after every restart, which is what
+//! lets the ledger send it once.
+
+use k8s_openapi::jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// What people wait for (DESIGN section 21), by the name subscriptions use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    /// A tenant's rollout halted on a failed node.
+    RolloutFailed,
+    /// A tenant's rollout is being rolled back (automatically, or by an abort with rollback).
+    RolloutRolledBack,
+    /// A tenant's desired state did not settle within its settle timeout.
+    RolloutStalled,
+    /// A tenant's rollout finished: every up node runs its desired revision.
+    RolloutDone,
+    /// An OperatorRelease waits: paused by a person, or held because both rings are in trouble
+    /// alike (the infrastructure, not the build).
+    ReleaseWaiting,
+    /// An OperatorRelease's wave ended (baked, or promoted by a person): the next one starts.
+    ReleasePromoted,
+    /// An OperatorRelease rolled back, with the signal that decided and both rings' figures.
+    ReleaseRolledBack,
+    /// An OperatorRelease succeeded: every movable tenant on the new build.
+    ReleaseDone,
+}
+
+/// How loud: Flagger's three levels, Alertmanager's `severity` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl Trigger {
+    pub const ALL: [Trigger; 8] = [
+        Trigger::RolloutFailed,
+        Trigger::RolloutRolledBack,
+        Trigger::RolloutStalled,
+        Trigger::RolloutDone,
+        Trigger::ReleaseWaiting,
+        Trigger::ReleasePromoted,
+        Trigger::ReleaseRolledBack,
+        Trigger::ReleaseDone,
+    ];
+
+    /// The name subscriptions, messages and metrics use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::RolloutFailed => "rollout-failed",
+            Trigger::RolloutRolledBack => "rollout-rolled-back",
+            Trigger::RolloutStalled => "rollout-stalled",
+            Trigger::RolloutDone => "rollout-done",
+            Trigger::ReleaseWaiting => "release-waiting",
+            Trigger::ReleasePromoted => "release-promoted",
+            Trigger::ReleaseRolledBack => "release-rolled-back",
+            Trigger::ReleaseDone => "release-done",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Trigger> {
+        Trigger::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    pub fn severity(self) -> Severity {
+        match self {
+            Trigger::RolloutFailed | Trigger::RolloutRolledBack | Trigger::ReleaseRolledBack => {
+                Severity::Error
+            }
+            Trigger::RolloutStalled | Trigger::ReleaseWaiting => Severity::Warning,
+            Trigger::RolloutDone | Trigger::ReleasePromoted | Trigger::ReleaseDone => {
+                Severity::Info
+            }
+        }
+    }
+
+    /// A condition that holds until it clears (an alert that resolves), rather than a moment.
+    pub fn is_condition(self) -> bool {
+        matches!(
+            self,
+            Trigger::RolloutFailed | Trigger::RolloutStalled | Trigger::ReleaseWaiting
+        )
+    }
+
+    /// Alertmanager's `alertname`.
+    pub fn alert_name(self) -> &'static str {
+        match self {
+            Trigger::RolloutFailed => "ExpressRolloutFailed",
+            Trigger::RolloutRolledBack => "ExpressRolloutRolledBack",
+            Trigger::RolloutStalled => "ExpressRolloutStalled",
+            Trigger::RolloutDone => "ExpressRolloutDone",
+            Trigger::ReleaseWaiting => "ExpressReleaseWaiting",
+            Trigger::ReleasePromoted => "ExpressReleasePromoted",
+            Trigger::ReleaseRolledBack => "ExpressReleaseRolledBack",
+            Trigger::ReleaseDone => "ExpressReleaseDone",
+        }
+    }
+}
+
+impl std::fmt::Display for Trigger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The object an occurrence is about.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Subject {
+    /// `ExpressCluster` or `OperatorRelease`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} {namespace}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// One fact of an occurrence, in the order a person reads them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fact {
+    pub name: String,
+    pub value: String,
+}
+
+/// A trigger that fired on one object at one instant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Occurrence {
+    /// Names this occurrence for ever (trigger, object and its uid, the instant or request that
+    /// makes it this one and not the next).
+    pub id: String,
+    pub trigger: Trigger,
+    pub subject: Subject,
+    /// When it happened, as the object's status says (never when it was noticed).
+    pub at: Timestamp,
+    /// One line: what happened, where.
+    pub title: String,
+    /// What a person needs to act: why, the figures, which node or wave.
+    pub facts: Vec<Fact>,
+    /// The command that acts on it, if one does.
+    pub act: Option<String>,
+    /// Destinations the object itself subscribes to (its notify annotation), besides the
+    /// configured subscriptions.
+    pub subscribed_by_object: Vec<String>,
+}
+
+impl Occurrence {
+    pub fn severity(&self) -> Severity {
+        self.trigger.severity()
+    }
+
+    /// A short, stable digest of the id: what the ledger keeps.
+    pub fn digest(&self) -> String {
+        digest(&self.id)
+    }
+}
+
+/// The first 16 hex digits of SHA-256: short enough for a ledger of thousands in one ConfigMap,
+/// long enough that two occurrences never share one.
+pub fn digest(text: &str) -> String {
+    let hash = Sha256::digest(text.as_bytes());
+    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_trigger_reads_back_from_its_name() {
+        for trigger in Trigger::ALL {
+            assert_eq!(Trigger::parse(trigger.as_str()), Some(trigger));
+            let json = serde_json::to_string(&trigger).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", trigger.as_str()));
+        }
+        assert_eq!(Trigger::parse("rollout-exploded"), None);
+    }
+
+    #[test]
+    fn digests_are_short_stable_and_distinct() {
+        assert_eq!(digest("a"), digest("a"));
+        assert_ne!(digest("a"), digest("b"));
+        assert_eq!(digest("a").len(), 16);
+    }
+}

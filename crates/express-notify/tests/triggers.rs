@@ -1,0 +1,210 @@
+//! Every trigger, from the status that shows it: what fires, with which facts, under which id.
+
+mod fixtures;
+
+use express_notify::Trigger;
+use express_notify::observe;
+use fixtures::*;
+use serde_json::json;
+
+fn triggers(status: serde_json::Value) -> Vec<Trigger> {
+    observe::tenant(&tenant("team-a", "shop", status))
+        .iter()
+        .map(|o| o.trigger)
+        .collect()
+}
+
+#[test]
+fn each_rollout_state_fires_its_triggers() {
+    let table = [
+        (
+            "failed",
+            failed("frontend-2", 700),
+            vec![Trigger::RolloutFailed],
+        ),
+        (
+            "rolling back after a failure",
+            rolling_back("frontend-2", 700),
+            vec![Trigger::RolloutFailed, Trigger::RolloutRolledBack],
+        ),
+        ("stalled", stalled(400), vec![Trigger::RolloutStalled]),
+        ("done", done(300), vec![Trigger::RolloutDone]),
+        ("progressing", progressing(), vec![]),
+        ("no status yet", json!({}), vec![]),
+    ];
+    for (case, status, expected) in table {
+        assert_eq!(triggers(status), expected, "{case}");
+    }
+}
+
+#[test]
+fn a_failure_says_where_why_and_what_acts_on_it() {
+    let found = observe::tenant(&tenant("team-a", "shop", failed("frontend-2", 700)));
+    let failure = &found[0];
+    assert_eq!(
+        failure.title,
+        "Rollout of team-a/shop failed at node frontend-2"
+    );
+    let facts: Vec<(&str, &str)> = failure
+        .facts
+        .iter()
+        .map(|f| (f.name.as_str(), f.value.as_str()))
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            ("tenant", "team-a/shop"),
+            ("operator", "ring default (0.3.0)"),
+            ("failed node", "frontend-2"),
+            ("why", "node frontend-2 failed: not Ready after 600s"),
+        ]
+    );
+    assert_eq!(
+        failure.act.as_deref(),
+        Some("kubectl express retry shop -n team-a")
+    );
+    assert_eq!(failure.at.to_string(), at(700));
+}
+
+#[test]
+fn the_same_occurrence_keeps_its_id_and_the_next_rollout_has_another() {
+    let first = observe::tenant(&tenant("team-a", "shop", failed("frontend-2", 700)));
+    let again = observe::tenant(&tenant("team-a", "shop", failed("frontend-2", 700)));
+    assert_eq!(first[0].id, again[0].id);
+    // Rolling back after the same failure: the same failure, one rollback more.
+    let back = observe::tenant(&tenant("team-a", "shop", rolling_back("frontend-2", 700)));
+    assert_eq!(back[0].id, first[0].id);
+    let mut next = failed("frontend-2", 900);
+    next["rollout"]["startedAt"] = json!(at(800));
+    let later = observe::tenant(&tenant("team-a", "shop", next));
+    assert_ne!(later[0].id, first[0].id);
+    // Another tenant of the same name (deleted and created again) is another object.
+    let mut other = tenant("team-a", "shop", failed("frontend-2", 700));
+    other.metadata.uid = Some("uid-other".into());
+    assert_ne!(observe::tenant(&other)[0].id, first[0].id);
+}
+
+#[test]
+fn an_abort_with_rollback_is_named_by_its_request() {
+    let mut status = rolling_back("frontend-2", 700);
+    status["rollout"]["failedNode"] = json!(null);
+    status["abort"] = json!({"requestId": "r-42", "rollback": true, "at": at(690)});
+    let found = observe::tenant(&tenant("team-a", "shop", status));
+    assert_eq!(
+        found.iter().map(|o| o.trigger).collect::<Vec<_>>(),
+        [Trigger::RolloutRolledBack]
+    );
+    assert!(found[0].id.ends_with("/abort r-42"), "{}", found[0].id);
+    assert!(
+        found[0]
+            .facts
+            .iter()
+            .any(|f| f.value == "abort r-42 asked for a rollback")
+    );
+}
+
+#[test]
+fn the_object_subscribes_itself_by_annotation() {
+    let cluster = tenant_annotated(
+        "team-a",
+        "shop",
+        json!({"express.dev/notify": "pager, chat,,"}),
+        failed("backend", 10),
+    );
+    assert_eq!(
+        observe::tenant(&cluster)[0].subscribed_by_object,
+        ["pager", "chat"]
+    );
+}
+
+#[test]
+fn each_release_phase_fires_its_triggers() {
+    let waves = json!([
+        {"target": 2, "startedAt": at(0), "finishedAt": at(600)},
+        {"target": 9, "startedAt": at(600), "finishedAt": at(1300), "promoted": true},
+        {"target": 17, "startedAt": at(1300)},
+    ]);
+    let table = [
+        (
+            "progressing past two waves",
+            json!({"phase": "Progressing", "wave": 2, "waves": waves}),
+            vec![Trigger::ReleasePromoted, Trigger::ReleasePromoted],
+        ),
+        (
+            "paused",
+            json!({"phase": "Paused", "wave": 0, "waves": [{"target": 2, "startedAt": at(0)}]}),
+            vec![Trigger::ReleaseWaiting],
+        ),
+        (
+            "held",
+            json!({"phase": "Inconclusive", "wave": 0, "message": "both rings unhealthy",
+                   "waves": [{"target": 2, "startedAt": at(0)}]}),
+            vec![Trigger::ReleaseWaiting],
+        ),
+        (
+            "rolled back",
+            json!({"phase": "RolledBack", "rolledBackAt": at(900),
+                   "rollbackReason": "2 failed samples: canary error rate",
+                   "waves": [{"target": 2, "startedAt": at(0)}]}),
+            vec![Trigger::ReleaseRolledBack],
+        ),
+        (
+            "succeeded",
+            json!({"phase": "Succeeded", "wave": 2, "waves": [
+                {"target": 2, "startedAt": at(0), "finishedAt": at(600)},
+                {"target": 9, "startedAt": at(600), "finishedAt": at(1300)},
+                {"target": 17, "startedAt": at(1300), "finishedAt": at(2000)}]}),
+            vec![
+                Trigger::ReleasePromoted,
+                Trigger::ReleasePromoted,
+                Trigger::ReleaseDone,
+            ],
+        ),
+        ("pending", json!({"phase": "Pending"}), vec![]),
+    ];
+    for (case, status, expected) in table {
+        let found = observe::release(&release("to-0-4-0", status));
+        assert_eq!(
+            found.iter().map(|o| o.trigger).collect::<Vec<_>>(),
+            expected,
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn a_rollback_carries_the_deciding_signal_and_both_rings_figures() {
+    let status = json!({
+        "phase": "RolledBack", "rolledBackAt": at(900),
+        "rollbackReason": "failure limit reached",
+        "lastSamples": [
+            {"at": at(800), "verdict": "Ok", "reason": "clean"},
+            {"at": at(880), "verdict": "Failed", "reason": "ring canary: reconcile errors worse"},
+        ],
+        "analysis": {"at": at(880), "baseline": "default", "signals": [
+            {"signal": "reconcile-errors", "canary": 0.25, "baseline": 0.01,
+             "verdict": "Worse", "reason": "p=0.001"},
+            {"signal": "restarts", "canary": 0.0, "baseline": 0.0, "verdict": "Ok", "reason": "same"},
+        ]},
+    });
+    let found = observe::release(&release("to-0-4-0", status));
+    let facts: Vec<String> = found[0]
+        .facts
+        .iter()
+        .map(|f| format!("{}: {}", f.name, f.value))
+        .collect();
+    assert!(
+        facts.contains(&"failed sample: ring canary: reconcile errors worse".into()),
+        "{facts:?}"
+    );
+    assert!(
+        facts.contains(
+            &"signal reconcile-errors: canary 0.250 against default 0.010 (p=0.001)".into()
+        ),
+        "{facts:?}"
+    );
+    assert!(
+        !facts.iter().any(|f| f.starts_with("signal restarts")),
+        "{facts:?}"
+    );
+}
