@@ -14,6 +14,7 @@ pub mod long_lived;
 pub mod memory_metrics;
 pub mod metric_groups;
 pub mod metrics;
+pub mod notify_metrics;
 pub mod pods;
 pub mod release_metrics;
 pub mod run;

@@ -36,6 +36,8 @@ pub struct Metrics {
     pub release: ReleaseGauges,
     /// What the operator holds in memory (caches, overlays, recorders, heap).
     pub memory: MemoryGauges,
+    /// Notifications sent, failed and dropped; failing destinations.
+    pub notify: crate::notify_metrics::NotifyMetrics,
     /// Whether the per-tenant families (`express_operator_nodes{namespace,cluster,phase}`) are
     /// published: `--per-tenant-metrics=false` leaves them out for a large fleet.
     per_tenant: bool,
@@ -89,6 +91,8 @@ impl Metrics {
         rings.register(&mut registry);
         let release = ReleaseGauges::default();
         release.register(&mut registry);
+        let notify = crate::notify_metrics::NotifyMetrics::default();
+        notify.register(&mut registry);
         let memory = MemoryGauges::default();
         memory.register(&mut registry);
         Arc::new(Metrics {
@@ -99,6 +103,7 @@ impl Metrics {
             queue,
             rings,
             release,
+            notify,
             memory,
             per_tenant,
             ready: AtomicBool::new(false),

@@ -1029,3 +1029,39 @@ async fn a_write_stop_refuses_one_clients_writes_after_n_and_counts_namespaces()
         "a cluster-wide call is counted under \"\""
     );
 }
+
+#[tokio::test]
+async fn a_secrets_string_data_is_stored_as_data_on_create_and_update() {
+    use k8s_openapi::api::core::v1::Secret;
+    let (_sim, client) = start().await;
+    let secrets: Api<Secret> = Api::namespaced(client, "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "keys"},
+        "data": {"kept": "a2VwdA==", "over": "b2xk"},
+        "stringData": {"over": "new", "plain": "text"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let stored = secrets.get("keys").await.unwrap();
+    let data = stored.data.clone().unwrap();
+    let text = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
+    assert_eq!(
+        (text("kept"), text("over"), text("plain")),
+        ("kept".into(), "new".into(), "text".into())
+    );
+    assert!(stored.string_data.is_none());
+    secrets
+        .patch(
+            "keys",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"stringData": {"plain": "changed"}})),
+        )
+        .await
+        .unwrap();
+    let patched = secrets.get("keys").await.unwrap().data.unwrap();
+    assert_eq!(patched["plain"].0, b"changed");
+    assert_eq!(patched["kept"].0, b"kept");
+}

@@ -7,12 +7,15 @@
 //!   them, and giving memory back after a burst;
 //! - [`releases`]: rings and OperatorReleases, with their judge and its Prometheus client;
 //! - [`api`]: the API's lifecycle in the DC (CRDs applied by a release, versions served,
-//!   stored, migrated and trimmed, the conversion webhook).
+//!   stored, migrated and trimmed, the conversion webhook);
+//! - [`notify`]: telling people what they wait for (DESIGN section 21), the leader's loop over
+//!   the pure `express_notify`.
 //!
 //! This file is the table of contents of [`run`]: it starts every long-running pass. What the
 //! rooms share lives below all of them: [`context`] (settings, the running controller's
-//! context), [`error`], [`events`] (a notice and its publishing), [`recorders`], [`ring_lease`];
-//! [`start`] builds the caches and the loops beside the reconciles.
+//! context), [`error`], [`events`] (a notice and its publishing), [`recorders`],
+//! [`ring_lease`], [`outbound`] (the HTTP(S) client for what leaves the cluster); [`start`]
+//! builds the caches and the loops beside the reconciles.
 
 pub mod api;
 mod context;
@@ -20,6 +23,8 @@ mod error;
 mod events;
 mod fleet_view;
 pub mod memory;
+mod notify;
+mod outbound;
 mod recorders;
 mod releases;
 mod ring_lease;
@@ -96,7 +101,14 @@ pub async fn run(
     tasks.spawn(start::follow_leadership(context.clone(), triggers, leader));
     // Releases run beside the tenants, on their own loop: an OperatorRelease CRD not installed
     // yet keeps only this loop waiting.
-    tasks.spawn(releases::run(context.clone(), release_cache, release_wake));
+    let release_cache = Arc::new(release_cache);
+    tasks.spawn(releases::run(
+        context.clone(),
+        release_cache.clone(),
+        release_wake,
+    ));
+    // Notifications, on a loop of their own: a destination that hangs holds nothing else.
+    tasks.spawn(notify::run(context.clone(), release_cache));
     tasks.spawn(start::keep_publishing(context.clone()));
     // The API's lifecycle in the DC: the installed CRDs against this build's, and the versions'
     // steps (DESIGN section 18), each on its own timer while this instance leads.

@@ -389,6 +389,7 @@ impl Cluster {
         if options.unchecked {
             return Ok(());
         }
+        fold_string_data(rt, object);
         let label_causes = label_problems(object);
         if !label_causes.is_empty() {
             return Err(ApiError::invalid_fields(
@@ -468,6 +469,32 @@ fn decode_continue(token: &str) -> Result<(String, String, u64), ApiError> {
     let (namespace, name, revision): (String, String, u64) =
         serde_json::from_slice(&bytes).map_err(|_| invalid())?;
     Ok((namespace, name, revision))
+}
+
+/// A Secret's `stringData` is write-only: the API server merges it into `data`, base64-encoded,
+/// over what `data` holds under the same keys, and stores no `stringData`.
+fn fold_string_data(rt: &ResourceType, object: &mut Value) {
+    use base64::Engine;
+    if rt.kind != "Secret" || !rt.group.is_empty() {
+        return;
+    }
+    let Some(Value::Object(strings)) = object.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    let Some(fields) = object.as_object_mut() else {
+        return;
+    };
+    let data = fields.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    for (key, value) in strings {
+        if let (Some(text), Some(data)) = (value.as_str(), data.as_object_mut()) {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(key, Value::String(encoded));
+        }
+    }
 }
 
 #[cfg(test)]

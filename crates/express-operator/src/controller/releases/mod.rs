@@ -40,7 +40,11 @@ use crate::controller::memory::caches::Scoped;
 use crate::controller::ring_lease;
 
 /// Runs the releases this instance judges until the controller stops.
-pub(crate) async fn run(ctx: Arc<Context>, releases: Scoped<OperatorRelease>, wake: Arc<Notify>) {
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    releases: Arc<Scoped<OperatorRelease>>,
+    wake: Arc<Notify>,
+) {
     releases.wait_until_ready().await;
     let mut leader = ctx.leader.clone();
     let mut failures: HashMap<String, u32> = HashMap::new();

@@ -19,13 +19,12 @@ use express_planner::analysis::{
 };
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 
 use crate::controller::context::Context;
+use crate::controller::outbound;
 
 /// How long one query may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -284,10 +283,7 @@ struct Span<'a> {
     step: u64,
 }
 
-type HttpClient = Client<
-    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    Empty<Bytes>,
->;
+type HttpClient = outbound::HttpsClient<Empty<Bytes>>;
 
 /// A Prometheus to ask, with its bearer token if any.
 struct Prometheus {
@@ -308,19 +304,10 @@ impl Prometheus {
                 let pem = secret_text(ctx, secret, "ca.crt").await?;
                 tls_trusting(&pem)?
             }
-            None => {
-                hyper_rustls::ConfigBuilderExt::with_native_roots(rustls::ClientConfig::builder())
-                    .map_err(|e| format!("cannot load the system's CA roots: {e}"))?
-                    .with_no_client_auth()
-            }
+            None => outbound::system_roots()?,
         };
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
         Ok(Prometheus {
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: outbound::https_client(tls),
             address: source.address.trim_end_matches('/').to_owned(),
             token,
         })

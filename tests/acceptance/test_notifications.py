@@ -1,0 +1,134 @@
+"""Notifications (DESIGN section 21) delivered as users deliver them: the operator chart's
+ConfigMap rendered by the real Helm engine and applied with kubectl, the Secret made with
+`kubectl create secret`, the tenant chart applied with kubectl, the operator binary as the
+chart's ServiceAccount. A webhook receiver of the test's own checks every message as a receiver
+would: its HMAC with Python's own hmac, its schema, each notification once. On kubesim and on a
+Kubernetes control plane of the test's own (its express-system is not shared)."""
+
+import hashlib
+import hmac
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from conftest import eventually, start_operator, stop_process
+from test_core_scenarios import acme, acme_names, all_ready_on, provision_acme, status
+from test_operator_chart import find, render as render_operator_chart
+
+KEY = "the receiver's signing key"
+
+
+class Receiver:
+    """A webhook on loopback: every body received, with whether its signature verified."""
+
+    def __init__(self):
+        self.messages = []
+        received = self.messages
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                expected = "sha256=" + hmac.new(KEY.encode(), body, hashlib.sha256).hexdigest()
+                signature = self.headers.get("x-express-signature-256", "")
+                received.append((json.loads(body), hmac.compare_digest(signature, expected),
+                                 self.headers.get("x-express-delivery")))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def told(self, namespace=None):
+        return [n for body, _, _ in self.messages for n in body["notifications"]
+                if namespace is None or n["subject"].get("namespace") == namespace]
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.mark.parametrize("substrate", ["kubesim", "real"])
+def test_a_failed_rollout_reaches_a_signed_webhook_once(dedicated_cluster, tmp_path):
+    cluster = dedicated_cluster
+    cluster.install_crds()
+    cluster.kubectl("create", "namespace", "express-system", check=False)
+    receiver = Receiver()
+    values = {"notifications": {
+        "dc": "dc-test",
+        "destinations": [{"name": "sre", "type": "webhook", "url": receiver.url,
+                          "signingSecretKey": "sre-hmac", "groupSeconds": 2, "waitSeconds": 0}],
+        "subscriptions": [{"destination": "sre", "triggers": ["rollout-failed", "rollout-done"]}],
+    }}
+    objects, _ = render_operator_chart(values)
+    [config] = find(objects, "ConfigMap", "express-notifications")
+    cluster.kubectl("apply", "-n", "express-system", "-f", "-", input=yaml.safe_dump(config))
+    cluster.kubectl("create", "secret", "generic", "express-notifications", "-n", "express-system",
+                    f"--from-literal=sre-hmac={KEY}")
+    cluster.account_kubeconfig("express-operator")
+    operator = start_operator(cluster, tmp_path / "operator.log", leader_elect=False)
+    try:
+        namespace = cluster.namespace()
+        provision_acme(cluster, namespace, "express-e689.154")
+        eventually(lambda: [n for n in receiver.told(namespace) if n["trigger"] == "rollout-done"],
+                   timeout=30, what="the provisioning told done")
+        cluster.kubectl("apply", "-f", "-", input=acme(
+            namespace, "express-e689.155",
+            pod_annotations={"kubesim.dev/behavior": "crash-loop", "kubesim.dev/startup-seconds": "0.5"}))
+        eventually(lambda: status(cluster, namespace, "acme").get("rollout", {}).get("state") == "Failed"
+                   and all_ready_on(cluster, namespace, acme_names(), "express-e689.154"),
+                   timeout=120, what="failed and rolled back")
+        failures = eventually(lambda: [n for n in receiver.told(namespace) if n["trigger"] == "rollout-failed"],
+                              timeout=30, what="the failure told")
+        # Passes every 2 s: a repeat would show by now.
+        import time
+        time.sleep(5)
+    finally:
+        stop_process(operator)
+        receiver.close()
+        print(f"--- operator log\n{(tmp_path / 'operator.log').read_text()[-4000:]}")
+
+    told = receiver.told(namespace)
+    assert sorted(n["trigger"] for n in told) == ["rollout-done", "rollout-failed"], told
+    assert len({n["id"] for n in told}) == len(told)
+    for body, verified, delivery in receiver.messages:
+        assert verified, body
+        assert body["schema"] == "express.dev/notifications/v1" and body["dc"] == "dc-test"
+        assert body["delivery"] == delivery
+    [failure] = failures
+    assert failure["severity"] == "error"
+    assert failure["subject"] == {"kind": "ExpressCluster", "namespace": namespace, "name": "acme"}
+    facts = {f["name"]: f["value"] for f in failure["facts"]}
+    assert facts["failed node"] == "acme-fe1", facts
+    assert "crash" in facts["why"], facts
+    assert failure["act"] == f"kubectl express retry acme -n {namespace}"
+    # What was sent is in the ring's ledger, as kubectl shows it.
+    ledger = json.loads(cluster.kubectl_json("get", "configmap", "express-notified-default", "-n",
+                                             "express-system")["data"]["ledger.json"])
+    assert len(ledger["sent"]["sre"]) == 2, ledger
+
+
+def test_the_chart_renders_notifications_only_with_a_destination_and_refuses_an_unknown_type():
+    objects, _ = render_operator_chart()
+    assert not find(objects, "ConfigMap", "express-notifications")
+    objects, _ = render_operator_chart({"notifications": {
+        "destinations": [{"name": "chat", "type": "slack", "urlSecretKey": "chat-url"}],
+        "subscriptions": [{"destination": "chat", "triggers": ["release-rolled-back"], "namespaces": ["team-a"]}],
+    }})
+    [config] = find(objects, "ConfigMap", "express-notifications")
+    parsed = yaml.safe_load(config["data"]["notifications.yaml"])
+    assert parsed == {"maxAgeSeconds": 21600,
+                      "destinations": [{"name": "chat", "type": "slack", "urlSecretKey": "chat-url"}],
+                      "subscriptions": [{"destination": "chat", "triggers": ["release-rolled-back"],
+                                         "namespaces": ["team-a"]}]}
+    with pytest.raises(Exception):
+        render_operator_chart({"notifications": {"destinations": [{"name": "p", "type": "pagerduty",
+                                                                   "url": "https://p.example"}]}})
+    with pytest.raises(Exception):
+        render_operator_chart({"notifications": {"subscriptions": [{"destination": "x",
+                                                                    "triggers": ["rollout-exploded"]}]}})
