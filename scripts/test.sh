@@ -6,7 +6,8 @@
 # dashboard's tests in headless Chromium. Installs
 # what the tests need first: a project-local virtualenv in .venv from
 # tests/acceptance/requirements.txt, Debian's chromium and chromium-driver, and Debian's prometheus
-# (its promtool tests the chart's alerts; the tests start their own prometheus on loopback).
+# (its promtool tests the chart's alerts; the tests start their own prometheus on loopback) and
+# prometheus-alertmanager (the notification tests' Alertmanager, on loopback too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -82,6 +83,12 @@ phase "Prometheus for the alert and dashboard tests (Debian's prometheus, with p
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+fi
+
+phase "Alertmanager for the notification tests (Debian's prometheus-alertmanager)"
+if ! command -v prometheus-alertmanager >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager >/dev/null
 fi
 
 phase "cargo fmt --check"

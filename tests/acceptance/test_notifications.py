@@ -8,7 +8,12 @@ Kubernetes control plane of the test's own (its express-system is not shared).""
 import hashlib
 import hmac
 import json
+import shutil
+import socket
+import subprocess
 import threading
+import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -86,7 +91,6 @@ def test_a_failed_rollout_reaches_a_signed_webhook_once(dedicated_cluster, tmp_p
         failures = eventually(lambda: [n for n in receiver.told(namespace) if n["trigger"] == "rollout-failed"],
                               timeout=30, what="the failure told")
         # Passes every 2 s: a repeat would show by now.
-        import time
         time.sleep(5)
     finally:
         stop_process(operator)
@@ -132,3 +136,116 @@ def test_the_chart_renders_notifications_only_with_a_destination_and_refuses_an_
     with pytest.raises(Exception):
         render_operator_chart({"notifications": {"subscriptions": [{"destination": "x",
                                                                     "triggers": ["rollout-exploded"]}]}})
+
+
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Alertmanager:
+    """Prometheus' Alertmanager (Debian's prometheus-alertmanager) on loopback, grouping by
+    alertname and DC, sending what it groups (and resolves) to `receiver`'s webhook."""
+
+    def __init__(self, directory, receiver):
+        assert ALERTMANAGER, "scripts/test.sh installs Debian's prometheus-alertmanager"
+        config = {
+            "route": {"receiver": "test", "group_by": ["alertname", "dc"], "group_wait": "1s",
+                      "group_interval": "2s", "repeat_interval": "1h"},
+            "receivers": [{"name": "test", "webhook_configs": [
+                {"url": receiver.url, "send_resolved": True}]}],
+        }
+        (directory / "alertmanager.yml").write_text(yaml.safe_dump(config))
+        self.url = f"http://127.0.0.1:{free_port()}"
+        self.log = open(directory / "alertmanager.log", "w")
+        self.process = subprocess.Popen(
+            [ALERTMANAGER, f"--config.file={directory / 'alertmanager.yml'}",
+             f"--storage.path={directory / 'alertmanager-data'}",
+             f"--web.listen-address={self.url.removeprefix('http://')}", "--cluster.listen-address="],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        eventually(self.ready, timeout=20, what="Alertmanager ready")
+
+    def ready(self):
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def alerts(self):
+        with urllib.request.urlopen(f"{self.url}/api/v2/alerts", timeout=5) as response:
+            return json.loads(response.read())
+
+    def close(self):
+        stop_process(self.process)
+        self.log.close()
+
+
+def crash(cluster, namespace):
+    cluster.kubectl("apply", "-f", "-", input=acme(
+        namespace, "express-e689.155",
+        pod_annotations={"kubesim.dev/behavior": "crash-loop", "kubesim.dev/startup-seconds": "0.5"}))
+
+
+def test_alertmanager_groups_our_alerts_and_resolves_them_when_the_failures_clear(sim, tmp_path):
+    sim.install_crds()
+    sim.kubectl("create", "namespace", "express-system")
+    receiver = Receiver()
+    alertmanager = Alertmanager(tmp_path, receiver)
+    values = {"notifications": {
+        "dc": "dc-test",
+        "destinations": [{"name": "am", "type": "alertmanager", "url": alertmanager.url, "waitSeconds": 0}],
+        "subscriptions": [{"destination": "am", "triggers": ["rollout-failed"]}],
+    }}
+    objects, _ = render_operator_chart(values)
+    [config] = find(objects, "ConfigMap", "express-notifications")
+    sim.kubectl("apply", "-n", "express-system", "-f", "-", input=yaml.safe_dump(config))
+    operator = start_operator(sim, tmp_path / "operator.log", leader_elect=False)
+    try:
+        namespaces = [sim.namespace(), sim.namespace()]
+        for namespace in namespaces:
+            provision_acme(sim, namespace, "express-e689.154")
+        for namespace in namespaces:
+            crash(sim, namespace)
+
+        def grouped_firing():
+            for body, _, _ in receiver.messages:
+                if body.get("status") == "firing" and len(body.get("alerts", [])) == 2:
+                    return body
+            return None
+
+        # Two tenants failing: Alertmanager groups their alerts into one notification.
+        firing = eventually(grouped_firing, timeout=120, what="one grouped firing notification of both tenants")
+        assert firing["groupLabels"] == {"alertname": "ExpressTenantRolloutFailed", "dc": "dc-test"}, firing
+        assert sorted(a["labels"]["namespace"] for a in firing["alerts"]) == sorted(namespaces)
+        for alert in firing["alerts"]:
+            assert alert["labels"]["severity"] == "error" and alert["labels"]["name"] == "acme"
+            assert alert["annotations"]["command"].startswith("kubectl express retry acme -n ")
+            assert "failed node: acme-fe1" in alert["annotations"]["description"]
+        active = [a for a in alertmanager.alerts() if a["labels"]["alertname"] == "ExpressTenantRolloutFailed"]
+        assert len(active) == 2 and all(a["status"]["state"] == "active" for a in active), active
+
+        # A good version and a retry: the failures clear, the operator resolves their alerts.
+        for namespace in namespaces:
+            sim.kubectl("apply", "-f", "-", input=acme(namespace, "express-e689.156"))
+            sim.kubectl("annotate", "expresscluster", "acme", "-n", namespace, "express.dev/retry=r1", "--overwrite")
+        for namespace in namespaces:
+            eventually(lambda: all_ready_on(sim, namespace, acme_names(), "express-e689.156"), timeout=120,
+                       what="the fixed version rolled out")
+
+        def resolved():
+            return [a for body, _, _ in receiver.messages if body.get("status") == "resolved"
+                    for a in body["alerts"]]
+
+        eventually(lambda: len(resolved()) == 2, timeout=60, what="both alerts resolved through Alertmanager")
+        assert not [a for a in alertmanager.alerts() if a["labels"]["alertname"] == "ExpressTenantRolloutFailed"
+                    and a["status"]["state"] == "active"]
+    finally:
+        stop_process(operator)
+        alertmanager.close()
+        receiver.close()
+        print(f"--- operator log\n{(tmp_path / 'operator.log').read_text()[-4000:]}")

@@ -99,13 +99,14 @@ impl Trigger {
         )
     }
 
-    /// Alertmanager's `alertname`.
+    /// Alertmanager's `alertname`: never one of the chart's PrometheusRule alerts (its
+    /// `ExpressRolloutFailed` counts a ring's failures; this one is a tenant's).
     pub fn alert_name(self) -> &'static str {
         match self {
-            Trigger::RolloutFailed => "ExpressRolloutFailed",
-            Trigger::RolloutRolledBack => "ExpressRolloutRolledBack",
-            Trigger::RolloutStalled => "ExpressRolloutStalled",
-            Trigger::RolloutDone => "ExpressRolloutDone",
+            Trigger::RolloutFailed => "ExpressTenantRolloutFailed",
+            Trigger::RolloutRolledBack => "ExpressTenantRolloutRolledBack",
+            Trigger::RolloutStalled => "ExpressTenantRolloutStalled",
+            Trigger::RolloutDone => "ExpressTenantRolloutDone",
             Trigger::ReleaseWaiting => "ExpressReleaseWaiting",
             Trigger::ReleasePromoted => "ExpressReleasePromoted",
             Trigger::ReleaseRolledBack => "ExpressReleaseRolledBack",

@@ -174,7 +174,10 @@ subscriptions: [{destination: am}]
     let alerts = body(&message).as_array().cloned().unwrap_or_default();
     assert_eq!(alerts.len(), 2);
     let failed_alert = &alerts[0];
-    assert_eq!(failed_alert["labels"]["alertname"], "ExpressRolloutFailed");
+    assert_eq!(
+        failed_alert["labels"]["alertname"],
+        "ExpressTenantRolloutFailed"
+    );
     assert_eq!(failed_alert["labels"]["dc"], "dc-a");
     assert!(
         failed_alert.get("endsAt").is_none(),
@@ -185,6 +188,9 @@ subscriptions: [{destination: am}]
         "kubectl express retry shop -n team-a"
     );
     let done_alert = &alerts[1];
-    assert_eq!(done_alert["labels"]["alertname"], "ExpressRolloutDone");
+    assert_eq!(
+        done_alert["labels"]["alertname"],
+        "ExpressTenantRolloutDone"
+    );
     assert_eq!(done_alert["endsAt"], at(10_600).as_str());
 }
