@@ -3,8 +3,11 @@ behind its own token with two operator rings and sample tenants; one kubeconfig 
 per DC) read by the real plugin, stopped by Ctrl-C with nothing left behind; and its demo, a
 release across the three DCs through the plugin's fleet-release driver (in process: the
 operator binary alone, with no plugin beside it or on the PATH, runs it), that succeeds, or with
-`--fail-in dev-b` stops after dev-b rolls itself back."""
+`--fail-in dev-b` stops after dev-b rolls itself back. The demo's DCs tell a signed webhook in
+the demo's process and Debian's Alertmanager: each waiting stage, rollback and end once, the
+gate approved once the webhook told it."""
 
+import collections
 import json
 import os
 import shutil
@@ -40,6 +43,11 @@ def dev(directory, *flags, **kwargs):
         env=without_plugin(), **kwargs)
 
 
+def notified(out):
+    """Each notification the demo's webhook printed (title and DC), with how many times."""
+    return collections.Counter(line for line in out.splitlines() if line.startswith("notified sre from "))
+
+
 def servers(kubeconfig):
     return [line.split("server:", 1)[1].strip() for line in kubeconfig.read_text().splitlines() if "server:" in line]
 
@@ -72,6 +80,17 @@ def test_the_demo_releases_across_three_dcs(tmp_path):
         assert line in out, line
     assert out.index("stage 0 (first) passed its soak") < out.index("stage 1 (rest) starts")
     assert "dev-c: Succeeded (release Succeeded wave 2" in out
+    # Told once each: the gate (then approved, as the SRE would), every DC's release, the end.
+    told = notified(out)
+    assert told["notified sre from dev-a: [warning] FleetRelease to-canary: stage 2 of 2 (rest) waits for approval"] == 1, told
+    assert out.index("waits for approval\n") < out.index("demo: approving")
+    for dc in ["dev-a", "dev-b", "dev-c"]:
+        assert told[f"notified sre from {dc}: [info] OperatorRelease to-canary succeeded: canary leads its tenants"] == 1, told
+    assert told["notified sre from dev-a: [info] FleetRelease to-canary succeeded in every DC"] == 1, told
+    assert "AGAIN" not in out
+    assert "0 of them more than once, 0 unsigned" in out
+    assert 'alertmanager: firing 1 alert(s) {"alertname":"ExpressFleetReleaseWaitingApproval","dc":"dev-a"}' in out
+    assert 'alertmanager: resolved 1 alert(s) {"alertname":"ExpressFleetReleaseWaitingApproval","dc":"dev-a"}' in out
     assert left_behind(tmp_path) == []
     assert not any(answers(url) for url in servers(tmp_path / "express-dev.kubeconfig"))
 
@@ -86,6 +105,13 @@ def test_the_demo_with_a_build_that_cannot_write_in_dev_b_stops_there(tmp_path):
     assert "dev-b: RolledBack" in out
     assert "dev-c: OperatorRelease" not in out, "the plan stopped before dev-c"
     assert "the failing DC went home" in failed.stderr
+    told = notified(out)
+    assert told["notified sre from dev-b: [error] OperatorRelease to-canary rolled back: tenants return to default"] == 1, told
+    assert told["notified sre from dev-a: [error] FleetRelease to-canary: DC dev-b rolled back"] == 1, told
+    assert told["notified sre from dev-a: [error] FleetRelease to-canary failed: no later stage starts"] == 1, told
+    assert not [line for line in told if "waits for approval" in line or "from dev-c" in line], told
+    assert "AGAIN" not in out and "0 of them more than once, 0 unsigned" in out
+    assert 'alertmanager: firing 1 alert(s) {"alertname":"ExpressFleetReleaseFailed","dc":"dev-a"}' in out
     assert left_behind(tmp_path) == []
 
 

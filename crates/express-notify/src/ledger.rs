@@ -76,11 +76,13 @@ impl Ledger {
         }
     }
 
-    /// Reads the ConfigMap's text; one that cannot be read begins again now, which sends
-    /// nothing twice (everything before `now` is in the past) at the price of what was not sent.
-    pub fn read(text: Option<&str>, now: i64) -> (Ledger, Option<String>) {
+    /// Reads the ConfigMap's text. None (never written): a ledger that begins at `absent_since`
+    /// (when notifications were configured). One that cannot be read begins again `now`, which
+    /// sends nothing twice (everything before `now` is in the past) at the price of what was
+    /// not sent.
+    pub fn read(text: Option<&str>, absent_since: i64, now: i64) -> (Ledger, Option<String>) {
         match text.map(serde_json::from_str::<Ledger>) {
-            None => (Ledger::starting(now), None),
+            None => (Ledger::starting(absent_since), None),
             Some(Ok(ledger)) => (ledger, None),
             Some(Err(e)) => (
                 Ledger::starting(now),
@@ -206,9 +208,9 @@ mod tests {
     fn a_ledger_reads_back_and_an_unreadable_one_begins_again() {
         let mut ledger = Ledger::starting(10);
         ledger.accepted("d", [("x".into(), 12)], None, 13);
-        let (again, problem) = Ledger::read(Some(&ledger.to_text()), 99);
+        let (again, problem) = Ledger::read(Some(&ledger.to_text()), 0, 99);
         assert_eq!((again, problem), (ledger, None));
-        let (fresh, problem) = Ledger::read(Some("{not json"), 99);
+        let (fresh, problem) = Ledger::read(Some("{not json"), 0, 99);
         assert_eq!(fresh, Ledger::starting(99));
         assert!(problem.is_some_and(|p| p.contains("begins again")));
     }

@@ -28,6 +28,19 @@ pub enum Trigger {
     ReleaseRolledBack,
     /// An OperatorRelease succeeded: every movable tenant on the new build.
     ReleaseDone,
+    /// A FleetRelease's next stage waits for a person's `fleet-release approve`.
+    FleetWaitingApproval,
+    /// A DC of a FleetRelease failed (its release rolled back, its soak failed, its stage
+    /// passed its deadline) or was rolled back.
+    FleetDcFailed,
+    /// A DC of a FleetRelease cannot be read: never counted done, the plan holds.
+    FleetDcUnreachable,
+    /// A FleetRelease failed: no later stage starts.
+    FleetFailed,
+    /// A person aborted a FleetRelease (with `--rollback`: every DC released went back).
+    FleetAborted,
+    /// A FleetRelease succeeded in every DC.
+    FleetDone,
 }
 
 /// How loud: Flagger's three levels, Alertmanager's `severity` label.
@@ -50,7 +63,7 @@ impl Severity {
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 8] = [
+    pub const ALL: [Trigger; 14] = [
         Trigger::RolloutFailed,
         Trigger::RolloutRolledBack,
         Trigger::RolloutStalled,
@@ -59,6 +72,12 @@ impl Trigger {
         Trigger::ReleasePromoted,
         Trigger::ReleaseRolledBack,
         Trigger::ReleaseDone,
+        Trigger::FleetWaitingApproval,
+        Trigger::FleetDcFailed,
+        Trigger::FleetDcUnreachable,
+        Trigger::FleetFailed,
+        Trigger::FleetAborted,
+        Trigger::FleetDone,
     ];
 
     /// The name subscriptions, messages and metrics use.
@@ -72,6 +91,12 @@ impl Trigger {
             Trigger::ReleasePromoted => "release-promoted",
             Trigger::ReleaseRolledBack => "release-rolled-back",
             Trigger::ReleaseDone => "release-done",
+            Trigger::FleetWaitingApproval => "fleet-waiting-approval",
+            Trigger::FleetDcFailed => "fleet-dc-failed",
+            Trigger::FleetDcUnreachable => "fleet-dc-unreachable",
+            Trigger::FleetFailed => "fleet-failed",
+            Trigger::FleetAborted => "fleet-aborted",
+            Trigger::FleetDone => "fleet-done",
         }
     }
 
@@ -81,13 +106,20 @@ impl Trigger {
 
     pub fn severity(self) -> Severity {
         match self {
-            Trigger::RolloutFailed | Trigger::RolloutRolledBack | Trigger::ReleaseRolledBack => {
-                Severity::Error
-            }
-            Trigger::RolloutStalled | Trigger::ReleaseWaiting => Severity::Warning,
-            Trigger::RolloutDone | Trigger::ReleasePromoted | Trigger::ReleaseDone => {
-                Severity::Info
-            }
+            Trigger::RolloutFailed
+            | Trigger::RolloutRolledBack
+            | Trigger::ReleaseRolledBack
+            | Trigger::FleetDcFailed
+            | Trigger::FleetFailed
+            | Trigger::FleetAborted => Severity::Error,
+            Trigger::RolloutStalled
+            | Trigger::ReleaseWaiting
+            | Trigger::FleetWaitingApproval
+            | Trigger::FleetDcUnreachable => Severity::Warning,
+            Trigger::RolloutDone
+            | Trigger::ReleasePromoted
+            | Trigger::ReleaseDone
+            | Trigger::FleetDone => Severity::Info,
         }
     }
 
@@ -95,7 +127,11 @@ impl Trigger {
     pub fn is_condition(self) -> bool {
         matches!(
             self,
-            Trigger::RolloutFailed | Trigger::RolloutStalled | Trigger::ReleaseWaiting
+            Trigger::RolloutFailed
+                | Trigger::RolloutStalled
+                | Trigger::ReleaseWaiting
+                | Trigger::FleetWaitingApproval
+                | Trigger::FleetDcUnreachable
         )
     }
 
@@ -111,6 +147,12 @@ impl Trigger {
             Trigger::ReleasePromoted => "ExpressReleasePromoted",
             Trigger::ReleaseRolledBack => "ExpressReleaseRolledBack",
             Trigger::ReleaseDone => "ExpressReleaseDone",
+            Trigger::FleetWaitingApproval => "ExpressFleetReleaseWaitingApproval",
+            Trigger::FleetDcFailed => "ExpressFleetReleaseDcFailed",
+            Trigger::FleetDcUnreachable => "ExpressFleetReleaseDcUnreachable",
+            Trigger::FleetFailed => "ExpressFleetReleaseFailed",
+            Trigger::FleetAborted => "ExpressFleetReleaseAborted",
+            Trigger::FleetDone => "ExpressFleetReleaseDone",
         }
     }
 }
@@ -124,7 +166,7 @@ impl std::fmt::Display for Trigger {
 /// The object an occurrence is about.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Subject {
-    /// `ExpressCluster` or `OperatorRelease`.
+    /// `ExpressCluster`, `OperatorRelease` or `FleetRelease`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,

@@ -208,3 +208,87 @@ fn a_rollback_carries_the_deciding_signal_and_both_rings_figures() {
         "{facts:?}"
     );
 }
+
+fn fleet_triggers(status: serde_json::Value, teller: Option<&str>) -> Vec<Trigger> {
+    observe::fleet_release(&fleet(status), teller)
+        .iter()
+        .map(|o| o.trigger)
+        .collect()
+}
+
+#[test]
+fn each_plan_phase_fires_its_triggers_in_its_teller_only() {
+    let waiting = json!({"phase": "WaitingApproval", "stage": 1, "updatedAt": at(100),
+        "dataCenters": [dc("dev-a", 0, "Succeeded"), dc("dev-b", 1, "Waiting"), dc("dev-c", 1, "Waiting")]});
+    let table = [
+        (
+            "waiting",
+            waiting.clone(),
+            vec![Trigger::FleetWaitingApproval],
+        ),
+        (
+            "a DC failed",
+            json!({"phase": "Failed", "stage": 1, "updatedAt": at(100), "message": "dev-b rolled back",
+                   "dataCenters": [dc("dev-a", 0, "Succeeded"), dc("dev-b", 1, "Failed"), dc("dev-c", 1, "Releasing")]}),
+            vec![Trigger::FleetDcFailed, Trigger::FleetFailed],
+        ),
+        (
+            "aborted with rollback",
+            json!({"phase": "RolledBack", "updatedAt": at(100),
+                   "dataCenters": [dc("dev-a", 0, "RolledBack")]}),
+            vec![Trigger::FleetDcFailed, Trigger::FleetAborted],
+        ),
+        (
+            "done",
+            json!({"phase": "Succeeded", "updatedAt": at(100),
+                   "dataCenters": [dc("dev-a", 0, "Succeeded"), dc("dev-b", 1, "Succeeded"), dc("dev-c", 1, "Succeeded")]}),
+            vec![Trigger::FleetDone],
+        ),
+        (
+            "progressing",
+            json!({"phase": "Progressing", "dataCenters": [dc("dev-a", 0, "Releasing")]}),
+            vec![],
+        ),
+    ];
+    for (case, status, expected) in table {
+        assert_eq!(
+            fleet_triggers(status.clone(), Some("dev-a")),
+            expected,
+            "{case}"
+        );
+        // Another DC of the plan holds the same copy: it leaves the telling to dev-a.
+        assert_eq!(
+            fleet_triggers(status.clone(), Some("dev-b")),
+            vec![],
+            "{case} in dev-b"
+        );
+        // A DC whose configuration does not name it tells all the same.
+        assert_eq!(fleet_triggers(status, None), expected, "{case} unnamed");
+    }
+    let told = observe::fleet_release(&fleet(waiting), Some("dev-a"));
+    assert_eq!(
+        told[0].title,
+        "FleetRelease to-0-4-0: stage 2 of 2 (rest) waits for approval"
+    );
+    assert_eq!(
+        told[0].act.as_deref(),
+        Some("kubectl express fleet-release approve to-0-4-0")
+    );
+}
+
+#[test]
+fn when_the_first_dc_cannot_be_read_the_next_one_tells_and_names_it() {
+    let status = json!({"phase": "Soaking", "stage": 0, "updatedAt": at(100),
+        "dataCenters": [dc("dev-a", 0, "Unknown"), dc("dev-b", 1, "Waiting"), dc("dev-c", 1, "Waiting")]});
+    assert_eq!(observe::fleet_teller(&fleet(status.clone())), Some("dev-b"));
+    assert_eq!(fleet_triggers(status.clone(), Some("dev-a")), vec![]);
+    let told = observe::fleet_release(&fleet(status), Some("dev-b"));
+    assert_eq!(
+        told.iter().map(|o| o.trigger).collect::<Vec<_>>(),
+        [Trigger::FleetDcUnreachable]
+    );
+    assert_eq!(
+        told[0].title,
+        "FleetRelease to-0-4-0: DC dev-a cannot be read"
+    );
+}

@@ -74,6 +74,7 @@ pub async fn run(
     };
     let caches = wiring.caches(&mut tasks);
     let release_cache = wiring.release_cache(&mut tasks);
+    let fleet_release_cache = wiring.fleet_release_cache(&mut tasks);
     let (release_wake, context_cell) = (wiring.release_wake.clone(), wiring.context.clone());
     let recorders = Recorders::new(
         &client,
@@ -108,7 +109,11 @@ pub async fn run(
         release_wake,
     ));
     // Notifications, on a loop of their own: a destination that hangs holds nothing else.
-    tasks.spawn(notify::run(context.clone(), release_cache));
+    tasks.spawn(notify::run(
+        context.clone(),
+        release_cache,
+        fleet_release_cache,
+    ));
     tasks.spawn(start::keep_publishing(context.clone()));
     // The API's lifecycle in the DC: the installed CRDs against this build's, and the versions'
     // steps (DESIGN section 18), each on its own timer while this instance leads.

@@ -8,7 +8,7 @@ use std::time::Instant;
 use express_api::keys::{CONTROL_CONFIGMAP_GLOBAL, CONTROL_CONFIGMAP_NAMESPACE, LABEL_CLUSTER};
 use express_api::objects::WatchedKind;
 use express_api::views::{Interner, NodeObject, NodeView};
-use express_api::{Backend, ClusterKey, ExpressCluster, Frontend, OperatorRelease};
+use express_api::{Backend, ClusterKey, ExpressCluster, FleetRelease, Frontend, OperatorRelease};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Resource;
@@ -208,6 +208,20 @@ impl Wiring<'_> {
                 wake_releases.notify_one();
                 Vec::new()
             },
+            self.triggers.clone(),
+            self.metrics,
+            tasks,
+        )
+    }
+
+    /// The FleetReleases' copies in the operator's namespace: read by notifications only (a
+    /// plan is driven from outside, `fleet-release run`); a change wakes nothing.
+    pub(super) fn fleet_release_cache(&self, tasks: &mut Tasks) -> Scoped<FleetRelease> {
+        cache::<FleetRelease, _, _>(
+            self.client,
+            &self.operator_namespace(),
+            Watch::whole(self.filling(), &self.interner),
+            |_| Vec::new(),
             self.triggers.clone(),
             self.metrics,
             tasks,

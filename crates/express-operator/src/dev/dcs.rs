@@ -17,6 +17,7 @@ use kubesim::{Config, KubeSim};
 
 use futures::FutureExt as _;
 
+use super::notifications::DemoNotifications;
 use super::prometheus::{self, DemoPrometheus};
 use super::tenants::{DevError, create_pinned_tenant};
 use crate::controller::{self, Settings};
@@ -174,7 +175,14 @@ fn kubeconfig(dcs: &[Dc]) -> String {
 
 /// The demo's plan: the first DC alone, then the rest together; a DC made to fail gets a stage
 /// of its own before the rest, so that the plan stops before them. Short bakes and soak.
-fn plan(contexts: &[String], fail_in: Option<&str>, prometheus: Option<&str>) -> String {
+/// The plan: `first` alone, then the failing DC alone (`--fail-in`), then the `rest`; with
+/// `approval`, the last stage waits for a person's approval (the demo's notifications tell it).
+fn plan(
+    contexts: &[String],
+    fail_in: Option<&str>,
+    prometheus: Option<&str>,
+    approval: bool,
+) -> String {
     let (first, rest) = contexts
         .split_first()
         .map_or((None, &[][..]), |(f, r)| (Some(f), r));
@@ -211,10 +219,20 @@ fn plan(contexts: &[String], fail_in: Option<&str>, prometheus: Option<&str>) ->
         ),
         None => (2, String::new()),
     };
+    let last = stages.len().saturating_sub(1);
     let stages: Vec<String> = stages
         .iter()
-        .map(|(name, contexts)| {
-            format!("  - {{name: {name}, contexts: [{}]}}", contexts.join(", "))
+        .enumerate()
+        .map(|(i, (name, contexts))| {
+            let gate = if approval && i == last && i > 0 {
+                ", approval: true"
+            } else {
+                ""
+            };
+            format!(
+                "  - {{name: {name}, contexts: [{}]{gate}}}",
+                contexts.join(", ")
+            )
         })
         .collect();
     format!(
@@ -286,8 +304,20 @@ pub async fn run(options: DcsOptions) -> Result<(), DevError> {
             &contexts,
             options.fail_in.as_deref(),
             prometheus.as_ref().map(|p| p.url.as_str()),
+            options.demo,
         ),
     )?;
+    let notifications = if options.demo {
+        let started =
+            DemoNotifications::start(&options.kubeconfig.with_extension("notifications")).await?;
+        for dc in &dcs {
+            started.configure(&dc.client, &dc.context).await?;
+        }
+        println!("demo: every DC tells {}", started.describe());
+        Some(started)
+    } else {
+        None
+    };
     println!(
         "{} DCs ready in {:.1}s ({}), each a kubesim behind its own token with operator rings default (leading every tenant) and canary (the same build, driving nothing yet), tenants team-a/shop, team-b/shop and team-pinned/shop (pinned to ring default); kubeconfig: {}",
         dcs.len(),
@@ -298,52 +328,8 @@ pub async fn run(options: DcsOptions) -> Result<(), DevError> {
     let kc = options.kubeconfig.display();
     let plan_shown = plan_path.display();
     if options.demo {
-        let failing = options
-            .fail_in
-            .as_ref()
-            .and_then(|name| dcs.iter().find(|d| &d.context == name));
         println!("demo: releasing ring canary across the DCs ({plan_shown})");
-        let reach = Reach {
-            operator_namespace: crate::controller::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
-            kubeconfig: Some(options.kubeconfig.clone()),
-            context: None,
-            context_timeout: Duration::from_secs(5),
-        };
-        let plan = Plan::File(plan_path.clone());
-        let timeout = Duration::from_secs(if prometheus.is_some() { 160 } else { 110 });
-        let plan_run = start::run(&reach, &plan, Some(timeout), start::DEFAULT_POLL);
-        tokio::pin!(plan_run);
-        let code = match failing {
-            // The failing DC's canary stops writing once its release exists: it led its ring
-            // until then, as a build that breaks under load does.
-            Some(dc) => tokio::select! {
-                code = &mut plan_run => code,
-                () = stop_writes_when_released(dc) => plan_run.await,
-            },
-            None => plan_run.await,
-        };
-        if prometheus.is_some() {
-            print_vital_signs(&dcs).await;
-        }
-        drop(prometheus);
-        stop(dcs);
-        return match code.map(|code| code.number()) {
-            Ok(0) => {
-                println!("demo: the release across DCs succeeded");
-                Ok(())
-            }
-            Ok(1) => Err(DevError::Demo(
-                "the release across DCs failed (see why above): the failing DC went home, no later stage started; DCs that had passed their soak stay released"
-                    .into(),
-            )),
-            Ok(other) => Err(DevError::Demo(format!(
-                "the release across DCs did not finish (exit {other})"
-            ))),
-            Err(cannot) => Err(DevError::Demo(format!(
-                "the release across DCs could not run: {}",
-                cannot.message
-            ))),
-        };
+        return demo(&options, dcs, prometheus, notifications, &plan_path).await;
     }
     println!();
     println!("  export KUBECONFIG={kc}");
@@ -381,6 +367,121 @@ fn demo_prometheus(kubeconfig: &Path, dcs: &[Dc]) -> Result<Option<DemoPrometheu
                 started.url
             );
             Ok(Some(started))
+        }
+    }
+}
+
+/// The demo: the plan driven to its end (approved when the webhook tells it waits, as the SRE
+/// would), what the webhook was told, the vital signs; the DCs stopped after.
+async fn demo(
+    options: &DcsOptions,
+    dcs: Vec<Dc>,
+    prometheus: Option<DemoPrometheus>,
+    notifications: Option<DemoNotifications>,
+    plan_path: &Path,
+) -> Result<(), DevError> {
+    let failing = options
+        .fail_in
+        .as_ref()
+        .and_then(|name| dcs.iter().find(|d| &d.context == name));
+    let reach = Reach {
+        operator_namespace: crate::controller::DEFAULT_OPERATOR_NAMESPACE.to_owned(),
+        kubeconfig: Some(options.kubeconfig.clone()),
+        context: None,
+        context_timeout: Duration::from_secs(5),
+    };
+    let timeout = Duration::from_secs(if prometheus.is_some() { 160 } else { 110 });
+    let deadline = Instant::now() + timeout;
+    let code = {
+        // The failing DC's canary stops writing once its release exists: it led its ring until
+        // then, as a build that breaks under load does.
+        let breaking = async {
+            if let Some(dc) = failing {
+                stop_writes_when_released(dc).await;
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::pin!(breaking);
+        let mut plan = Plan::File(plan_path.to_owned());
+        let mut approved = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let code = tokio::select! {
+                code = start::run(&reach, &plan, Some(left), start::DEFAULT_POLL) => code,
+                () = &mut breaking => continue,
+            };
+            // The driver stops at the gate (exit 5); the SRE told of it approves, the plan resumes.
+            let waits = matches!(&code, Ok(code) if code.number() == 5);
+            if let (true, false, Some(told)) = (waits, approved, &notifications)
+                && told
+                    .wait_for(&["fleet-waiting-approval"], Duration::from_secs(15))
+                    .await
+            {
+                approve(&dcs).await;
+                approved = true;
+                plan = Plan::Named(PLAN.into());
+                continue;
+            }
+            break code;
+        }
+    };
+    if let Some(told) = &notifications {
+        let ended = ["fleet-done", "fleet-failed", "fleet-aborted"];
+        if !told.wait_for(&ended, Duration::from_secs(20)).await {
+            println!("demo: the plan's end was not told within 20 s");
+        }
+        // The last DCs' own releases end about when the plan does: their messages follow.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        println!("{}", told.summary());
+    }
+    drop(notifications);
+    if prometheus.is_some() {
+        print_vital_signs(&dcs).await;
+    }
+    drop(prometheus);
+    stop(dcs);
+    match code.map(|code| code.number()) {
+        Ok(0) => {
+            println!("demo: the release across DCs succeeded");
+            Ok(())
+        }
+        Ok(1) => Err(DevError::Demo(
+            "the release across DCs failed (see why above): the failing DC went home, no later stage started; DCs that had passed their soak stay released"
+                .into(),
+        )),
+        Ok(other) => Err(DevError::Demo(format!(
+            "the release across DCs did not finish (exit {other})"
+        ))),
+        Err(cannot) => Err(DevError::Demo(format!(
+            "the release across DCs could not run: {}",
+            cannot.message
+        ))),
+    }
+}
+
+/// Approves the plan's gated stage on every DC's copy, as `fleet-release approve` does.
+async fn approve(dcs: &[Dc]) {
+    println!(
+        "demo: approving, as the SRE told would: kubectl express fleet-release approve {PLAN}"
+    );
+    let request = express_api::fleet_release::Request {
+        id: express_client::write::control::request_id(),
+        at: k8s_openapi::jiff::Timestamp::now(),
+    };
+    let annotations = std::collections::BTreeMap::from([(
+        express_api::fleet_release::ANNOTATION_APPROVE,
+        request.to_value(),
+    )]);
+    for dc in dcs {
+        if let Err(why) = express_client::write::fleet_release::annotate(
+            &dc.client,
+            crate::controller::DEFAULT_OPERATOR_NAMESPACE,
+            PLAN,
+            &annotations,
+        )
+        .await
+        {
+            println!("demo: {}: cannot approve: {why}", dc.context);
         }
     }
 }

@@ -18,6 +18,7 @@ use kubesim::{Config, KubeSim};
 use serde_json::json;
 
 mod dcs;
+mod notifications;
 mod prometheus;
 mod tenants;
 

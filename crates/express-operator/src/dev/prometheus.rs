@@ -20,13 +20,17 @@ pub struct DemoPrometheus {
 
 /// The `prometheus` binary on the PATH, or why there is none.
 pub fn find() -> Result<PathBuf, String> {
+    on_path("prometheus").ok_or_else(|| {
+        "no `prometheus` on the PATH (Debian's prometheus package provides it)".into()
+    })
+}
+
+/// The binary `name` in a directory of the PATH.
+pub(super) fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .map(|dir| dir.join("prometheus"))
+        .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
-        .ok_or_else(|| {
-            "no `prometheus` on the PATH (Debian's prometheus package provides it)".into()
-        })
 }
 
 impl DemoPrometheus {
@@ -89,8 +93,8 @@ impl Drop for DemoPrometheus {
     }
 }
 
-/// Whether Prometheus answers `/-/ready` with 200.
-fn ready(addr: SocketAddr) -> bool {
+/// Whether a Prometheus server (Prometheus, Alertmanager) answers `/-/ready` with 200.
+pub(super) fn ready(addr: SocketAddr) -> bool {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500))
     else {

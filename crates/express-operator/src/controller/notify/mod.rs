@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use express_api::OperatorRelease;
+use express_api::{FleetRelease, OperatorRelease};
 use express_notify::outbox::{self, Delivery};
 use express_notify::{Ledger, Occurrence, Trigger, observe, render};
 use k8s_openapi::jiff::Timestamp;
@@ -50,7 +50,11 @@ struct Notifier {
 }
 
 /// Runs until the controller stops.
-pub(crate) async fn run(ctx: Arc<Context>, releases: Arc<Scoped<OperatorRelease>>) {
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    releases: Arc<Scoped<OperatorRelease>>,
+    plans: Scoped<FleetRelease>,
+) {
     let tls = outbound::system_roots().unwrap_or_else(|why| {
         // Plain http destinations still work; an https one fails, naming why.
         warn!(%why, "notifications: no CA roots, https destinations cannot be verified");
@@ -78,7 +82,7 @@ pub(crate) async fn run(ctx: Arc<Context>, releases: Arc<Scoped<OperatorRelease>
             told_problems: Vec::new(),
             client: client.clone(),
         });
-        let wait = pass(&ctx, &releases, state).await;
+        let wait = pass(&ctx, &releases, &plans, state).await;
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = leadership_changed(&mut leader) => {}
@@ -87,7 +91,12 @@ pub(crate) async fn run(ctx: Arc<Context>, releases: Arc<Scoped<OperatorRelease>
 }
 
 /// One pass; returns how long to wait before the next.
-async fn pass(ctx: &Context, releases: &Scoped<OperatorRelease>, state: &mut Notifier) -> Duration {
+async fn pass(
+    ctx: &Context,
+    releases: &Scoped<OperatorRelease>,
+    plans: &Scoped<FleetRelease>,
+    state: &mut Notifier,
+) -> Duration {
     refresh_setup(ctx, state).await;
     let Some(setup) = &state.setup else {
         return SETUP_EVERY;
@@ -99,7 +108,11 @@ async fn pass(ctx: &Context, releases: &Scoped<OperatorRelease>, state: &mut Not
     if state.ledger.is_none() {
         match ledger_store::read(ctx).await {
             Ok(text) => {
-                let (ledger, problem) = Ledger::read(text.as_deref(), now.as_second());
+                let begins = setup
+                    .created
+                    .unwrap_or(now.as_second())
+                    .min(now.as_second());
+                let (ledger, problem) = Ledger::read(text.as_deref(), begins, now.as_second());
                 if let Some(problem) = problem {
                     warn!(%problem, "notifications ledger");
                 }
@@ -112,7 +125,7 @@ async fn pass(ctx: &Context, releases: &Scoped<OperatorRelease>, state: &mut Not
             }
         }
     }
-    let occurrences = occurrences(ctx, releases);
+    let occurrences = occurrences(ctx, releases, plans, setup.config.dc.as_deref());
     let Some(ledger) = state.ledger.as_mut() else {
         return PASS_EVERY;
     };
@@ -205,8 +218,15 @@ async fn refresh_setup(ctx: &Context, state: &mut Notifier) {
     }
 }
 
-/// What the caches show worth telling: the tenants this ring leads, the releases it judges.
-fn occurrences(ctx: &Context, releases: &Scoped<OperatorRelease>) -> Vec<Occurrence> {
+/// What the caches show worth telling: the tenants this ring leads, the releases it judges,
+/// the plans across DCs whose `fromRing` it is (told by one DC of each plan: `dc`, when it is
+/// the plan's teller).
+fn occurrences(
+    ctx: &Context,
+    releases: &Scoped<OperatorRelease>,
+    plans: &Scoped<FleetRelease>,
+    dc: Option<&str>,
+) -> Vec<Occurrence> {
     let ring = &ctx.settings.ring;
     let mut found: Vec<Occurrence> = ctx
         .caches
@@ -222,6 +242,13 @@ fn occurrences(ctx: &Context, releases: &Scoped<OperatorRelease>) -> Vec<Occurre
             .iter()
             .filter(|r| &r.spec.from_ring == ring)
             .flat_map(|r| observe::release(r)),
+    );
+    found.extend(
+        plans
+            .in_namespace(None)
+            .iter()
+            .filter(|p| &p.spec.from_ring == ring)
+            .flat_map(|p| observe::fleet_release(p, dc)),
     );
     found
 }

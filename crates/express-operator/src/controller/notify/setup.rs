@@ -24,6 +24,9 @@ pub(super) struct Setup {
     pub(super) endpoints: BTreeMap<String, Endpoint>,
     /// The ConfigMap, for the events about it.
     pub(super) reference: ObjectReference,
+    /// When the ConfigMap was created (unix seconds): a ledger that does not exist yet begins
+    /// there, so what happened between then and this leader's first look is still told.
+    pub(super) created: Option<i64>,
 }
 
 /// The configuration, `None` when the ConfigMap does not exist (nobody is told).
@@ -37,6 +40,11 @@ pub(super) async fn read(ctx: &Context) -> Result<Option<Setup>, String> {
         return Ok(None);
     };
     let reference = map.object_ref(&());
+    let created = map
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second());
     let text = map
         .data
         .as_ref()
@@ -62,6 +70,7 @@ pub(super) async fn read(ctx: &Context) -> Result<Option<Setup>, String> {
         config,
         endpoints,
         reference,
+        created,
     }))
 }
 
