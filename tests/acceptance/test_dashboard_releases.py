@@ -8,6 +8,7 @@ confirmation, and what is asserted is what the API then shows.
 
 The pages' view models are table-tested in crates/kubectl-express/src/dashboard/model/."""
 
+import json
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from conftest import eventually
 from test_dashboard import browser, click_action, read, screenshot, text_of  # noqa: F401 (the browser fixture)
 from test_dashboard_dcs import FleetDashboard
 from test_fleet_release import fleet  # noqa: F401 (the three DCs with both rings)
+from test_notifications import Receiver
 from test_release import apply_release, status
 
 CONTEXTS = "dc-a,dc-b,dc-c"
@@ -51,6 +53,15 @@ def shown(browser, selector, attribute):
 def test_an_operator_release_is_paused_resumed_promoted_and_aborted_from_its_page(fleet, dashboard, browser):  # noqa: F811
     sim = fleet.sims["dc-c"]
     name = "canary-c"
+    # Notifications to a webhook of the test's: the page lists what they told about the release.
+    receiver = Receiver()
+    sim.kubectl("apply", "-n", "express-system", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "express-notifications"},
+        "data": {"notifications.yaml": json.dumps({
+            "dc": "dc-c",
+            "destinations": [{"name": "sre", "type": "webhook", "url": receiver.url, "waitSeconds": 0,
+                              "groupSeconds": 1}],
+            "subscriptions": [{"destination": "sre", "triggers": ["release-promoted", "release-rolled-back"]}]})}}))
     apply_release(sim, name, waves=[{"tenants": 1}, {"percent": 100}], bakeSeconds=3600, failureLimit=3)
     eventually(lambda: status(sim, name).get("adoptedTenants") == 1, timeout=60, what="the first wave adopted")
 
@@ -99,6 +110,20 @@ def test_an_operator_release_is_paused_resumed_promoted_and_aborted_from_its_pag
     eventually(lambda: shown(browser, "#release-summary span.phase", "data-phase") == ["RolledBack"],
                what="the page saying so")
     assert not read(browser, "#release-summary button.action", "data-url"), "a rolled-back release takes no action"
+
+    # What the notifications told, to whom: the webhook's messages, as the page lists them.
+    eventually(lambda: len(receiver.told()) >= 2, timeout=60, what="the promotion and the rollback told")
+    assert sorted(n["trigger"] for n in receiver.told()) == ["release-promoted", "release-rolled-back"]
+
+    def listed():
+        browser.get(dashboard.url + f"/dcs/dc-c/releases/{name}")
+        lines = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "ul.notifications li")]
+        return lines if any("release-rolled-back" in line for line in lines) else None
+
+    lines = eventually(listed, timeout=30, what="the page listing the notifications")
+    assert any(line.startswith(f"sre: OperatorRelease {name}: wave 1 of 2 promoted by a person") for line in lines), lines
+    assert any(line.startswith(f"sre: OperatorRelease {name} rolled back") for line in lines), lines
+    receiver.close()
 
 
 def copies(fleet, name, key):

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from conftest import eventually, start_operator, stop_process
+from conftest import KUBECTL_EXPRESS, eventually, start_operator, stop_process
 from test_core_scenarios import acme, acme_names, all_ready_on, provision_acme, status
 from test_operator_chart import find, render as render_operator_chart
 
@@ -29,7 +29,7 @@ KEY = "the receiver's signing key"
 class Receiver:
     """A webhook on loopback: every body received, with whether its signature verified."""
 
-    def __init__(self):
+    def __init__(self, answer=204):
         self.messages = []
         received = self.messages
 
@@ -40,7 +40,7 @@ class Receiver:
                 signature = self.headers.get("x-express-signature-256", "")
                 received.append((json.loads(body), hmac.compare_digest(signature, expected),
                                  self.headers.get("x-express-delivery")))
-                self.send_response(204)
+                self.send_response(answer)
                 self.end_headers()
 
             def log_message(self, *args):
@@ -249,3 +249,37 @@ def test_alertmanager_groups_our_alerts_and_resolves_them_when_the_failures_clea
         alertmanager.close()
         receiver.close()
         print(f"--- operator log\n{(tmp_path / 'operator.log').read_text()[-4000:]}")
+
+
+def test_a_destination_that_keeps_refusing_is_named_by_doctor(sim, tmp_path):
+    sim.install_crds()
+    sim.kubectl("create", "namespace", "express-system")
+    receiver = Receiver(answer=503)
+    objects, _ = render_operator_chart({"notifications": {"destinations": [
+        {"name": "sre", "type": "webhook", "url": receiver.url, "waitSeconds": 0}],
+        "subscriptions": [{"destination": "sre"}]}})
+    [config] = find(objects, "ConfigMap", "express-notifications")
+    sim.kubectl("apply", "-n", "express-system", "-f", "-", input=yaml.safe_dump(config))
+    operator = start_operator(sim, tmp_path / "operator.log", leader_elect=False)
+    try:
+        provision_acme(sim, sim.namespace(), "express-e689.154")
+
+        def doctor_names_it():
+            report = subprocess.run([KUBECTL_EXPRESS, "doctor"], env={**sim.env, "KUBECONFIG": str(sim.kubeconfig)},
+                                    capture_output=True, text=True, timeout=30)
+            return report.stdout if "NotificationsFailing" in report.stdout else None
+
+        # Refused at once, after 5 s and after 10 more: the third makes it failing.
+        shown = eventually(doctor_names_it, timeout=60, what="doctor naming the failing destination")
+        assert "express-system" in shown, shown
+        events = sim.kubectl_json("get", "events.v1.events.k8s.io", "-n", "express-system")["items"]
+        [failing] = [e for e in events if e.get("reason") == "NotificationsFailing"]
+        assert failing["regarding"]["name"] == "express-notifications"
+        assert "destination sre failed 3 deliveries in a row" in failing["note"], failing
+        assert "answered 503" in failing["note"]
+        ledger = json.loads(sim.kubectl_json("get", "configmap", "express-notified-default", "-n",
+                                             "express-system")["data"]["ledger.json"])
+        assert ledger["health"]["sre"]["failures"] >= 3 and "sre" not in ledger.get("sent", {}), ledger
+    finally:
+        stop_process(operator)
+        receiver.close()

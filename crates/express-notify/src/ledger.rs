@@ -9,8 +9,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::occurrence::Occurrence;
+
 /// The ConfigMap's key.
 pub const LEDGER_KEY: &str = "ledger.json";
+
+/// The ledger's ConfigMap in the operator's namespace: one per ring, written by its leader.
+pub fn configmap_name(ring: &str) -> String {
+    format!("express-notified-{ring}")
+}
 /// A ConfigMap holds at most 1 MiB; the ledger stays well below, trimming its oldest entries.
 pub const MAX_LEDGER_BYTES: usize = 768 * 1024;
 /// The first retry after a failed delivery, doubled each failure up to [`MAX_RETRY_SECONDS`].
@@ -101,6 +108,21 @@ impl Ledger {
         self.sent
             .get(destination)
             .is_some_and(|sent| sent.contains_key(digest))
+    }
+
+    /// Which of `occurrences` each destination accepted, as (destination, occurrence), in the
+    /// occurrences' order: what `kubectl express release` shows was sent to whom.
+    pub fn told<'a>(&'a self, occurrences: &'a [Occurrence]) -> Vec<(&'a str, &'a Occurrence)> {
+        occurrences
+            .iter()
+            .flat_map(|o| {
+                let digest = o.digest();
+                self.sent
+                    .iter()
+                    .filter(move |(_, sent)| sent.contains_key(&digest))
+                    .map(move |(destination, _)| (destination.as_str(), o))
+            })
+            .collect()
     }
 
     pub fn health(&self, destination: &str) -> Health {

@@ -84,3 +84,9 @@ pub(super) fn seconds(total: i64) -> String {
         (m, s) => format!("{m}m{s:02}s"),
     }
 }
+
+/// The rings a release moves tenants between, and the build it asks for.
+pub(super) fn rings(from: &str, to: &str, version: Option<&str>) -> Fact {
+    let build = version.map(|v| format!(" (build {v})")).unwrap_or_default();
+    fact("rings", format!("{from} -> {to}{build}"))
+}

@@ -5,7 +5,7 @@ use express_api::fleet_release::{DcState, FleetPhase, FleetRelease};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::base::{Base, fact, instant, subscribed};
+use super::base::{Base, fact, instant, rings, subscribed};
 use crate::config::ANNOTATION_NOTIFY;
 use crate::occurrence::{Fact, Occurrence, Subject, Trigger};
 
@@ -51,18 +51,10 @@ pub fn fleet_release(plan: &FleetRelease, dc: Option<&str>) -> Vec<Occurrence> {
         .get(stage_index)
         .map(|s| s.name.clone())
         .unwrap_or_default();
-    let build = fact(
-        "build",
-        format!(
-            "{} -> {}{}",
-            plan.spec.from_ring,
-            plan.spec.to_ring,
-            plan.spec
-                .version
-                .as_ref()
-                .map(|v| format!(" ({v})"))
-                .unwrap_or_default()
-        ),
+    let build = rings(
+        &plan.spec.from_ring,
+        &plan.spec.to_ring,
+        plan.spec.version.as_deref(),
     );
     let states = fact(
         "DCs",

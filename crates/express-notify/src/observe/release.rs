@@ -5,7 +5,7 @@ use express_api::release::{OperatorRelease, ReleasePhase};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::base::{Base, fact, subscribed};
+use super::base::{Base, fact, rings, subscribed};
 use crate::config::ANNOTATION_NOTIFY;
 use crate::occurrence::{Fact, Occurrence, Subject, Trigger};
 
@@ -28,18 +28,7 @@ pub fn release(release: &OperatorRelease) -> Vec<Occurrence> {
             uid: release.uid().unwrap_or_default(),
             subscribed: subscribed(release.annotations().get(ANNOTATION_NOTIFY)),
         },
-        rings: fact(
-            "rings",
-            format!(
-                "{} -> {}{}",
-                spec.from_ring,
-                spec.to_ring,
-                spec.version
-                    .as_ref()
-                    .map(|v| format!(" (build {v})"))
-                    .unwrap_or_default()
-            ),
-        ),
+        rings: rings(&spec.from_ring, &spec.to_ring, spec.version.as_deref()),
         moved: fact(
             "tenants",
             format!(

@@ -267,12 +267,18 @@ impl Shared {
                 ));
             }
         };
-        Ok(ReleaseView::of(
-            dc.name(),
-            &release,
-            &dc.trail(name),
-            Timestamp::now(),
-        ))
+        let namespace = &self.settings.operator_namespace;
+        let ledger_read =
+            crate::read::release::notifications(client, namespace, &release.spec.from_ring);
+        let ledger = tokio::time::timeout(RELEASE_READ_DEADLINE, ledger_read)
+            .await
+            .ok()
+            .flatten();
+        let now = Timestamp::now();
+        let mut view = ReleaseView::of(dc.name(), &release, &dc.trail(name), now);
+        view.notifications =
+            crate::show::release::notification_lines(&release, ledger.as_ref(), now);
+        Ok(view)
     }
 
     /// The clients of the DCs a FleetRelease action may write in: served, not read-only,

@@ -2,7 +2,9 @@
 //! namespace, with a clear word when the CRD is not installed.
 
 use express_api::release::OperatorRelease;
+use express_notify::Ledger;
 use express_planner::api_versions::{DcCrd, dc_versions};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -32,6 +34,19 @@ pub async fn list(client: &Client, namespace: &str) -> Result<Vec<OperatorReleas
         .items;
     releases.sort_by_key(|r| (r.creation_timestamp().map(|t| t.0), r.name_any()));
     Ok(releases)
+}
+
+/// The notifications ledger of `ring` (DESIGN section 21): what its leader sent, and how its
+/// destinations answer. None when notifications are not set up, or it cannot be read (a reader
+/// without access to the operator's ConfigMaps sees the rest).
+pub async fn notifications(client: &Client, namespace: &str, ring: &str) -> Option<Ledger> {
+    let name = express_notify::ledger::configmap_name(ring);
+    let map = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get_opt(&name)
+        .await
+        .ok()??;
+    let text = map.data?.remove(express_notify::ledger::LEDGER_KEY)?;
+    serde_json::from_str(&text).ok()
 }
 
 /// Where the DC's API versions stand, from its versioned CRDs; none while each lists one

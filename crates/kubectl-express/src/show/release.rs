@@ -1,6 +1,7 @@
 //! An OperatorRelease as people see it: one release in full, or a table of the fleet's.
 
 use express_api::release::{OperatorRelease, ReleasePhase};
+use express_notify::Ledger;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
@@ -37,6 +38,68 @@ pub fn render_list(releases: &[OperatorRelease], now: Timestamp) -> String {
         return "No OperatorReleases.\n".into();
     }
     table(&LIST_HEADER, &list_rows(releases, now))
+}
+
+/// What the release's notifications told, to whom, and each destination that fails (from
+/// `fromRing`'s ledger), a line each; none when notifications are not set up. The CLI and the
+/// dashboard's release page say the same lines.
+pub fn notification_lines(
+    release: &OperatorRelease,
+    ledger: Option<&Ledger>,
+    now: Timestamp,
+) -> Vec<String> {
+    let Some(ledger) = ledger else {
+        return Vec::new();
+    };
+    let occurrences = express_notify::observe::release(release);
+    let mut lines: Vec<String> = ledger
+        .told(&occurrences)
+        .iter()
+        .map(|(destination, occurrence)| {
+            format!(
+                "{destination}: {} ({}, {})",
+                occurrence.title,
+                occurrence.trigger,
+                ago(Some(occurrence.at), now)
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push("none sent yet".into());
+    }
+    for (destination, health) in ledger.health.iter().filter(|(_, h)| h.failures > 0) {
+        let state = if health.is_failing() {
+            "FAILING"
+        } else {
+            "retrying"
+        };
+        lines.push(format!(
+            "{destination}: {state}, {} deliveries refused or unanswered in a row: {}",
+            health.failures,
+            health.last_error.as_deref().unwrap_or("?")
+        ));
+    }
+    lines
+}
+
+/// [`notification_lines`] under a heading naming the ledger; nothing without one.
+pub fn render_notifications(
+    release: &OperatorRelease,
+    ledger: Option<&Ledger>,
+    now: Timestamp,
+) -> String {
+    let lines = notification_lines(release, ledger, now);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "  notifications (ConfigMap {}):\n",
+        express_notify::ledger::configmap_name(&release.spec.from_ring)
+    );
+    for line in lines {
+        out.push_str(&format!("    {line}\n"));
+    }
+    out
 }
 
 /// One release: where it stands and why, its waves, its last samples.
@@ -274,5 +337,35 @@ mod tests {
         let recorded = release(serde_json::json!({"phase": "Progressing", "apiVersions": {
             "step": "v1beta1: listed, not served", "seenAt": "2026-11-29T11:58:00Z"}}));
         assert!(render_in_dc(&recorded, now, None).contains("expressVersion is version"));
+    }
+
+    #[test]
+    fn what_was_told_to_whom_and_a_failing_destination_are_said() {
+        let now: Timestamp = "2026-11-29T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let done = release(serde_json::json!({"phase": "Succeeded", "waves": [
+            {"target": 3, "startedAt": "2026-11-29T11:50:00Z", "finishedAt": "2026-11-29T11:58:00Z"}]}));
+        let told = express_notify::observe::release(&done);
+        let mut ledger = Ledger::starting(0);
+        ledger.accepted(
+            "sre",
+            told.iter().map(|o| (o.digest(), o.at.as_second())),
+            None,
+            1,
+        );
+        for _ in 0..3 {
+            ledger.refused("chat", "https://hooks.example answered 503", 2);
+        }
+        let shown = render_notifications(&done, Some(&ledger), now);
+        assert_eq!(
+            shown,
+            "  notifications (ConfigMap express-notified-default):\n\
+             \x20   sre: OperatorRelease to-canary succeeded: canary leads its tenants (release-done, 2m ago)\n\
+             \x20   chat: FAILING, 3 deliveries refused or unanswered in a row: https://hooks.example answered 503\n"
+        );
+        assert_eq!(render_notifications(&done, None, now), "");
+        let nothing = render_notifications(&done, Some(&Ledger::starting(0)), now);
+        assert!(nothing.ends_with("    none sent yet\n"), "{nothing}");
     }
 }

@@ -135,9 +135,12 @@ fn show(
             _ => match &name {
                 Some(_) => {
                     let versions = read::api_versions(&client).await;
-                    releases
-                        .iter()
-                        .for_each(|r| print!("{}", show::render_in_dc(r, now, versions.as_deref())))
+                    for r in &releases {
+                        print!("{}", show::render_in_dc(r, now, versions.as_deref()));
+                        let ledger =
+                            read::notifications(&client, namespace, &r.spec.from_ring).await;
+                        print!("{}", show::render_notifications(r, ledger.as_ref(), now));
+                    }
                 }
                 None => print!("{}", show::render_list(&releases, now)),
             },

@@ -8,13 +8,9 @@ use kube::api::{Api, Patch, PatchParams};
 
 use crate::controller::context::Context;
 
-pub(super) fn name(ring: &str) -> String {
-    format!("express-notified-{ring}")
-}
-
 /// The ledger's text, `None` when it was never written.
 pub(super) async fn read(ctx: &Context) -> Result<Option<String>, String> {
-    let name = name(&ctx.settings.ring);
+    let name = express_notify::ledger::configmap_name(&ctx.settings.ring);
     let namespace = &ctx.settings.operator_namespace;
     let map = Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace)
         .get_opt(&name)
@@ -28,7 +24,7 @@ pub(super) async fn read(ctx: &Context) -> Result<Option<String>, String> {
 }
 
 pub(super) async fn write(ctx: &Context, text: &str) -> Result<(), String> {
-    let name = name(&ctx.settings.ring);
+    let name = express_notify::ledger::configmap_name(&ctx.settings.ring);
     let namespace = &ctx.settings.operator_namespace;
     let map = serde_json::json!({
         "apiVersion": "v1",

@@ -154,6 +154,9 @@ pub struct ReleaseView {
     /// Succeeded or rolled back: only an abort of a success is left.
     pub over: bool,
     pub rolled_back: bool,
+    /// What its notifications told, to whom, and a failing destination (`kubectl express
+    /// release NAME`'s lines); empty when notifications are not set up or cannot be read.
+    pub notifications: Vec<String>,
 }
 
 impl ReleaseView {
@@ -239,6 +242,7 @@ impl ReleaseView {
             paused: phase == ReleasePhase::Paused,
             over: phase.is_final(),
             rolled_back: phase == ReleasePhase::RolledBack,
+            notifications: Vec::new(),
         }
     }
 }

@@ -78,6 +78,10 @@ fn release_summary(chrome: &Chrome<'_>, view: &ReleaseView) -> Markup {
             @if !view.requests.is_empty() {
                 dt { "Requests handled" } dd { (view.requests.join(", ")) }
             }
+            @if !view.notifications.is_empty() {
+                dt { "Notifications" }
+                dd { ul.notifications { @for line in &view.notifications { li { (line) } } } }
+            }
         }
         @if !chrome.read_only {
             div class="actions" {
