@@ -116,8 +116,8 @@ def test_an_operator_release_is_paused_resumed_promoted_and_aborted_from_its_pag
     assert sorted(n["trigger"] for n in receiver.told()) == ["release-promoted", "release-rolled-back"]
 
     def listed():
-        browser.get(dashboard.url + f"/dcs/dc-c/releases/{name}")
-        lines = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "ul.notifications li")]
+        # The live updates bring the list (the page's stream renders the same parts).
+        lines = [text for (text,) in read(browser, "ul.notifications li", "text")]
         return lines if any("release-rolled-back" in line for line in lines) else None
 
     lines = eventually(listed, timeout=30, what="the page listing the notifications")
