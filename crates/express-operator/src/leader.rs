@@ -23,6 +23,33 @@ use crate::controller::{Recorders, Reporter};
 /// How often a build that refuses to lead looks again, and a leader makes sure it still can.
 const READ_CHECK_EVERY: Duration = Duration::from_secs(30);
 
+/// How long any request of the election may take (to connect, and between reads and writes).
+/// Well within the Lease's 15 s: a renewal or a check lost on a dead connection fails and is
+/// tried again, instead of holding the election, and with it who leads, for good.
+const ELECTION_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The election's own client, apart from the controller's: its few requests never wait behind
+/// the controller's limit, and each gives up after [`ELECTION_REQUEST_TIMEOUT`] (client-go's
+/// leader election does the same with its renew deadline).
+pub fn election_client(
+    mut config: kube::Config,
+    ring: &str,
+) -> Result<kube::Client, crate::throttle::ClientError> {
+    config.connect_timeout = Some(ELECTION_REQUEST_TIMEOUT);
+    config.read_timeout = Some(ELECTION_REQUEST_TIMEOUT);
+    config.write_timeout = Some(ELECTION_REQUEST_TIMEOUT);
+    if !config
+        .headers
+        .iter()
+        .any(|(name, _)| name == http::header::USER_AGENT)
+    {
+        let agent = http::HeaderValue::from_str(&crate::throttle::user_agent(ring))
+            .map_err(crate::throttle::ClientError::UserAgent)?;
+        config.headers.push((http::header::USER_AGENT, agent));
+    }
+    Ok(kube::Client::try_from(config)?)
+}
+
 /// Starts contending for the ring's Lease; the receiver says whether this instance holds it now.
 /// The returned task keeps renewing (or trying) until it is dropped or aborted.
 pub async fn elect(
@@ -116,6 +143,13 @@ pub fn elect_while_readable(
                             break;
                         }
                         let now = *held.borrow_and_update();
+                        if now != *leading.borrow() {
+                            if now {
+                                info!(ring = %ring, identity = %identity, "holding the ring's Lease: leading");
+                            } else {
+                                info!(ring = %ring, identity = %identity, "lost the ring's Lease: observing only");
+                            }
+                        }
                         let _ = leading.send(now);
                     }
                     _ = checks.tick() => {

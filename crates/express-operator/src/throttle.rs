@@ -12,6 +12,10 @@
 //! The limit sits *under* the retry of 429/503/504 answers, so a retried request takes a token
 //! for every attempt, as client-go's does: a throttled API server is never answered with a
 //! burst of retries.
+//!
+//! Under the limit, every request sent has [`ANSWER_WITHIN`] to be answered: a request lost on a
+//! connection that died without a word (a load balancer's state dropped, an API server gone
+//! while the packets still flow to it) fails and is retried, instead of wedging its reconcile.
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -24,10 +28,16 @@ use http::Request;
 use kube::client::{Body, ClientBuilder};
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
+use tower::timeout::TimeoutLayer;
 use tower::{Layer, Service, ServiceExt as _};
 
 use crate::metric_groups::RequestLabel;
 use crate::metrics::Metrics;
+
+/// How long a request, once past the limit, waits for its answer to begin. The API server ends
+/// every request but a watch after 60 s (its `--request-timeout`), so one unanswered past that
+/// was lost on the way; a watch answers at once and is then held to kube's own idle timeout.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(70);
 
 /// The operator's budget of API requests.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -98,10 +108,21 @@ pub fn user_agent(ring: &str) -> String {
 /// `config` asks for them) go through the limit too. Throttled requests are counted in
 /// `metrics`. Every request says it comes from [`user_agent`], unless `config` names another.
 pub fn client(
+    config: kube::Config,
+    limits: ApiLimits,
+    ring: &str,
+    metrics: Arc<Metrics>,
+) -> Result<kube::Client, ClientError> {
+    client_answered_within(config, limits, ring, metrics, ANSWER_WITHIN)
+}
+
+/// [`client`], with another deadline than [`ANSWER_WITHIN`] for an answer to begin.
+pub fn client_answered_within(
     mut config: kube::Config,
     limits: ApiLimits,
     ring: &str,
     metrics: Arc<Metrics>,
+    answer_within: Duration,
 ) -> Result<kube::Client, ClientError> {
     if !config
         .headers
@@ -115,6 +136,8 @@ pub fn client(
     let limiter = Arc::new(RateLimiter::direct(quota(limits)?));
     let retry = std::mem::replace(&mut config.default_retry, false);
     let builder = ClientBuilder::try_from(config)?
+        // Innermost: the deadline starts when the request is sent, not while it waits its turn.
+        .with_layer(&TimeoutLayer::new(answer_within))
         // The limit holds a request while it waits; the buffer makes the stack cloneable so
         // that the waiting happens outside it.
         .with_layer(&BufferLayer::new(1024))

@@ -44,6 +44,7 @@ pub async fn run(
     if let Some(compactor) = options.compact_heap {
         tokio::spawn(publish_heap(metrics.clone(), compactor));
     }
+    let election = leader::election_client(config.clone(), &options.ring)?;
     let client = throttle::client(
         config,
         options.tuning.limits,
@@ -58,7 +59,7 @@ pub async fn run(
     serve_metrics(&options, metrics.clone());
     let api = carried_api(&options.api)?;
     serve_webhook(&client, &options, &api).await?;
-    let (leader, candidacy) = elect(&client, &options, &api);
+    let (leader, candidacy) = elect(&election, &options, &api);
     let first_listing = first_listing(&client, &options).await;
     let settings = settings(options, api, first_listing);
     tokio::select! {
@@ -120,7 +121,8 @@ async fn serve_webhook(
     Ok(())
 }
 
-/// Whether this instance leads its ring: elected by its Lease with `--leader-elect`, else always.
+/// Whether this instance leads its ring: elected by its Lease with `--leader-elect` (through the
+/// election's own client), else always.
 fn elect(
     client: &kube::Client,
     options: &Options,
