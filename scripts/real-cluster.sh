@@ -2,13 +2,19 @@
 # Kubernetes' own control plane on loopback, for the tests and for trying the operator on a real
 # API server (DESIGN section 17):
 #
-#   scripts/real-cluster.sh up DIR [--nodes N] [--etcd-compaction-interval DURATION]
+#   scripts/real-cluster.sh up DIR [--nodes N] [--etcd-compaction-interval DURATION] [--apiservers N]
 #                                                build what is missing, start it, write DIR/kubeconfig
 #   scripts/real-cluster.sh restart DIR COMPONENT
 #                                                a fault: SIGKILL one component (etcd, kube-apiserver,
-#                                                kube-controller-manager, kube-scheduler, kwok) and
-#                                                start it again on its data and ports; returns once
-#                                                it answers
+#                                                kube-apiserver-2, kube-controller-manager,
+#                                                kube-scheduler, kwok) and start it again on its data
+#                                                and ports; returns once it answers
+#   scripts/real-cluster.sh cut DIR              a fault (with --apiservers 2): every connection to
+#                                                every API server closed at once; new ones are taken
+#   scripts/real-cluster.sh lag DIR APISERVER MILLISECONDS
+#                                                a fault (with --apiservers 2): every answer of one API
+#                                                server (kube-apiserver or kube-apiserver-2) and every
+#                                                event of its watches late by MILLISECONDS; 0 undoes it
 #   scripts/real-cluster.sh down DIR             stop every process `up` started in DIR
 #   scripts/real-cluster.sh build                only build (the test command starts it in the background)
 #
@@ -22,7 +28,18 @@
 # (garbage collection, namespaces, service accounts and their tokens); kube-scheduler; kwok, which
 # runs the scheduled pods by the Stages of tests/real-cluster/stages (kubesim's pod behaviours);
 # and N nodes (default 3). It exits 0 once /readyz answers, every node is Ready and the default
-# namespace has its service account. DIR/kubeconfig is cluster-admin (client certificate in
+# namespace has its service account.
+#
+# With `--apiservers 2`, as in a highly available control plane, two kube-apiservers share etcd,
+# each with a watch cache of its own, and every client reaches them through a front on one
+# loopback port (the kubeconfigs' server): HAProxy (Debian's, installed when missing) spreads the
+# connections over both, round robin, and stops sending new ones to an API server that does not
+# answer on its own port (checked twice a second); between the front and each API server is
+# toxiproxy (tests/real-cluster/front), through which `cut` and `lag` act. A client thus lands on
+# either API server and, after a cut or a restart, may land on the other one, whose cache can be
+# behind what it already saw: the stale reads DESIGN section 19 asks the operator to survive.
+#
+# DIR/kubeconfig is cluster-admin (client certificate in
 # group system:masters); DIR/logs holds each component's output; DIR/pids what `down` stops.
 #
 # Tuned as the operator of a large cluster tunes it, nothing more (the fleet benchmark runs the
@@ -42,7 +59,8 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export GOFLAGS="-mod=readonly -buildvcs=false"
 
 usage() {
-    echo "usage: $0 up DIR [--nodes N] [--etcd-compaction-interval DURATION] | restart DIR COMPONENT | down DIR" >&2
+    echo "usage: $0 up DIR [--nodes N] [--etcd-compaction-interval DURATION] [--apiservers N]" \
+        "| restart DIR COMPONENT | cut DIR | lag DIR APISERVER MILLISECONDS | down DIR" >&2
     exit 2
 }
 
@@ -69,7 +87,8 @@ go_build_flags=(-trimpath -ldflags=-s\ -w)
 
 build_locked() {
     local stamp
-    stamp=$({ cat "$modules/go.mod" "$modules/go.sum"
+    stamp=$({ cat "$modules/go.mod" "$modules/go.sum" "$modules/front/go.mod" "$modules/front/go.sum" \
+        "$modules/kwok-patched.py"
         echo "${go_build_flags[*]}"; } | sha256sum | cut -d' ' -f1)
     if [ -f "$bin_dir/stamp" ] && [ "$(cat "$bin_dir/stamp")" = "$stamp" ]; then
         log "built already (the modules and flags of $bin_dir/stamp)"
@@ -78,14 +97,22 @@ build_locked() {
     command -v go >/dev/null || die "go is needed to build the control plane (Go 1.26 or newer)"
     rm -f "$bin_dir/stamp"
     local started=$SECONDS
-    log "building etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (first time: minutes)"
+    log "building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and toxiproxy (first time: minutes)"
     (cd "$modules" && go build "${go_build_flags[@]}" -o "$bin_dir/" \
         k8s.io/kubernetes/cmd/kube-apiserver \
         k8s.io/kubernetes/cmd/kube-controller-manager \
         k8s.io/kubernetes/cmd/kube-scheduler \
-        go.etcd.io/etcd/server/v3 \
-        sigs.k8s.io/kwok/cmd/kwok)
+        go.etcd.io/etcd/server/v3)
+    # kwok with its pod deletions made by UID, as a kubelet's are (tests/real-cluster/kwok-patched.py):
+    # the same module's pins, kwok replaced by a patched copy through a module file of the build's own.
+    local patched="$bin_dir/../kwok-patched"
+    (cd "$modules" && go mod download sigs.k8s.io/kwok &&
+        python3 kwok-patched.py "$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)" "$patched" &&
+        go build "${go_build_flags[@]}" -modfile "$patched/build/go.mod" -o "$bin_dir/" sigs.k8s.io/kwok/cmd/kwok)
     mv "$bin_dir/server" "$bin_dir/etcd"
+    (cd "$modules/front" && go build "${go_build_flags[@]}" -o "$bin_dir/toxiproxy-server" \
+        github.com/Shopify/toxiproxy/v2/cmd/server &&
+        go build "${go_build_flags[@]}" -o "$bin_dir/toxiproxy-cli" github.com/Shopify/toxiproxy/v2/cmd/cli)
     echo "$stamp" >"$bin_dir/stamp"
     log "built in $((SECONDS - started))s"
 }
@@ -180,7 +207,7 @@ restart() {
     start "$dir" "$name" "$@"
     case "$name" in
     etcd) wait_for "etcd" 60 "$dir" curl -fsS "$(cat "$dir/etcd")/health" ;;
-    kube-apiserver) wait_for "kube-apiserver /readyz" 120 "$dir" api "$dir" /readyz ;;
+    kube-apiserver*) wait_for "$name /readyz" 120 "$dir" api_at "$dir" "$(cat "$dir/url-$name")" /readyz ;;
     esac
     log "restarted $name"
 }
@@ -210,8 +237,13 @@ wait_for() {
 
 api() {
     local dir="$1" path="$2"
-    curl -fsS --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" \
-        "$(cat "$dir/server")$path"
+    api_at "$dir" "$(cat "$dir/server")" "$path"
+}
+
+# One API server's own address, not the front's.
+api_at() {
+    local dir="$1" url="$2" path="$3"
+    curl -fsS --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" "$url$path"
 }
 
 nodes_ready() {
@@ -225,8 +257,102 @@ print(sum(1 for n in nodes for c in n.get("status", {}).get("conditions", [])
     [ "$ready" -ge "$count" ]
 }
 
+# One kube-apiserver, named NAME, on PORT; returns once it is ready.
+start_apiserver() {
+    local dir="$1" name="$2" port="$3" compaction="$4"
+    local pki="$dir/pki"
+    echo "https://127.0.0.1:$port" >"$dir/url-$name"
+    start "$dir" "$name" "$bin_dir/kube-apiserver" \
+        --etcd-servers "$(cat "$dir/etcd")" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
+        --cert-dir "$pki" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+        --client-ca-file "$pki/ca.crt" \
+        --service-account-issuer https://kubernetes.default.svc \
+        --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+        --service-cluster-ip-range 10.0.0.0/24 \
+        --authorization-mode Node,RBAC \
+        --endpoint-reconciler-type none \
+        --etcd-compaction-interval "$compaction" \
+        --allow-privileged=false
+    wait_for "$name /readyz" 120 "$dir" api_at "$dir" "https://127.0.0.1:$port" /readyz
+}
+
+# The front of two or more API servers (see the top of this file): toxiproxy with one proxy per
+# API server, named after it, and HAProxy spreading connections over the proxies.
+start_front() {
+    local dir="$1"
+    shift
+    command -v haproxy >/dev/null || {
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+    }
+    local toxiproxy_port front_port name port listen proxies="" servers=""
+    toxiproxy_port=$(free_port)
+    front_port=$(free_port)
+    for name in "$@"; do
+        port=$(cat "$dir/url-$name")
+        port=${port##*:}
+        listen=$(free_port)
+        proxies+="${proxies:+,}{\"name\": \"$name\", \"listen\": \"127.0.0.1:$listen\", \"upstream\": \"127.0.0.1:$port\", \"enabled\": true}"
+        servers+="    server $name 127.0.0.1:$listen check port $port inter 500ms fall 2 rise 1"$'\n'
+    done
+    echo "[$proxies]" >"$dir/toxiproxy.json"
+    echo "127.0.0.1:$toxiproxy_port" >"$dir/toxiproxy"
+    start "$dir" toxiproxy "$bin_dir/toxiproxy-server" -host 127.0.0.1 -port "$toxiproxy_port" \
+        -config "$dir/toxiproxy.json"
+    wait_for "toxiproxy" 30 "$dir" toxiproxy "$dir" list
+    # Watches last minutes: no idle timeout of the front's own ends them.
+    cat >"$dir/haproxy.cfg" <<CONFIG
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 1h
+    timeout server 1h
+frontend kube-apiservers
+    bind 127.0.0.1:$front_port
+    default_backend kube-apiservers
+backend kube-apiservers
+    balance roundrobin
+$servers
+CONFIG
+    start "$dir" haproxy haproxy -db -f "$dir/haproxy.cfg"
+    echo "https://127.0.0.1:$front_port" >"$dir/server"
+    wait_for "the front /readyz" 60 "$dir" api "$dir" /readyz
+}
+
+toxiproxy() {
+    local dir="$1"
+    shift
+    "$bin_dir/toxiproxy-cli" --host "http://$(cat "$dir/toxiproxy")" "$@"
+}
+
+# Every connection through the front closed: each proxy disabled (which closes its connections)
+# and enabled again.
+cut_connections() {
+    local dir="$1" name
+    [ -f "$dir/toxiproxy" ] || die "$dir has no front to cut (up it with --apiservers 2)"
+    for name in $(python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(open(sys.argv[1]))))' \
+        "$dir/toxiproxy.json"); do
+        toxiproxy "$dir" toggle "$name" >/dev/null
+        toxiproxy "$dir" toggle "$name" >/dev/null
+    done
+    log "cut every connection to the API servers"
+}
+
+lag() {
+    local dir="$1" name="$2" milliseconds="$3"
+    [ -f "$dir/toxiproxy" ] || die "$dir has no front (up it with --apiservers 2)"
+    toxiproxy "$dir" toxic remove --toxicName lag "$name" >/dev/null 2>&1 || true
+    if [ "$milliseconds" -gt 0 ]; then
+        toxiproxy "$dir" toxic add --type latency --toxicName lag --downstream \
+            --attribute "latency=$milliseconds" "$name" >/dev/null
+        log "$name answers ${milliseconds} ms late"
+    else
+        log "$name answers on time"
+    fi
+}
+
 up() {
-    local dir="$1" nodes="$2" compaction="$3"
+    local dir="$1" nodes="$2" compaction="$3" apiservers="$4"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     [ -s "$dir/pids" ] && die "$dir already has a running control plane (down it first)"
@@ -237,11 +363,9 @@ up() {
     local started=$SECONDS
     certificates "$dir/pki"
     local pki="$dir/pki"
-    local etcd_port etcd_peer apiserver_port
+    local etcd_port etcd_peer
     etcd_port=$(free_port)
     etcd_peer=$(free_port)
-    apiserver_port=$(free_port)
-    echo "https://127.0.0.1:$apiserver_port" >"$dir/server"
     echo "http://127.0.0.1:$etcd_port" >"$dir/etcd"
 
     start "$dir" etcd "$bin_dir/etcd" --data-dir "$dir/etcd-data" \
@@ -250,23 +374,21 @@ up() {
         --initial-cluster "default=http://127.0.0.1:$etcd_peer" --unsafe-no-fsync
     wait_for "etcd" 60 "$dir" curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-    start "$dir" kube-apiserver "$bin_dir/kube-apiserver" \
-        --etcd-servers "http://127.0.0.1:$etcd_port" \
-        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
-        --cert-dir "$pki" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-        --client-ca-file "$pki/ca.crt" \
-        --service-account-issuer https://kubernetes.default.svc \
-        --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-        --service-cluster-ip-range 10.0.0.0/24 \
-        --authorization-mode Node,RBAC \
-        --endpoint-reconciler-type none \
-        --etcd-compaction-interval "$compaction" \
-        --allow-privileged=false
-    wait_for "kube-apiserver /readyz" 120 "$dir" api "$dir" /readyz
+    local names=(kube-apiserver) i server
+    for i in $(seq 2 "$apiservers"); do names+=("kube-apiserver-$i"); done
+    for i in "${names[@]}"; do
+        start_apiserver "$dir" "$i" "$(free_port)" "$compaction"
+    done
+    if [ "$apiservers" -gt 1 ]; then
+        start_front "$dir" "${names[@]}"
+    else
+        cp "$dir/url-kube-apiserver" "$dir/server"
+    fi
+    server=$(cat "$dir/server")
 
-    kubeconfig "$dir/kubeconfig" "https://127.0.0.1:$apiserver_port" "$pki" admin
-    kubeconfig "$dir/controller-manager.kubeconfig" "https://127.0.0.1:$apiserver_port" "$pki" controller-manager
-    kubeconfig "$dir/scheduler.kubeconfig" "https://127.0.0.1:$apiserver_port" "$pki" scheduler
+    kubeconfig "$dir/kubeconfig" "$server" "$pki" admin
+    kubeconfig "$dir/controller-manager.kubeconfig" "$server" "$pki" controller-manager
+    kubeconfig "$dir/scheduler.kubeconfig" "$server" "$pki" scheduler
 
     start "$dir" kube-controller-manager "$bin_dir/kube-controller-manager" \
         --kubeconfig "$dir/controller-manager.kubeconfig" \
@@ -291,7 +413,7 @@ up() {
     local i
     for i in $(seq 1 "$nodes"); do
         curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
-            -X POST -H 'Content-Type: application/json' "https://127.0.0.1:$apiserver_port/api/v1/nodes" \
+            -X POST -H 'Content-Type: application/json' "$server/api/v1/nodes" \
             -d "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"kwok-node-$i\",\"labels\":{\"kubernetes.io/hostname\":\"kwok-node-$i\",\"kubernetes.io/os\":\"linux\",\"type\":\"kwok\"},\"annotations\":{\"kwok.x-k8s.io/node\":\"fake\"}}}" >/dev/null
     done
     wait_for "$nodes Ready nodes" 60 "$dir" nodes_ready "$dir" "$nodes"
@@ -336,6 +458,7 @@ case "$command" in
 up)
     nodes=3
     compaction=5m
+    apiservers=1
     while [ $# -gt 0 ]; do
         case "$1" in
         --nodes)
@@ -348,10 +471,23 @@ up)
             compaction="$2"
             shift 2
             ;;
+        --apiservers)
+            [ $# -ge 2 ] && [[ "$2" =~ ^[1-9]$ ]] || usage
+            apiservers="$2"
+            shift 2
+            ;;
         *) usage ;;
         esac
     done
-    up "$dir" "$nodes" "$compaction"
+    up "$dir" "$nodes" "$compaction" "$apiservers"
+    ;;
+cut)
+    [ $# -eq 0 ] || usage
+    cut_connections "$dir"
+    ;;
+lag)
+    [ $# -eq 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || usage
+    lag "$dir" "$1" "$2"
     ;;
 restart)
     [ $# -eq 1 ] || usage

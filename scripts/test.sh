@@ -91,6 +91,12 @@ if ! command -v prometheus-alertmanager >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager >/dev/null
 fi
 
+phase "HAProxy for the chaos test's front of two API servers (Debian's haproxy)"
+if ! command -v haproxy >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+fi
+
 phase "cargo fmt --check"
 cargo fmt --all --check
 

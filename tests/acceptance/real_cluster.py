@@ -94,6 +94,21 @@ class Real(Cluster):
                                 capture_output=True, text=True, timeout=180)
         assert result.returncode == 0, f"{component} did not come back:\n{result.stderr[-4000:]}"
 
+    def cut(self):
+        """A fault (a control plane up with `--apiservers 2`): every connection to the API servers
+        closed at once through the front."""
+        self._fault("cut")
+
+    def lag(self, apiserver, milliseconds):
+        """A fault (with `--apiservers 2`): `apiserver`'s answers and watch events late by
+        `milliseconds`; 0 undoes it."""
+        self._fault("lag", apiserver, str(milliseconds))
+
+    def _fault(self, verb, *args):
+        result = subprocess.run(["bash", str(SCRIPT), verb, str(self.directory), *args],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, f"{verb} {' '.join(args)} failed:\n{result.stderr[-4000:]}"
+
     def namespace(self, prefix="tenant"):
         # Pods are admitted once the service-account controller gave the namespace its account.
         name = super().namespace(prefix)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The chaos scenario's full form (DESIGN section 19); its short form runs in the test command.
+#
+#   scripts/chaos.sh [--tenants N] [--minutes M] [--settle-seconds S]
+#
+# Kubernetes' own control plane, highly available (two API servers behind a front, compacting
+# etcd every 5 s), two operator replicas (release builds) with the chart's RBAC, N tenants of five
+# nodes (default 200) upgraded fleet-wide again and again while the faults of
+# tests/acceptance/test_chaos.py go round for M minutes (default 15): one API server late by 2 s,
+# an API server killed, every connection cut, etcd killed, the leading replica killed. Passes
+# when every tenant converged within S seconds of the last fault (default 900) and the recorder
+# found every node replaced once per upgrade, after its prerequisites, within maxConcurrent. The
+# line starting "chaos:" is the run's summary (docs/benchmarks.md).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+tenants=200
+minutes=15
+settle=900
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --tenants) tenants="$2"; shift 2 ;;
+    --minutes) minutes="$2"; shift 2 ;;
+    --settle-seconds) settle="$2"; shift 2 ;;
+    *)
+        echo "usage: $0 [--tenants N] [--minutes M] [--settle-seconds S]" >&2
+        exit 2
+        ;;
+    esac
+done
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+cargo build --release --locked -p express-operator -p kubesim -p kubectl-express
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install --disable-pip-version-check -q -r tests/acceptance/requirements.txt
+EXPRESS_CHAOS_TENANTS="$tenants" \
+EXPRESS_CHAOS_FAULT_SECONDS="$((minutes * 60))" \
+EXPRESS_CHAOS_SETTLE_SECONDS="$settle" \
+KUBESIM_BIN="$target_dir/release/kubesim" \
+KUBECTL_EXPRESS_BIN="$target_dir/release/kubectl-express" \
+EXPRESS_OPERATOR_BIN="$target_dir/release/express-operator" \
+    .venv/bin/python -m pytest -q -s tests/acceptance/test_chaos.py
