@@ -9,12 +9,22 @@
 #                                                kube-apiserver-2, kube-controller-manager,
 #                                                kube-scheduler, kwok) and start it again on its data
 #                                                and ports; returns once it answers
+#   scripts/real-cluster.sh kill DIR COMPONENT   a fault that lasts: SIGKILL one component; it stays down
+#   scripts/real-cluster.sh start DIR COMPONENT  start a killed component again (same data and ports);
+#                                                returns once it answers
 #   scripts/real-cluster.sh cut DIR              a fault (with --apiservers 2): every connection to
 #                                                every API server closed at once; new ones are taken
 #   scripts/real-cluster.sh lag DIR APISERVER MILLISECONDS
 #                                                a fault (with --apiservers 2): every answer of one API
 #                                                server (kube-apiserver or kube-apiserver-2) and every
 #                                                event of its watches late by MILLISECONDS; 0 undoes it
+#   scripts/real-cluster.sh squeeze DIR NAMESPACE SERVICEACCOUNT
+#                                                a fault: API Priority and Fairness gives the account's
+#                                                requests a priority level of no seats that rejects what
+#                                                it cannot run (429 and Retry-After); only one of its
+#                                                requests runs at a time (the API server always lets one
+#                                                through a level with nothing running)
+#   scripts/real-cluster.sh unsqueeze DIR        undoes `squeeze`
 #   scripts/real-cluster.sh down DIR             stop every process `up` started in DIR
 #   scripts/real-cluster.sh build                only build (the test command starts it in the background)
 #
@@ -60,7 +70,8 @@ export GOFLAGS="-mod=readonly -buildvcs=false"
 
 usage() {
     echo "usage: $0 up DIR [--nodes N] [--etcd-compaction-interval DURATION] [--apiservers N]" \
-        "| restart DIR COMPONENT | cut DIR | lag DIR APISERVER MILLISECONDS | down DIR" >&2
+        "| restart|kill|start DIR COMPONENT | cut DIR | lag DIR APISERVER MILLISECONDS" \
+        "| squeeze DIR NAMESPACE SERVICEACCOUNT | unsqueeze DIR | down DIR" >&2
     exit 2
 }
 
@@ -187,10 +198,9 @@ start() {
     echo "$! $name" >>"$dir/pids"
 }
 
-# Kills one component without a word (SIGKILL, as a crash or an OOM kill would) and starts it
-# again from its recorded command line: the same data directory and ports, so clients reconnect
-# to the same address. Returns once it answers again.
-restart() {
+# Kills one component without a word (SIGKILL, as a crash or an OOM kill would); it stays down
+# until `start_component`.
+kill_component() {
     local dir="$1" name="$2"
     [ -f "$dir/commands/$name" ] || die "no component $name in $dir"
     local pid others
@@ -201,6 +211,15 @@ restart() {
     fi
     others=$(awk -v n="$name" '$2 != n' "$dir/pids")
     printf '%s\n' "$others" | sed '/^$/d' >"$dir/pids"
+    log "killed $name"
+}
+
+# Starts a killed component again from its recorded command line: the same data directory and
+# ports, so clients reconnect to the same address. Returns once it answers again.
+start_component() {
+    local dir="$1" name="$2"
+    [ -f "$dir/commands/$name" ] || die "no component $name in $dir"
+    awk -v n="$name" '$2 == n {found = 1} END {exit !found}' "$dir/pids" && die "$name is running"
     local command
     command=$(cat "$dir/commands/$name")
     eval "set -- $command"
@@ -209,7 +228,7 @@ restart() {
     etcd) wait_for "etcd" 60 "$dir" curl -fsS "$(cat "$dir/etcd")/health" ;;
     kube-apiserver*) wait_for "$name /readyz" 120 "$dir" api_at "$dir" "$(cat "$dir/url-$name")" /readyz ;;
     esac
-    log "restarted $name"
+    log "started $name"
 }
 
 wait_for() {
@@ -349,6 +368,54 @@ lag() {
     else
         log "$name answers on time"
     fi
+}
+
+# A FlowSchema ahead of every other but the exempt one (precedence 2; 1 is exempt's, the chart's 1000) sends
+# the account's requests to a level of zero nominal shares that neither lends nor borrows and
+# rejects instead of queueing: what an API server under load or a mistaken APF rule does to one
+# client.
+squeeze() {
+    local dir="$1" namespace="$2" account="$3" kind
+    for kind in prioritylevelconfigurations flowschemas; do
+        python3 - "$kind" "$namespace" "$account" <<'PY' | admin_request "$dir" PATCH \
+            "/apis/flowcontrol.apiserver.k8s.io/v1/$kind/real-cluster-squeeze?fieldManager=real-cluster&force=true" \
+            "application/apply-patch+yaml"
+import json, sys
+kind, namespace, account = sys.argv[1:]
+group = "flowcontrol.apiserver.k8s.io/v1"
+if kind == "prioritylevelconfigurations":
+    spec = {"type": "Limited", "limited": {"nominalConcurrencyShares": 0, "lendablePercent": 0,
+                                           "borrowingLimitPercent": 0, "limitResponse": {"type": "Reject"}}}
+    document = {"kind": "PriorityLevelConfiguration", "spec": spec}
+else:
+    every = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": True}
+    rule = {"subjects": [{"kind": "ServiceAccount", "serviceAccount": {"namespace": namespace, "name": account}}],
+            "resourceRules": [every], "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}
+    spec = {"priorityLevelConfiguration": {"name": "real-cluster-squeeze"}, "matchingPrecedence": 2,
+            "distinguisherMethod": {"type": "ByUser"}, "rules": [rule]}
+    document = {"kind": "FlowSchema", "spec": spec}
+print(json.dumps({"apiVersion": group, "metadata": {"name": "real-cluster-squeeze"}, **document}))
+PY
+    done
+    log "the requests of $namespace/$account go to a level of no seats that rejects"
+}
+
+unsqueeze() {
+    local dir="$1" kind
+    for kind in flowschemas prioritylevelconfigurations; do
+        admin_request "$dir" DELETE "/apis/flowcontrol.apiserver.k8s.io/v1/$kind/real-cluster-squeeze" </dev/null ||
+            true
+    done
+    log "the squeeze is undone"
+}
+
+# A request as cluster-admin through the front, its body from standard input; the API server's
+# answer is shown when it refuses.
+admin_request() {
+    local dir="$1" method="$2" path="$3" type="${4:-application/json}" answer
+    answer=$(curl -s --fail-with-body --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" \
+        --key "$dir/pki/admin.key" -X "$method" -H "Content-Type: $type" --data-binary @- \
+        "$(cat "$dir/server")$path") || die "$method $path: $answer"
 }
 
 up() {
@@ -491,7 +558,24 @@ lag)
     ;;
 restart)
     [ $# -eq 1 ] || usage
-    restart "$dir" "$1"
+    kill_component "$dir" "$1"
+    start_component "$dir" "$1"
+    ;;
+kill)
+    [ $# -eq 1 ] || usage
+    kill_component "$dir" "$1"
+    ;;
+start)
+    [ $# -eq 1 ] || usage
+    start_component "$dir" "$1"
+    ;;
+squeeze)
+    [ $# -eq 2 ] || usage
+    squeeze "$dir" "$1" "$2"
+    ;;
+unsqueeze)
+    [ $# -eq 0 ] || usage
+    unsqueeze "$dir"
     ;;
 down)
     [ $# -eq 0 ] || usage

@@ -8,6 +8,7 @@ import pathlib
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -247,6 +248,13 @@ def cluster(request, tmp_path):
 # tests kept a core busy between them, which the real control plane's build and the other tests
 # needed. Quick at first, then at most every POLL_CEILING seconds.
 POLL_CEILING = 0.4
+
+
+def free_port():
+    """A loopback port free now, for a process the test starts to listen on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def eventually(probe, timeout=10.0, what="condition"):

@@ -94,6 +94,17 @@ class Real(Cluster):
                                 capture_output=True, text=True, timeout=180)
         assert result.returncode == 0, f"{component} did not come back:\n{result.stderr[-4000:]}"
 
+    def kill_component(self, component):
+        """A fault that lasts: `component` killed with SIGKILL; it stays down until
+        `start_component`."""
+        self._fault("kill", component)
+
+    def start_component(self, component):
+        """`component` started again on its data and ports; returns once it answers."""
+        result = subprocess.run(["bash", str(SCRIPT), "start", str(self.directory), component],
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, f"{component} did not come back:\n{result.stderr[-4000:]}"
+
     def cut(self):
         """A fault (a control plane up with `--apiservers 2`): every connection to the API servers
         closed at once through the front."""
@@ -103,6 +114,14 @@ class Real(Cluster):
         """A fault (with `--apiservers 2`): `apiserver`'s answers and watch events late by
         `milliseconds`; 0 undoes it."""
         self._fault("lag", apiserver, str(milliseconds))
+
+    def squeeze(self, account, namespace=OPERATOR_NAMESPACE):
+        """A fault: API Priority and Fairness rejects what it cannot run of `account`'s requests,
+        one at a time at most; `unsqueeze` undoes it."""
+        self._fault("squeeze", namespace, account)
+
+    def unsqueeze(self):
+        self._fault("unsqueeze")
 
     def _fault(self, verb, *args):
         result = subprocess.run(["bash", str(SCRIPT), verb, str(self.directory), *args],

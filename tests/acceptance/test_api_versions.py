@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from conftest import KUBECTL_EXPRESS, OPERATOR, eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
-from test_conversion import free_port
+from conftest import free_port
 from test_release import apply_release, kx, status
 
 TENANTS = ["team-a", "team-b"]

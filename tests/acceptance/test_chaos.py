@@ -18,18 +18,24 @@ round for M minutes. The faults are `scripts/real-cluster.sh restart|cut|lag DIR
 import itertools
 import json
 import os
+import re
 import signal
+import subprocess
 import threading
 import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 import real_cluster
-from conftest import eventually, start_operator, stop_process, tenant_yaml
+from conftest import KUBECTL_EXPRESS, eventually, free_port, start_operator, stop_process, tenant_yaml
 
 TENANTS = int(os.environ.get("EXPRESS_CHAOS_TENANTS", "3"))
 # 0: each fault once, during one upgrade.
 FAULT_SECONDS = int(os.environ.get("EXPRESS_CHAOS_FAULT_SECONDS", "0"))
+# How long API Priority and Fairness turns the operator's account away: a minute in the full form.
+SQUEEZE_SECONDS = 60 if FAULT_SECONDS else 15
 # How long the fleet may take to converge after the last fault.
 SETTLE_SECONDS = int(os.environ.get("EXPRESS_CHAOS_SETTLE_SECONDS", "240"))
 
@@ -73,7 +79,8 @@ class PodRecorder:
         self.api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
         self.namespaces = set(namespaces)
         self.pods, self.relists, self.stopped = {}, 0, False
-        # When (wall clock) each change was seen: how soon the fleet moved again after a fault.
+        # When (wall clock) the operator was seen acting (a pod created, a pod's deletion begun):
+        # how soon the fleet moved again after a fault.
         self.moves = []
         listed = self.api.list_pod_for_all_namespaces(label_selector="express.dev/cluster")
         for pod in listed.items:
@@ -103,6 +110,8 @@ class PodRecorder:
             record["going"] = revision
             if listed:
                 record["late"].add("going")
+            else:
+                self.moves.append(time.time())
 
     def relist(self):
         listed = self.api.list_pod_for_all_namespaces(label_selector="express.dev/cluster")
@@ -134,8 +143,9 @@ class PodRecorder:
                         break
                     pod = event["object"]
                     self.revision = pod.metadata.resource_version
+                    if event["type"] == "ADDED":
+                        self.moves.append(time.time())
                     self.observe(pod, event["type"], int(self.revision))
-                    self.moves.append(time.time())
             except ApiException as error:
                 if self.stopped:
                     return
@@ -212,36 +222,67 @@ def check_upgrade(recorder, namespace, index, before, version):
 
 def probe(cluster, *args):
     """A kubectl read that may meet the API server away: its JSON, or None."""
-    result = cluster.kubectl(*args, "-o", "json", check=False, timeout=15)
+    result = cluster.kubectl(*args, "-o", "json", check=False, timeout=30)
     return json.loads(result.stdout) if result.returncode == 0 else None
 
 
-def converged(cluster, namespace, version):
-    pods = probe(cluster, "get", "pods", "-n", namespace)
-    found = probe(cluster, "get", "expresscluster", "shop", "-n", namespace)
-    if not pods or not found:
-        return False
-    running = {p["metadata"]["name"]: p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")}
-    every_node = all(
-        f"shop-{n}" in running
-        and running[f"shop-{n}"]["metadata"].get("annotations", {}).get("express.dev/express-version") == version
-        and any(c["type"] == "Ready" and c["status"] == "True"
-                for c in running[f"shop-{n}"].get("status", {}).get("conditions", []))
-        for n in NODES)
-    return every_node and found.get("status", {}).get("phase") == "Healthy"
+def behind(cluster, namespaces, version):
+    """The namespaces not yet converged on `version` (every node's pod on it and Ready, the
+    cluster Healthy), read in two lists however large the fleet; every one while the API is away."""
+    pods = probe(cluster, "get", "pods", "-A", "-l", "express.dev/cluster")
+    clusters = probe(cluster, "get", "expresscluster", "-A")
+    if not pods or not clusters:
+        return set(namespaces)
+    running = {}
+    for pod in pods["items"]:
+        meta = pod["metadata"]
+        if not meta.get("deletionTimestamp"):
+            running[(meta["namespace"], meta["name"])] = pod
+
+    def node_on(namespace, node):
+        pod = running.get((namespace, f"shop-{node}"))
+        return (pod is not None
+                and pod["metadata"].get("annotations", {}).get("express.dev/express-version") == version
+                and any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in pod.get("status", {}).get("conditions", [])))
+
+    healthy = {c["metadata"]["namespace"] for c in clusters["items"]
+               if c["metadata"]["name"] == "shop" and c.get("status", {}).get("phase") == "Healthy"}
+    return {namespace for namespace in namespaces
+            if namespace not in healthy or not all(node_on(namespace, node) for node in NODES)}
 
 
-def upgrade(cluster, namespace, version):
-    """The tenant's defaults moved to `version`, retried while the control plane is away."""
+def upgrade(cluster, namespaces, version):
+    """Every tenant's defaults moved to `version`, a patch each as people and pipelines write
+    them, a few at once; each retried while the control plane is away."""
     patch = json.dumps({"spec": {"defaults": {"backend": {"expressVersion": version},
                                               "frontend": {"expressVersion": version}}}})
 
-    def patched():
-        result = cluster.kubectl("patch", "expresscluster", "shop", "-n", namespace, "--type", "merge", "-p", patch,
-                                 check=False, timeout=15)
-        return result.returncode == 0
+    def patch_one(namespace):
+        def patched():
+            result = cluster.kubectl("patch", "expresscluster", "shop", "-n", namespace, "--type", "merge",
+                                     "-p", patch, check=False, timeout=15)
+            return result.returncode == 0
 
-    eventually(patched, timeout=120, what=f"{namespace} patched to {version}")
+        eventually(patched, timeout=120, what=f"{namespace} patched to {version}")
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(patch_one, namespaces))
+
+
+REQUESTS = re.compile(r'^express_operator_api_requests_total\{([^}]*)\} (\S+)', re.M)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def cost(before, after):
+    """What the replicas sent between two readings, by verb (a replica started in between counts
+    from zero; one killed in between is left out), and the largest RSS at each end."""
+    sent = {}
+    for name, reading in after.items():
+        for verb, value in reading["verbs"].items():
+            sent[verb] = sent.get(verb, 0) + value - before.get(name, {}).get("verbs", {}).get(verb, 0)
+    largest = max((r["rss"] for r in before.values()), default=0), max((r["rss"] for r in after.values()), default=0)
+    return sent, largest
 
 
 class Replicas:
@@ -251,12 +292,37 @@ class Replicas:
     def __init__(self, cluster, directory):
         self.cluster, self.directory = cluster, directory
         self.running, self.killed, self.names = {}, [], (f"replica-{i}" for i in itertools.count(1))
+        self.metrics = {}
         for _ in range(2):
             self.start()
 
     def start(self):
         name = next(self.names)
-        self.running[name] = start_operator(self.cluster, self.directory / f"{name}.log", pod_name=name)
+        port = free_port()
+        self.metrics[name] = f"http://127.0.0.1:{port}/metrics"
+        self.running[name] = start_operator(self.cluster, self.directory / f"{name}.log", pod_name=name,
+                                            metrics_addr=f"127.0.0.1:{port}")
+
+    def readings(self):
+        """Per running replica: its API requests so far by verb (its own metrics) and its RSS in
+        MiB; what a replica does not answer is left out."""
+        found = {}
+        for name, process in self.running.items():
+            try:
+                with urllib.request.urlopen(self.metrics[name], timeout=5) as answer:
+                    text = answer.read().decode()
+                with open(f"/proc/{process.pid}/status") as status:
+                    rss = int(re.search(r"^VmRSS:\s+(\d+) kB", status.read(), re.M).group(1)) / 1024
+            except (OSError, AttributeError):
+                continue
+            verbs = {}
+            for labels, value in REQUESTS.findall(text):
+                labels = dict(LABEL.findall(labels))
+                # What the API server turned away (Priority and Fairness) counts apart.
+                verb = "rejected" if labels.get("code") == "429" else labels.get("verb")
+                verbs[verb] = verbs.get(verb, 0) + float(value)
+            found[name] = {"verbs": verbs, "rss": rss}
+        return found
 
     def leader(self):
         lease = probe(self.cluster, "get", "lease", "express-operator", "-n", "express-system")
@@ -278,8 +344,28 @@ class Replicas:
             stop_process(process)
 
 
-def faults(cluster, replicas):
-    """The faults in the order they are injected, by name; each returns once done."""
+def doctor(cluster):
+    """`kubectl express doctor -o json` as the SRE runs it: its exit code and report (None when
+    it printed none)."""
+    result = subprocess.run([KUBECTL_EXPRESS, "doctor", "-o", "json"], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)})
+    try:
+        return result.returncode, json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return result.returncode, {"stderr": result.stderr[-2000:]}
+
+
+def names_etcd(answer):
+    """Whether doctor's answer is the infrastructure verdict naming the control plane's etcd."""
+    code, report = answer
+    check = (report.get("checks") or [{}])[0]
+    return (code == 3 and report.get("verdict") == "infrastructure" and check.get("name") == "control-plane"
+            and check.get("status") == "fail" and "etcd" in check.get("summary", ""))
+
+
+def faults(cluster, replicas, doctor_saw):
+    """The faults in the order they are injected, by name; each returns once done. While etcd is
+    down, doctor is asked what it sees (into `doctor_saw`)."""
     def lag_on():
         cluster.lag("kube-apiserver-2", 2000)
 
@@ -293,9 +379,30 @@ def faults(cluster, replicas):
     def lag_off():
         cluster.lag("kube-apiserver-2", 0)
 
+    def etcd_down():
+        cluster.kill_component("etcd")
+        try:
+            # The API servers notice within their health check's timeout; doctor is run as an
+            # SRE would, again until it names the layer (or 30 s went by).
+            deadline = time.time() + 30
+            while True:
+                answer = doctor(cluster)
+                if names_etcd(answer) or time.time() > deadline:
+                    doctor_saw.append(answer)
+                    break
+                time.sleep(1)
+        finally:
+            cluster.start_component("etcd")
+
+    def squeezed():
+        cluster.squeeze("express-operator")
+        time.sleep(SQUEEZE_SECONDS)
+        cluster.unsqueeze()
+
     return [("one API server 2 s late", lag_on), ("the other API server killed", first_restarted),
             ("every connection cut", cut_and_wait), ("on time again", lag_off),
-            ("etcd killed", lambda: cluster.restart("etcd")),
+            ("the operator's account squeezed by APF", squeezed),
+            ("etcd killed", etcd_down),
             ("the late API server killed", lambda: cluster.restart("kube-apiserver-2")),
             ("the leader killed", replicas.kill_leader)]
 
@@ -320,45 +427,54 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
     try:
         for index, namespace in enumerate(namespaces):
             cluster.kubectl("apply", "-f", "-", input=tenant(namespace, index))
-        for namespace in namespaces:
-            eventually(lambda ns=namespace: converged(cluster, ns, "v1"), timeout=120 + TENANTS,
-                       what=f"{namespace} provisioned")
+        eventually(lambda: not behind(cluster, namespaces, "v1"), timeout=120 + TENANTS,
+                   what="every tenant provisioned")
 
         recorder = PodRecorder(cluster.kubeconfig, namespaces)
         versions = ["v1"]
         injected = []
         deadline = time.time() + FAULT_SECONDS
 
-        every_fault = faults(cluster, replicas)
+        doctor_saw = []
+        every_fault = faults(cluster, replicas, doctor_saw)
+
+        # The replicas' readings at each fault's start: what a fault cost is what they sent until
+        # the next one's (re-lists, new watches), and their RSS at both ends.
+        readings = []
+        # A fault that could not be injected (or undone) fails the test, not only the thread.
+        broken = []
 
         def inject():
-            for name, fault in itertools.cycle(every_fault):
-                fault()
-                injected.append((name, time.time()))
-                if len(injected) >= len(every_fault) and time.time() >= deadline:
-                    return
-                time.sleep(2)
+            try:
+                for name, fault in itertools.cycle(every_fault):
+                    readings.append((name, time.time(), replicas.readings()))
+                    fault()
+                    injected.append((name, time.time()))
+                    if len(injected) >= len(every_fault) and time.time() >= deadline:
+                        return
+                    time.sleep(2)
+            except BaseException as error:
+                broken.append(error)
+                raise
 
         # The first upgrade starts, then the faults go round while upgrades follow one another.
+        quiet = (time.time(), replicas.readings())
         versions.append("v2")
-        for namespace in namespaces:
-            upgrade(cluster, namespace, "v2")
-        time.sleep(2)
-        assert not all(converged(cluster, ns, "v2") for ns in namespaces), "the upgrade ended before the faults"
+        upgrade(cluster, namespaces, "v2")
+        assert behind(cluster, namespaces, "v2"), "the upgrade ended before the faults"
         injector = threading.Thread(target=inject, daemon=True)
         injector.start()
         while injector.is_alive():
-            if all(converged(cluster, ns, versions[-1]) for ns in namespaces):
+            if not behind(cluster, namespaces, versions[-1]):
                 versions.append(f"v{len(versions) + 1}")
-                for namespace in namespaces:
-                    upgrade(cluster, namespace, versions[-1])
+                upgrade(cluster, namespaces, versions[-1])
             time.sleep(2)
+        assert not broken, f"a fault could not be injected: {broken[0]!r}"
         last_fault = time.time()
-        for namespace in namespaces:
-            eventually(lambda ns=namespace: converged(cluster, ns, versions[-1]),
-                       timeout=max(5, SETTLE_SECONDS - (time.time() - last_fault)),
-                       what=f"{namespace} on {versions[-1]} within {SETTLE_SECONDS} s of the last fault")
+        eventually(lambda: not behind(cluster, namespaces, versions[-1]), timeout=SETTLE_SECONDS,
+                   what=f"every tenant on {versions[-1]} within {SETTLE_SECONDS} s of the last fault")
         settled = time.time() - last_fault
+        readings.append(("", time.time(), replicas.readings()))
         time.sleep(1)  # the recorder's last events
         recorder.stop()
 
@@ -371,8 +487,9 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
               f"{recorder.relists} lists after a 410, {skipped} of about {2 * checks} checks skipped "
               f"for a late figure; leaders killed: {replicas.killed}")
         assert skipped <= checks, f"the recorder missed too much to check: {skipped} checks skipped"
-        # How soon a pod changed again after each fault ended (the recorder goes through the same
-        # faults, so this is an upper bound), the worst of each kind.
+        # How soon the operator was seen acting again after each fault ended (the recorder goes
+        # through the same faults, and a tenant may have had nothing to do yet, so this is an
+        # upper bound), the worst of each kind.
         moving = {}
         for name, ended in injected:
             after = [seen - ended for seen in recorder.moves if seen >= ended]
@@ -380,8 +497,28 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
                 moving[name] = max(moving.get(name, 0), min(after))
         print("chaos: the fleet moving again after (worst, s): "
               + ", ".join(f"{name} {delay:.1f}" for name, delay in moving.items()))
+        first_fault = readings[0]
+        sent, _ = cost(quiet[1], first_fault[2])
+        print(f"chaos: before the faults, upgrading: {sent.get('list', 0):.0f} lists and "
+              f"{sent.get('watch', 0):.0f} watches in {first_fault[1] - quiet[0]:.0f} s")
+        costs = {}
+        for (name, began, before), (_, ended, after) in zip(readings, readings[1:]):
+            sent, rss = cost(before, after)
+            costs.setdefault(name, []).append((sent.get("list", 0), sent.get("watch", 0), sent.get("rejected", 0),
+                                               ended - began, *rss))
+        print("chaos: what each fault cost until the next (lists, watches, answers 429, seconds, largest RSS MiB "
+              "before -> after; the worst of its kind): " + "; ".join(
+                  f"{name} {max(c[0] for c in kind):.0f}, {max(c[1] for c in kind):.0f}, {max(c[2] for c in kind):.0f}, "
+                  f"{max(c[3] for c in kind):.0f} s, {max(c[4] for c in kind):.0f} -> {max(c[5] for c in kind):.0f}"
+                  for name, kind in costs.items()))
         for name, process in replicas.running.items():
             assert process.poll() is None, f"{name} exited on its own"
+        # DESIGN section 19: doctor names the layer underneath while it fails, and says healthy
+        # once the fleet has converged.
+        assert doctor_saw and all(names_etcd(answer) for answer in doctor_saw), \
+            f"doctor while etcd was down: {doctor_saw}"
+        after = doctor(cluster)
+        assert after[0] == 0 and after[1].get("verdict") == "healthy", f"doctor after the faults: {after}"
     finally:
         if recorder:
             recorder.stop()

@@ -14,20 +14,13 @@ the same answers."""
 
 import base64
 import json
-import socket
 import subprocess
 
 import pytest
 
-from conftest import OPERATOR, eventually, start_operator, stop_process, tenant_yaml
+from conftest import OPERATOR, eventually, free_port, start_operator, stop_process, tenant_yaml
 
 NS = "tenant-conv"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ca_bundle(cluster):

@@ -11,14 +11,13 @@ prometheus-client prints nothing at all, not even `# TYPE`, for a labelled famil
 import json
 import os
 import re
-import socket
 import urllib.error
 import urllib.request
 
 import promql_parser
 import pytest
 
-from conftest import ROOT, eventually, start_operator, stop_process, tenant_yaml
+from conftest import ROOT, eventually, free_port, start_operator, stop_process, tenant_yaml
 from test_kubectl import install
 from test_operator_chart import CHART, find, render
 
@@ -183,12 +182,6 @@ def test_the_schema_refuses_a_misspelt_dashboard_value():
 
 
 # --- Every metric the dashboard names exists -----------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def scrape(url):
     try:

@@ -9,7 +9,6 @@ import hashlib
 import hmac
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -19,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from conftest import KUBECTL_EXPRESS, eventually, start_operator, stop_process
+from conftest import KUBECTL_EXPRESS, eventually, free_port, start_operator, stop_process
 from test_core_scenarios import acme, acme_names, all_ready_on, provision_acme, status
 from test_operator_chart import find, render as render_operator_chart
 
@@ -139,12 +138,6 @@ def test_the_chart_renders_notifications_only_with_a_destination_and_refuses_an_
 
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Alertmanager:

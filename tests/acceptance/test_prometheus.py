@@ -19,8 +19,6 @@ import json
 import math
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -31,7 +29,7 @@ import promql_parser
 import pytest
 import yaml
 
-from conftest import eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
+from conftest import eventually, free_port, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
 from test_grafana_dashboard import DASHBOARD, panels
 from test_kubectl import install
 from test_operator_chart import find, render
@@ -50,12 +48,6 @@ COMPARISONS = {"==", "!=", ">", "<", ">=", "<="}
 # reason. None so far: the scenario makes every figure, and an alert's absent() is checked
 # through its argument (figures()).
 NO_DATA_EXPECTED = {}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url, accept=None, timeout=5):

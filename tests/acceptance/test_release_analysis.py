@@ -15,9 +15,9 @@ import threading
 
 import pytest
 
-from conftest import eventually, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
+from conftest import eventually, free_port, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
 from test_kubectl import install
-from test_prometheus import Prometheus, free_port, scrape
+from test_prometheus import Prometheus, scrape
 from test_release import RELEASED_BY, kx
 from test_rings import RING_LABEL
 

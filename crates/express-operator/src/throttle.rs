@@ -258,12 +258,15 @@ fn sent_by_reconcile() {
     let _ = SENT_BY_RECONCILE.try_with(|sent| sent.set(sent.get() + 1));
 }
 
-/// The verb a request is counted under: its method, lowercased, `watch` for a watch.
+/// The verb a request is counted under, as the API server's own metrics name it: its method,
+/// lowercased; `list` for a GET of a collection and `watch` for a watch, so that what a fault
+/// costs in re-lists can be told from the reads of single objects.
 fn verb_of<B>(request: &Request<B>) -> &'static str {
     if is_watch(request) {
         return "watch";
     }
     match *request.method() {
+        http::Method::GET if names_a_collection(request.uri().path()) => "list",
         http::Method::GET => "get",
         http::Method::POST => "post",
         http::Method::PUT => "put",
@@ -273,24 +276,40 @@ fn verb_of<B>(request: &Request<B>) -> &'static str {
     }
 }
 
+/// A path's segments after the group and version (`api/v1` or `apis/GROUP/VERSION`); empty for
+/// a path that names no resource (discovery, `/version`).
+fn after_version(path: &str) -> Vec<&str> {
+    let mut segments = path.trim_matches('/').split('/');
+    let after = match segments.next() {
+        Some("api") => segments.nth(1),
+        Some("apis") => segments.nth(2),
+        _ => None,
+    };
+    after
+        .into_iter()
+        .chain(segments)
+        .filter(|segment| !segment.is_empty())
+        .collect()
+}
+
+/// Whether a path names a collection (`pods`, `namespaces/NS/pods`) rather than one object.
+fn names_a_collection(path: &str) -> bool {
+    matches!(
+        after_version(path).as_slice(),
+        [_resource] | ["namespaces", _, _resource]
+    )
+}
+
 /// The resource a request's path names, as the API server's own metrics name it: the kind's
 /// plural, `/` and the subresource if any (`pods`, `expressclusters/status`, `pods/eviction`);
 /// `other` for a path that names none (discovery, `/version`). Never a name: the series stay
 /// as few as the kinds the operator reads.
 fn resource_of(path: &str) -> String {
-    let mut segments = path.trim_matches('/').split('/');
-    // The group and version: `api/v1` or `apis/GROUP/VERSION`.
-    let after_version = match segments.next() {
-        Some("api") => segments.nth(1),
-        Some("apis") => segments.nth(2),
-        _ => None,
-    };
-    let rest: Vec<&str> = after_version.into_iter().chain(segments).collect();
     // `namespaces/NS/RESOURCE[/NAME[/SUB]]` is namespaced; one or two segments under
     // `namespaces` name the namespaces themselves.
-    let (resource, subresource) = match rest.as_slice() {
-        ["namespaces", _namespace, resource, tail @ ..] => (*resource, tail.get(1)),
-        [resource, tail @ ..] if !resource.is_empty() => (*resource, tail.get(1)),
+    let (resource, subresource) = match after_version(path).as_slice() {
+        ["namespaces", _namespace, resource, tail @ ..] => (*resource, tail.get(1).copied()),
+        [resource, tail @ ..] => (*resource, tail.get(1).copied()),
         _ => return "other".to_owned(),
     };
     match subresource {
@@ -434,6 +453,35 @@ mod tests {
         ] {
             assert_eq!(resource_of(path), resource, "{path}");
         }
+    }
+
+    #[test]
+    fn a_get_of_a_collection_counts_as_a_list() {
+        let get = |uri: &str| Request::get(uri).body(()).expect("request");
+        for (uri, verb) in [
+            ("/api/v1/pods?labelSelector=express.dev%2Fcluster", "list"),
+            ("/api/v1/namespaces/acme/pods?limit=500", "list"),
+            ("/api/v1/namespaces", "list"),
+            ("/apis/express.dev/v1alpha1/expressclusters", "list"),
+            ("/api/v1/namespaces/acme", "get"),
+            ("/api/v1/namespaces/acme/pods/shop-fe1", "get"),
+            (
+                "/apis/express.dev/v1alpha1/namespaces/acme/frontends/shop-fe1/status",
+                "get",
+            ),
+            ("/apis/express.dev/v1alpha1", "get"),
+            ("/version", "get"),
+            (
+                "/api/v1/namespaces/acme/pods?watch=true&resourceVersion=5",
+                "watch",
+            ),
+        ] {
+            assert_eq!(verb_of(&get(uri)), verb, "{uri}");
+        }
+        let patch = Request::patch("/api/v1/namespaces/acme/pods")
+            .body(())
+            .expect("request");
+        assert_eq!(verb_of(&patch), "patch");
     }
 
     #[test]

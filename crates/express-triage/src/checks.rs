@@ -666,6 +666,7 @@ mod tests {
             unreadable: Vec::new(),
             releases: Vec::new(),
             fleet_releases: Vec::new(),
+            control_plane: crate::ControlPlane::Ready,
         }
     }
 
@@ -694,6 +695,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                crate::control_plane::CONTROL_PLANE,
                 OPERATOR,
                 KEEPING_UP,
                 SPREAD,
@@ -1349,7 +1351,7 @@ mod tests {
         let report = run(&fleet(vec![sick("a", Symptom::NodesNotReady)]));
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["verdict"], "tenant");
-        assert_eq!(json["checks"][0]["name"], "operator");
+        assert_eq!(json["checks"][0]["name"], "control-plane");
         assert_eq!(json["checks"][0]["status"], "ok");
         assert!(json["checks"][0]["summary"].is_string());
         assert!(json["checks"][0]["evidence"].is_array());

@@ -12,6 +12,7 @@ pub mod observe;
 pub mod rings;
 
 mod checks;
+mod control_plane;
 mod explain;
 mod releases;
 mod verdict;
@@ -21,6 +22,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 pub use checks::age;
+pub use control_plane::ControlPlane;
 pub use explain::explained_by_rollout;
 pub use figures::{FleetFigures, fleet_figures};
 pub use verdict::triage;
@@ -73,6 +75,8 @@ pub struct Fleet {
     /// The releases across DCs this DC holds a copy of (DESIGN section 14), as the same fields:
     /// a failed or held one warns, and never changes this DC's verdict.
     pub fleet_releases: Vec<ReleaseSeen>,
+    /// What the API server said of its own readiness.
+    pub control_plane: ControlPlane,
 }
 
 /// A release of either kind (one DC's OperatorRelease, or this DC's copy of a FleetRelease) as

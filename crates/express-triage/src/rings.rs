@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::checks::{KEEPING_UP, OPERATOR};
 use crate::verdict::triage;
-use crate::{Fleet, Status, Symptom, Thresholds};
+use crate::{ControlPlane, Fleet, Status, Symptom, Thresholds};
 
 /// What doctor's checks say of one ring.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -64,8 +64,10 @@ pub fn ring_health(fleet: &Fleet, ring: &str, limits: &Thresholds) -> RingHealth
         warnings: Vec::new(),
         unreadable: Vec::new(),
         releases: Vec::new(),
-        // A ring is judged on its own tenants and operator, not on plans across DCs.
+        // A ring is judged on its own tenants and operator, not on plans across DCs nor on the
+        // control plane under every ring.
         fleet_releases: Vec::new(),
+        control_plane: ControlPlane::NotAsked,
     };
     let report = triage(&of_ring, limits);
     let failing = |name: &str| {

@@ -5,6 +5,7 @@ use crate::checks::{
     KEEPING_UP, OPERATOR, SPREAD, access_check, deployment_check, errors_check, keeping_up_check,
     name, operator_check, spread_check, switches_check,
 };
+use crate::control_plane::{CONTROL_PLANE, control_plane_check};
 use crate::explain::{Assessed, assess};
 use crate::releases::{RELEASE, release_check};
 use crate::{Check, Fleet, Report, Status, TenantReport, Thresholds, Verdict};
@@ -17,6 +18,7 @@ pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
         .map(|t| assess(fleet.now, t, limits))
         .collect();
     let checks = vec![
+        control_plane_check(fleet),
         operator_check(fleet, &assessed, limits),
         keeping_up_check(&assessed, limits),
         spread_check(&assessed, limits),
@@ -48,7 +50,18 @@ pub fn triage(fleet: &Fleet, limits: &Thresholds) -> Report {
         }
         names.join(", ")
     };
-    let (verdict, reason) = if !infrastructure.is_empty() {
+    let control_plane = checks
+        .iter()
+        .find(|c| c.name == CONTROL_PLANE && c.status == Status::Fail);
+    let (verdict, reason) = if let Some(check) = control_plane {
+        (
+            Verdict::Infrastructure,
+            format!(
+                "the control plane: {}. Engage the Kubernetes platform's owners: until it is ready, neither the operator nor a tenant can be judged.",
+                check.summary
+            ),
+        )
+    } else if !infrastructure.is_empty() {
         (
             Verdict::Infrastructure,
             format!(

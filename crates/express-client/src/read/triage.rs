@@ -3,11 +3,12 @@
 //! ConfigMap, Warning events and releases. What cannot be read is named in the snapshot.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use express_api::keys::REPORTING_CONTROLLER;
 use express_api::rings;
 use express_triage::observe;
-use express_triage::{Fleet, LeaseSeen, ReleaseSeen, Ring, Tenant, Warning};
+use express_triage::{ControlPlane, Fleet, LeaseSeen, ReleaseSeen, Ring, Tenant, Warning};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
@@ -55,6 +56,8 @@ pub async fn fleet_around(
         unreadable,
         releases,
         fleet_releases,
+        // `read_fleet` asks the API server; the dashboard's banner reads what its watches hold.
+        control_plane: ControlPlane::NotAsked,
     }
 }
 
@@ -251,6 +254,18 @@ pub async fn read_fleet(
     operator_namespace: &str,
     focus: Option<&str>,
 ) -> Result<(Fleet, express_api::Objects), String> {
+    // Asked first: an API server that says it is not ready is the answer, and reading the fleet
+    // through it would take as long as its storage's timeouts to say less.
+    let control_plane = control_plane(client).await;
+    if control_plane.failing() {
+        let fleet = Fleet {
+            now: k8s_openapi::jiff::Timestamp::now(),
+            unreadable: vec!["the fleet, not read: the API server says it is not ready".into()],
+            control_plane,
+            ..Fleet::default()
+        };
+        return Ok((fleet, express_api::Objects::default()));
+    }
     let mut unreadable = Vec::new();
     let objects = match live::load(client, None, operator_namespace, live::Reading::Listing).await {
         Ok(objects) => objects,
@@ -272,8 +287,33 @@ pub async fn read_fleet(
             None => return Err(everywhere),
         },
     };
-    let fleet = fleet_around(client, operator_namespace, &objects, unreadable).await;
+    let mut fleet = fleet_around(client, operator_namespace, &objects, unreadable).await;
+    fleet.control_plane = control_plane;
     Ok((fleet, objects))
+}
+
+/// How long the API server has to say whether it is ready.
+const READYZ_WITHIN: Duration = Duration::from_secs(10);
+
+/// What the API server says of its own readiness (`/readyz?verbose`, which every authenticated
+/// user may read); an answer that is not about readiness (forbidden, not found, no answer) is
+/// kept as the error it was.
+pub async fn control_plane(client: &Client) -> ControlPlane {
+    let request = match http::Request::get("/readyz?verbose").body(Vec::new()) {
+        Ok(request) => request,
+        Err(error) => return ControlPlane::Unanswered(format!("/readyz: {error}")),
+    };
+    match tokio::time::timeout(READYZ_WITHIN, client.request_text(request)).await {
+        Err(_) => ControlPlane::Unanswered(format!(
+            "/readyz did not answer within {} s",
+            READYZ_WITHIN.as_secs()
+        )),
+        Ok(Ok(_)) => ControlPlane::Ready,
+        Ok(Err(kube::Error::Api(status))) if status.code >= 500 => {
+            ControlPlane::from_readyz(status.code, &status.message)
+        }
+        Ok(Err(error)) => ControlPlane::Unanswered(format!("/readyz: {error}")),
+    }
 }
 
 /// The DC's doctor verdict, with the same checks as `doctor --context`.

@@ -442,13 +442,15 @@ pub async fn doctor(
         }
         if let (Health::Live, Some(client)) = (dc.health(), &dc.client) {
             let objects = dc.objects();
-            let fleet = express_client::read::triage::fleet_around(
+            let mut fleet = express_client::read::triage::fleet_around(
                 client,
                 &operator_namespace,
                 &objects,
                 Vec::new(),
             )
             .await;
+            // The banner names the layer underneath as doctor does.
+            fleet.control_plane = express_client::read::triage::control_plane(client).await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
             // Every release in full, for the release pages' readings (none before the CRD).
             if let Ok(releases) = crate::read::release::list(client, &operator_namespace).await {

@@ -142,6 +142,8 @@ pub(super) async fn health(
         unreadable: Vec::new(),
         releases: Vec::new(),
         fleet_releases: Vec::new(),
+        // Each ring is judged on its own; the layer under both is no ring's fault.
+        control_plane: express_triage::ControlPlane::NotAsked,
     };
     let limits = &ctx.settings.release_thresholds;
     Ok((
