@@ -275,6 +275,34 @@ def test_trouble_in_both_rings_holds_then_resumes(fleet):
     assert_pinned_untouched(sim)
 
 
+def test_an_outage_of_the_api_server_holds_the_release_and_is_never_the_builds_fault(fleet):
+    """DESIGN section 19: the API server answers every request 503 for longer than a Lease lasts
+    (both rings' leaders lose theirs, the tenants' status writes fail); the judge voids its
+    samples while the trouble is recent and says so, nothing fails and nothing rolls back, and
+    the release goes on once the API server answers again."""
+    sim, _operators = fleet
+    apply_release(sim, "to-canary", waves=[{"tenants": 2}, {"percent": 100}], bakeSeconds=3600,
+                  failureLimit=0)
+    eventually(lambda: status(sim, "to-canary").get("adoptedTenants") == 2, timeout=30, what="the first wave adopted")
+    eventually(lambda: status(sim, "to-canary").get("samples", {}).get("ok", 0) >= 1, timeout=30,
+               what="a first sample")
+    sim.control("POST", "faults", {"rate": 1.0, "status": 503})
+    time.sleep(25)
+    sim.control("DELETE", "faults")
+    void = "no data: the control plane failed the operator"
+    eventually(lambda: any(void in s["reason"] for s in status(sim, "to-canary").get("lastSamples", [])),
+               timeout=30, what="a sample voided, saying why")
+    held = status(sim, "to-canary")
+    assert held["phase"] == "Inconclusive", held
+    assert [e for e in release_events(sim, "Inconclusive") if void in e.get("note", e.get("message", ""))], \
+        "an event says why the release holds"
+    # Once the API server has answered for a minute, the samples count again.
+    eventually(lambda: phase_is(sim, "to-canary", "Progressing"), timeout=120, what="the release going on")
+    final = status(sim, "to-canary")
+    assert final.get("samples", {}).get("failed", 0) == 0 and "rolledBackAt" not in final, final
+    assert final["movedTenants"] == 2 and final["wave"] == 0, final
+
+
 def test_the_judge_killed_mid_wave_and_mid_rollback_resumes(fleet):
     sim, operators = fleet
     apply_release(sim, "to-canary", waves=[{"percent": 50}, {"percent": 100}], bakeSeconds=3600, maxHandOvers=2)

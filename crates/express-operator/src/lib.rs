@@ -2,6 +2,7 @@
 //! its work queue, the client-side API rate limit, the pod builder, the status report, metrics, and (with the default `dev`
 //! feature, left out of the shipped image) the local `dev` cluster on kubesim.
 
+pub mod api_trouble;
 pub mod controller;
 pub mod crd_check;
 #[cfg(feature = "dev")]

@@ -255,6 +255,10 @@ pub struct ApiMetrics {
     pub throttled: Counter,
     /// How long those requests waited.
     pub throttle_wait_seconds: Histogram,
+    /// When the API server last failed a request (a 5xx, a 429, no answer), in Unix seconds.
+    pub trouble_last_seconds: Gauge,
+    /// The same, with what failed, for a release's judge.
+    pub trouble: crate::api_trouble::ApiTrouble,
 }
 
 impl Default for ApiMetrics {
@@ -263,6 +267,8 @@ impl Default for ApiMetrics {
             requests: Family::default(),
             throttled: Counter::default(),
             throttle_wait_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            trouble_last_seconds: Gauge::default(),
+            trouble: crate::api_trouble::ApiTrouble::default(),
         }
     }
 }
@@ -283,6 +289,11 @@ impl ApiMetrics {
             "api_throttle_wait_seconds",
             "Time throttled API requests waited for their token",
             self.throttle_wait_seconds.clone(),
+        );
+        registry.register(
+            "api_trouble_last_timestamp_seconds",
+            "When the API server last failed one of the operator's requests (a 5xx, a 429, no answer), in Unix seconds; a release's judge voids its samples for a minute after",
+            self.trouble_last_seconds.clone(),
         );
     }
 }

@@ -325,10 +325,17 @@ fn count<R: ResponseCode, E>(
     resource: &str,
     answered: &Result<R, E>,
 ) {
-    let code = match answered {
-        Ok(response) => response.code().to_string(),
-        Err(_) => "error".to_owned(),
-    };
+    let code = answered.as_ref().ok().map(ResponseCode::code);
+    if crate::api_trouble::is_infrastructure(code) {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let shown = code.map_or_else(|| "no answer".to_owned(), |code| code.to_string());
+        metrics
+            .api
+            .trouble
+            .record(now, format!("{verb} {resource}: {shown}"));
+        metrics.api.trouble_last_seconds.set(now.as_second());
+    }
+    let code = code.map_or_else(|| "error".to_owned(), |code| code.to_string());
     metrics
         .api
         .requests

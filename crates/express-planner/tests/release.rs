@@ -257,8 +257,10 @@ struct World {
     tenants: Vec<ReleaseTenant>,
     requests: Requests,
     leader: Option<Leader>,
-    /// What the next sample sees: (fromRing unhealthy, toRing unhealthy); None: unreadable.
+    /// What the next sample sees: (fromRing unhealthy, toRing unhealthy); None: no sample,
+    /// for the reason in `no_sample`.
     sick: Option<(usize, usize)>,
+    no_sample: String,
     /// toRing adopts what it is given.
     adopts: bool,
     /// What the operator would read of the vital signs when a sample is due.
@@ -277,6 +279,7 @@ impl World {
             requests: Requests::default(),
             leader: Some(leader("canary-1", "0.2.0", ApiOutcome::Current)),
             sick: Some((0, 0)),
+            no_sample: "could not read leases: forbidden".into(),
             adopts: true,
             vital: None,
             now: 0,
@@ -286,7 +289,7 @@ impl World {
     }
 
     fn ring_health(&self) -> Result<(RingHealth, RingHealth), String> {
-        let (from_sick, to_sick) = self.sick.ok_or("leases: forbidden".to_owned())?;
+        let (from_sick, to_sick) = self.sick.ok_or_else(|| self.no_sample.clone())?;
         let on = |ring: &str| self.tenants.iter().filter(|t| t.ring() == ring).count();
         Ok((
             health("default", on("default"), from_sick),
@@ -1004,6 +1007,36 @@ fn no_data_is_never_ok() {
     let last = w.status.last_samples.last().unwrap();
     assert_eq!(last.verdict, SampleVerdict::Inconclusive);
     assert!(last.reason.contains("no data"));
+}
+
+#[test]
+fn an_infrastructure_fault_holds_the_release_and_never_rolls_it_back() {
+    // DESIGN section 19: while the control plane fails the operator, what the rings show is
+    // void; the release holds (saying why) however long it lasts, past its failure limit, and
+    // goes on once the control plane answers again.
+    let mut w = World::new(spec(vec![tenants(2), percent(100)]), 10);
+    w.tick();
+    w.sick = None;
+    w.no_sample = "the control plane failed the operator 3s ago (patch leases: 503)".into();
+    w.run_until(100, |w| phase(w) == ReleasePhase::Inconclusive);
+    for _ in 0..200 {
+        assert!(
+            w.tick().moves.is_empty(),
+            "nothing moves while the samples are void"
+        );
+    }
+    assert_eq!(phase(&w), ReleasePhase::Inconclusive);
+    assert_eq!(w.status.samples.failed, 0, "no sample failed");
+    assert_eq!(w.on_canary(), 2, "nothing rolled back nor promoted");
+    let last = w.status.last_samples.last().unwrap();
+    assert_eq!(last.verdict, SampleVerdict::Inconclusive);
+    assert_eq!(
+        last.reason,
+        "no data: the control plane failed the operator 3s ago (patch leases: 503)"
+    );
+    w.sick = Some((0, 0));
+    w.run_until(400, |w| phase(w) == ReleasePhase::Succeeded);
+    assert_eq!(w.on_canary(), 10);
 }
 
 #[test]

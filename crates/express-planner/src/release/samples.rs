@@ -90,10 +90,7 @@ impl Stepper<'_> {
         let spec = self.s.spec;
         let now = self.s.now;
         match health {
-            Err(unread) => (
-                SampleVerdict::Inconclusive,
-                format!("no data: could not read {unread}"),
-            ),
+            Err(why) => (SampleVerdict::Inconclusive, format!("no data: {why}")),
             Ok((from, to)) => {
                 let late: Vec<String> = self
                     .census

@@ -94,19 +94,23 @@ pub(super) async fn to_ring_leader(
     }
 }
 
-/// What each ring's operator and tenants show now, through doctor's checks; `Err` names what
-/// could not be read (no data is never ok).
+/// What each ring's operator and tenants show now, through doctor's checks; `Err` says why
+/// there is no sample (no data is never ok): what could not be read, or the control plane's
+/// recent trouble, which voids what the rings show (DESIGN section 19).
 pub(super) async fn health(
     ctx: &Context,
     spec: &OperatorReleaseSpec,
     now: Timestamp,
 ) -> Result<(RingHealth, RingHealth), String> {
+    if let Some(trouble) = ctx.metrics.api.trouble.recent(now) {
+        return Err(trouble.to_string());
+    }
     let namespace = &ctx.settings.operator_namespace;
     let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), namespace);
     let operator_pods: Vec<Pod> = Api::<Pod>::namespaced(ctx.client.clone(), namespace)
         .list(&ListParams::default().labels(express_triage::observe::OPERATOR_NAME_LABEL))
         .await
-        .map_err(|e| format!("pods in {namespace}: {e}"))?
+        .map_err(|e| format!("could not read pods in {namespace}: {e}"))?
         .items
         .into_iter()
         .filter(|p| express_triage::observe::is_operator_pod(p.labels()))
@@ -120,7 +124,7 @@ pub(super) async fn health(
                 namespace: namespace.clone(),
                 name,
             },
-            Err(e) => return Err(format!("Lease {namespace}/{name}: {e}")),
+            Err(e) => return Err(format!("could not read Lease {namespace}/{name}: {e}")),
         };
         rings.push(Ring {
             name: ring.clone(),
