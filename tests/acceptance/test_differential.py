@@ -4,10 +4,15 @@ status codes, reasons, causes and the fields a client reads. A divergence either
 kubesim, with its case kept here, or is written in docs/kubesim.md ("Where kubesim differs
 from the API server") with why it stays, and its case asserts both answers as they are."""
 
+import base64
 import json
+import re
+import threading
 import time
+import urllib.request
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import config
 
@@ -455,3 +460,213 @@ def test_a_crd_whose_rule_reads_an_untyped_field_is_refused(servers):
 
     found = same(servers, case)
     assert found == {"untyped": (422, "Invalid"), "says": True, "typed": 201}, found
+
+
+def test_a_watch_from_before_a_custom_resources_history_ends_with_the_whole_410_status(servers):
+    """A watch of a custom resource from resourceVersion 1. The API server's watch cache of a
+    custom resource begins when the resource is first served after its CRD was created, and
+    holds nothing older: it answers HTTP 200, one ERROR event whose object is the whole
+    Status `{"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+    "message": "too old resource version: 1 (N)", "reason": "Expired", "code": 410}` (N the
+    revision its history begins at, a number of its own on each server) and the end of the
+    stream. kubesim kept one history from its start for every resource and replayed it."""
+    def case(s):
+        started = time.time()
+        code, events = s.watch(f"{GROUP}/namespaces/{s.ns}/operatorreleases?watch=true&resourceVersion=1"
+                               "&timeoutSeconds=10", seconds=10)
+        ended_at_once = time.time() - started < 8
+        begins, answered = None, []
+        for event in events:
+            status = dict(event.get("object", {}))
+            shape = re.fullmatch(r"too old resource version: 1 \((\d+)\)", status.get("message", ""))
+            if shape:
+                begins = int(shape.group(1))
+                status["message"] = "too old resource version: 1 (N)"
+            answered.append((event.get("type"), status))
+        return {"code": code, "events": answered, "ended with the ERROR": ended_at_once,
+                "history begins after 1": begins is not None and begins > 1}
+
+    found = same(servers, case)
+    assert found["events"] == [("ERROR", {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                          "message": "too old resource version: 1 (N)", "reason": "Expired",
+                                          "code": 410})], found
+    assert found["ended with the ERROR"] and found["history begins after 1"], found
+
+
+def etcd_call(url, path, body):
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def compact(cluster):
+    """History forgotten up to now, as the API server's own periodic compaction forgets it. On
+    kubesim, `POST /kubesim/compact`. On the real control plane, what kube-apiserver's compactor
+    does, through etcd's JSON gateway: compact etcd at its current revision, then record that
+    revision under `compact_rev_key`, which every API server watches; its watch cache then drops
+    its list snapshots from before it (the cache checks every 15 s). etcd's compaction alone
+    leaves those snapshots, and a continue token from before it is still served from them."""
+    if cluster.substrate == "kubesim":
+        cluster.control("POST", "compact")
+        return
+    etcd = (cluster.directory / "etcd").read_text().strip()
+    key = base64.b64encode(b"compact_rev_key").decode()
+    revision = etcd_call(etcd, "/v3/kv/range", {"key": key})["header"]["revision"]
+    etcd_call(etcd, "/v3/kv/compaction", {"revision": revision, "physical": True})
+    etcd_call(etcd, "/v3/kv/put", {"key": key, "value": base64.b64encode(revision.encode()).decode()})
+
+
+def test_a_continue_token_from_before_a_compaction_gets_410_and_a_token_to_go_on_with(servers):
+    """A list in pages whose next page is asked for after a compaction passed the first page's
+    revision. The API server (1.37) serves continue pages from its watch cache's snapshots while
+    it holds them, so it answers 200 until it learns of the compaction (up to 15 s); then it
+    answers 410 Expired, "The provided continue parameter is too old to display a consistent
+    list result. You can start a new list without the continue parameter, or use the continue
+    token in this response to retrieve the remainder of the results. ...", and the Status's
+    `metadata.continue` is a token with which the list goes on after the last object listed,
+    read at the latest revision. kubesim answered the shorter message of a server that cannot
+    go on ("... You can start a new list without the continue parameter."), without a token."""
+    def case(s):
+        base = f"/api/v1/namespaces/{s.ns}/configmaps"
+        for name in ("a", "b", "c"):
+            s.request("POST", base, cm(name))
+        _, first = s.request("GET", f"{base}?limit=1")
+        token = first["metadata"]["continue"]
+        # A revision after the first page's, which the compaction then passes.
+        s.request("POST", base, cm("d"))
+        compact(s.cluster)
+        deadline = time.time() + 60
+        while True:
+            code, expired = s.request("GET", f"{base}?limit=1&continue={token}")
+            if code != 200 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        going_on = expired.get("metadata", {}).get("continue") if isinstance(expired, dict) else None
+        rest, revisions = [], []
+        while going_on:
+            _, page = s.request("GET", f"{base}?limit=1&continue={going_on}")
+            rest += [i["metadata"]["name"] for i in page["items"] if i["metadata"]["name"] != "kube-root-ca.crt"]
+            revisions.append(int(page["metadata"]["resourceVersion"]))
+            going_on = page["metadata"].get("continue")
+        answer = expired if isinstance(expired, dict) else {}
+        return {"first page": [i["metadata"]["name"] for i in first["items"]],
+                "after the compaction": (code, answer.get("kind"), answer.get("status"), answer.get("reason"),
+                                         answer.get("message")),
+                "a token to go on with": bool(answer.get("metadata", {}).get("continue")),
+                "the rest": rest,
+                "read at a later revision": bool(revisions) and min(revisions) > int(first["metadata"]["resourceVersion"])}
+
+    found = same(servers, case)
+    assert found["after the compaction"][:4] == (410, "Status", "Failure", "Expired"), found
+    assert found["a token to go on with"] and found["the rest"] == ["b", "c", "d"], found
+
+
+def crowd(cluster, namespace):
+    """Credentials whose requests API Priority and Fairness holds to one at a time and rejects
+    beyond it: a ServiceAccount of `namespace` (allowed to read), a priority level with no
+    nominal share (one request at a time) that rejects instead of queueing, and a flow schema
+    sending the account there. Returns the pool and headers to send requests as it; on kubesim,
+    which stores these objects and acts on none of them, the kubeconfig's own."""
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "crowd", "namespace": namespace}}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "crowd", "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "ServiceAccount", "name": "crowd", "namespace": namespace}]}
+    level = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+             "metadata": {"name": namespace},
+             "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 0, "lendablePercent": 0,
+                                                     "borrowingLimitPercent": 0,
+                                                     "limitResponse": {"type": "Reject"}}}}
+    schema = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema", "metadata": {"name": namespace},
+              "spec": {"priorityLevelConfiguration": {"name": namespace}, "matchingPrecedence": 500,
+                       "rules": [{"subjects": [{"kind": "ServiceAccount",
+                                                "serviceAccount": {"name": "crowd", "namespace": namespace}}],
+                                  "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                     "namespaces": ["*"]}]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [account, binding, level, schema]}))
+    if cluster.substrate == "kubesim":
+        return None, {}
+    token = cluster.kubectl("create", "token", "crowd", "-n", namespace).stdout.strip()
+    # Only the token: the kubeconfig's client certificate is cluster-admin, whose requests
+    # are exempt from flow control.
+    pool = urllib3.PoolManager(maxsize=30, cert_reqs="CERT_REQUIRED", ca_certs=str(cluster.directory / "pki" / "ca.crt"))
+    return pool, {"Authorization": f"Bearer {token}"}
+
+
+def test_a_429_reads_as_api_priority_and_fairness_answers_it(servers):
+    """A request its priority level has no room for. API Priority and Fairness answers 429 with
+    a line of plain text, not a Status: `Content-Type: text/plain; charset=utf-8`, the body
+    "Too many requests, please try again later.\\n", and how long to wait only in `Retry-After`
+    (whole seconds, 1 to 32 as rejections go on), with the X-Kubernetes-PF-* headers every
+    request through flow control gets. kubesim's injected 429 was a JSON Status (reason
+    TooManyRequests, "injected: too many requests, please try again later",
+    `details.retryAfterSeconds`). On kubesim the 429 is its fault rule; on the real server, 30
+    requests at once as the crowd, again until one is rejected."""
+    def case(s):
+        pool, headers = crowd(s.cluster, s.ns)
+        if pool is None:
+            s.cluster.control("POST", "faults", {"verb": "list", "resource": "configmaps", "rate": 1.0, "status": 429})
+            pool, headers = s.pool, s.headers
+        rejected = []
+
+        def one():
+            answer = pool.request("GET", f"{s.host}/api/v1/namespaces/{s.ns}/configmaps",
+                                  headers={**headers, "Accept": "application/json"}, timeout=30)
+            if answer.status != 200:
+                rejected.append(answer)
+
+        try:
+            deadline = time.time() + 90
+            while not rejected and time.time() < deadline:
+                crowd_of = [threading.Thread(target=one) for _ in range(30)]
+                for request in crowd_of:
+                    request.start()
+                for request in crowd_of:
+                    request.join()
+        finally:
+            s.cluster.kubectl("delete", "flowschema,prioritylevelconfiguration", s.ns, "--ignore-not-found")
+        assert rejected, "no request was rejected"
+        answer = rejected[0]
+        retry_after = answer.headers.get("Retry-After", "")
+        return {"code": answer.status, "content type": answer.headers.get("Content-Type"),
+                "body": answer.data.decode(), "Retry-After in whole seconds": retry_after.isdigit() and int(retry_after) >= 1}
+
+    found = same(servers, case)
+    assert found == {"code": 429, "content type": "text/plain; charset=utf-8",
+                     "body": "Too many requests, please try again later.\n", "Retry-After in whole seconds": True}, found
+
+
+def test_a_403_reads_as_rbacs_refusal(servers):
+    """Requests RBAC does not allow: a list, a get of a named object of another group, a create.
+    The API server answers 403 Forbidden, in its words: `configmaps is forbidden: User
+    "system:serviceaccount:NS:nobody" cannot list resource "configmaps" in API group "" in the
+    namespace "NS"` (a named object: `leases.coordination.k8s.io "l" is forbidden: ... cannot
+    get resource "leases" ...`), `details` the resource as `kind`, its group and name. On kubesim
+    the refusal is its fault rule; it answered reason InternalError, "injected fault: HTTP 403"
+    and no details. The user is the requester's own on each server (kubesim's is `kubesim`)."""
+    def case(s):
+        requests = [("GET", f"/api/v1/namespaces/{s.ns}/configmaps", None),
+                    ("GET", f"/apis/coordination.k8s.io/v1/namespaces/{s.ns}/leases/l", None),
+                    ("POST", f"/api/v1/namespaces/{s.ns}/configmaps", cm("c"))]
+        if s.cluster.substrate == "kubesim":
+            for verb, resource in (("list", "configmaps"), ("get", "leases.coordination.k8s.io"),
+                                   ("create", "configmaps")):
+                s.cluster.control("POST", "faults", {"verb": verb, "resource": resource, "rate": 1.0, "status": 403})
+            pool, headers = s.pool, s.headers
+        else:
+            s.cluster.kubectl("create", "serviceaccount", "nobody", "-n", s.ns)
+            token = s.cluster.kubectl("create", "token", "nobody", "-n", s.ns).stdout.strip()
+            pool = urllib3.PoolManager(cert_reqs="CERT_REQUIRED", ca_certs=str(s.cluster.directory / "pki" / "ca.crt"))
+            headers = {"Authorization": f"Bearer {token}"}
+        answers = []
+        for method, path, body in requests:
+            answer = pool.request(method, s.host + path, body=None if body is None else json.dumps(body),
+                                  headers={**headers, "Accept": "application/json", "Content-Type": "application/json"})
+            status = json.loads(answer.data)
+            status["message"] = re.sub(r'User "[^"]*"', 'User "U"', status.get("message", "")).replace(s.ns, "NS")
+            answers.append((answer.status, status))
+        return answers
+
+    found = same(servers, case)
+    assert [(code, status["reason"]) for code, status in found] == [(403, "Forbidden")] * 3, found

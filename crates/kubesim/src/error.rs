@@ -9,8 +9,10 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub details: Option<Box<Value>>,
-    /// Seconds for a Retry-After header (429, injected 5xx).
+    /// Seconds for a Retry-After header (injected 5xx).
     pub retry_after: Option<u64>,
+    /// A continue token in the Status's metadata, with which a list can go on.
+    pub continue_token: Option<String>,
 }
 
 impl ApiError {
@@ -21,6 +23,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            continue_token: None,
         }
     }
 
@@ -169,24 +172,73 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    pub fn too_many_requests(retry_after: u64) -> Self {
-        let mut err = Self::new(
-            429,
-            "TooManyRequests",
-            "injected: too many requests, please try again later",
+    /// 410 for a continue token from before a compaction, worded as the API server words it
+    /// when it can go on: `token` continues the list after the same object, at the latest
+    /// revision.
+    pub fn continue_too_old(token: String) -> Self {
+        let mut err = Self::gone(
+            "The provided continue parameter is too old to display a consistent list result. \
+             You can start a new list without the continue parameter, or use the continue token \
+             in this response to retrieve the remainder of the results. Continuing with the \
+             provided token results in an inconsistent list - objects that were created, \
+             modified, or deleted between the time the first chunk was returned and now may \
+             show up in the list.",
         );
-        err.retry_after = Some(retry_after);
+        err.continue_token = Some(token);
         err
     }
 
+    /// An injected failure, with the reason the API server gives its code.
     pub fn injected(code: u16) -> Self {
         let reason = match code {
-            500 => "InternalError",
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            409 => "Conflict",
+            410 => "Expired",
+            413 => "RequestEntityTooLarge",
+            415 => "UnsupportedMediaType",
+            422 => "Invalid",
+            429 => "TooManyRequests",
             503 => "ServiceUnavailable",
             504 => "Timeout",
             _ => "InternalError",
         };
         Self::new(code, reason, format!("injected fault: HTTP {code}"))
+    }
+
+    /// 403 as RBAC refuses a request, in its words. kubesim has one user, named after its
+    /// kubeconfig's: `kubesim`.
+    pub fn forbidden(
+        group: &str,
+        plural: &str,
+        subresource: Option<&str>,
+        name: Option<&str>,
+        verb: &str,
+        namespace: Option<&str>,
+    ) -> Self {
+        let object = match name {
+            Some(name) => format!("{} \"{name}\"", qualified(group, plural)),
+            None => qualified(group, plural),
+        };
+        let resource = match subresource {
+            Some(subresource) => format!("{plural}/{subresource}"),
+            None => plural.to_owned(),
+        };
+        let scope = match namespace {
+            Some(namespace) => format!("in the namespace \"{namespace}\""),
+            None => "at the cluster scope".to_owned(),
+        };
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{object} is forbidden: User \"kubesim\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}"
+            ),
+        )
+        .with_details(group, plural, name.unwrap_or_default())
     }
 
     /// A write refused by a stop set on its client ([`crate::faults::Faults::stop_writes_after`]).
@@ -204,10 +256,14 @@ impl ApiError {
 
     /// The `Status` object sent as the response body (or inside a watch ERROR event).
     pub fn status(&self) -> Value {
+        let metadata = match &self.continue_token {
+            Some(token) => json!({ "continue": token }),
+            None => json!({}),
+        };
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": metadata,
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

@@ -71,7 +71,9 @@ pub fn is_write(verb: &str) -> bool {
 }
 
 /// One injected failure: requests matching verb and resource (None = any) fail with `status`
-/// at `rate` (0.0 to 1.0). 429 responses carry `Retry-After`.
+/// at `rate` (0.0 to 1.0). A 429 is API Priority and Fairness's: plain text, and
+/// `Retry-After` (`retry_after_seconds`, else 1). A 403 is RBAC's refusal, in its words; any
+/// other code a `Status` with the reason the API server gives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FaultRule {

@@ -132,6 +132,10 @@ pub struct Store {
     oldest_watchable: u64,
     /// The revision of the last compaction: a list's continue token from before it is too old.
     compacted_at: u64,
+    /// Per resource, where its own history begins when that is later than the store's: a custom
+    /// resource's begins with its CRD, as the API server's watch cache for it is started then
+    /// and holds nothing older.
+    history_begins: HashMap<String, u64>,
     sender: broadcast::Sender<Arc<Event>>,
 }
 
@@ -145,6 +149,7 @@ impl Store {
             history_limit: history_limit.max(1),
             oldest_watchable: 1,
             compacted_at: 0,
+            history_begins: HashMap::new(),
             sender,
         }
     }
@@ -288,13 +293,24 @@ impl Store {
         let _ = self.sender.send(event);
     }
 
-    /// Changes after `revision`, for a watch resuming there; Err when that part of history
-    /// is no longer kept.
-    pub fn changes_since(&self, revision: u64) -> Result<Vec<Arc<Event>>, TooOld> {
-        if revision < self.oldest_watchable {
-            return Err(TooOld {
-                oldest: self.oldest_watchable,
+    /// From now on, `resource`'s history begins here: a watch of it from an earlier revision
+    /// is too old.
+    pub fn begin_history(&mut self, resource: &str) {
+        self.history_begins
+            .insert(resource.to_owned(), self.revision);
+    }
+
+    /// Changes after `revision`, for a watch of `resource` resuming there; Err when that part
+    /// of its history is not kept.
+    pub fn changes_since(&self, resource: &str, revision: u64) -> Result<Vec<Arc<Event>>, TooOld> {
+        let oldest = self
+            .history_begins
+            .get(resource)
+            .map_or(self.oldest_watchable, |begins| {
+                (*begins).max(self.oldest_watchable)
             });
+        if revision < oldest {
+            return Err(TooOld { oldest });
         }
         Ok(self
             .history
@@ -373,10 +389,39 @@ mod tests {
             store.put("/cm", "ns", &format!("o{i}"), obj("o"), EventType::Added);
         }
         // Revisions 2..=6 written; only the last 3 kept.
-        assert!(store.changes_since(2).is_err());
-        assert_eq!(store.changes_since(4).expect("kept").len(), 2);
+        assert!(store.changes_since("/cm", 2).is_err());
+        assert_eq!(store.changes_since("/cm", 4).expect("kept").len(), 2);
         store.compact();
-        assert!(store.changes_since(5).is_err());
-        assert_eq!(store.changes_since(6).expect("now").len(), 0);
+        assert!(store.changes_since("/cm", 5).is_err());
+        assert_eq!(store.changes_since("/cm", 6).expect("now").len(), 0);
+    }
+
+    #[test]
+    fn a_resource_whose_history_begins_later_is_too_old_before_it() {
+        let mut store = Store::new(100, 16);
+        store.put("/cm", "ns", "a", obj("a"), EventType::Added);
+        store.put("/crds", "", "gadgets", obj("gadgets"), EventType::Added);
+        store.begin_history("example.dev/gadgets");
+        store.put("example.dev/gadgets", "ns", "g", obj("g"), EventType::Added);
+        // Revisions: 2 the ConfigMap, 3 the CRD, 4 the gadget.
+        assert_eq!(
+            store.changes_since("example.dev/gadgets", 1).err(),
+            Some(TooOld { oldest: 3 })
+        );
+        assert_eq!(
+            store
+                .changes_since("example.dev/gadgets", 3)
+                .expect("from its start")
+                .len(),
+            1
+        );
+        // Other resources keep the store's whole history.
+        assert_eq!(store.changes_since("/cm", 1).expect("kept").len(), 3);
+        // A compaction past its start is what counts then.
+        store.compact();
+        assert_eq!(
+            store.changes_since("example.dev/gadgets", 3).err(),
+            Some(TooOld { oldest: 4 })
+        );
     }
 }

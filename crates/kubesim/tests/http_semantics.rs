@@ -324,6 +324,126 @@ async fn send_initial_events_ends_with_the_marked_bookmark() {
 }
 
 #[tokio::test]
+async fn a_watch_of_a_custom_resource_from_before_its_crd_is_too_old() {
+    let (_sim, client) = start().await;
+    post(
+        &client,
+        "/api/v1/namespaces/default/configmaps",
+        cm("before"),
+    )
+    .await;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.dev"},
+        "spec": {"group": "example.dev", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema":
+                     {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let (status, created) = post(
+        &client,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        crd,
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let began = created["metadata"]["resourceVersion"].as_str().unwrap();
+    let gadgets = "/apis/example.dev/v1/namespaces/default/gadgets";
+    post(
+        &client,
+        gadgets,
+        json!({"apiVersion": "example.dev/v1", "kind": "Gadget", "metadata": {"name": "g"}}),
+    )
+    .await;
+    // The API server's watch cache of a custom resource begins with it: from an earlier
+    // revision, an ERROR 410 and the end of the stream, in its words.
+    let events = watch_lines(
+        &client,
+        &format!("{gadgets}?watch=true&resourceVersion=1"),
+        2,
+    )
+    .await;
+    assert_eq!(
+        events,
+        [
+            json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": format!("too old resource version: 1 ({began})"),
+            "reason": "Expired", "code": 410}})
+        ]
+    );
+    let events = watch_lines(
+        &client,
+        &format!("{gadgets}?watch=true&resourceVersion={began}"),
+        1,
+    )
+    .await;
+    assert_eq!(
+        (&events[0]["type"], &events[0]["object"]["metadata"]["name"]),
+        (&json!("ADDED"), &json!("g")),
+        "from the CRD's own revision on, its history is there"
+    );
+    // Built-in resources keep theirs from the start.
+    let events = watch_lines(
+        &client,
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=1",
+        1,
+    )
+    .await;
+    assert_eq!(events[0]["type"], "ADDED");
+}
+
+#[tokio::test]
+async fn an_injected_403_reads_as_rbacs_refusal_and_other_codes_carry_their_reason() {
+    let (sim, client) = start().await;
+    for (verb, resource, status) in [
+        ("list", "configmaps", 403),
+        ("get", "leases.coordination.k8s.io", 403),
+        ("list", "namespaces", 403),
+        ("list", "secrets", 400),
+    ] {
+        sim.faults().add_rule(FaultRule {
+            verb: Some(verb.into()),
+            resource: Some(resource.into()),
+            rate: 1.0,
+            status,
+            retry_after_seconds: None,
+        });
+    }
+    let refused = |message: &str, details: Value| {
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": message, "reason": "Forbidden", "details": details, "code": 403})
+    };
+    assert_eq!(
+        get(&client, "/api/v1/namespaces/default/configmaps").await,
+        (
+            403,
+            refused(
+                "configmaps is forbidden: User \"kubesim\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"",
+                json!({"kind": "configmaps"})
+            )
+        )
+    );
+    assert_eq!(
+        get(
+            &client,
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases/l"
+        )
+        .await,
+        (
+            403,
+            refused(
+                "leases.coordination.k8s.io \"l\" is forbidden: User \"kubesim\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"default\"",
+                json!({"name": "l", "group": "coordination.k8s.io", "kind": "leases"})
+            )
+        )
+    );
+    assert_eq!(
+        get(&client, "/api/v1/namespaces").await.1["message"],
+        "namespaces is forbidden: User \"kubesim\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope"
+    );
+    let (status, bad) = get(&client, "/api/v1/namespaces/default/secrets").await;
+    assert_eq!((status, bad["reason"].as_str()), (400, Some("BadRequest")));
+}
+
+#[tokio::test]
 async fn faults_counters_and_closed_watches() {
     let (sim, client) = start().await;
     sim.faults().add_rule(FaultRule {
@@ -341,13 +461,18 @@ async fn faults_counters_and_closed_watches() {
         cm("x"),
     )
     .await;
+    // As API Priority and Fairness answers: plain text, not a Status; the wait in Retry-After.
     assert_eq!(
-        (status, body["reason"].as_str()),
-        (429, Some("TooManyRequests"))
+        (status, body),
+        (
+            429,
+            Value::String("Too many requests, please try again later.\n".into())
+        )
     );
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     assert_eq!(
-        headers.get("retry-after").and_then(|v| v.to_str().ok()),
-        Some("2")
+        (header("retry-after"), header("content-type")),
+        (Some("2"), Some("text/plain; charset=utf-8"))
     );
     sim.faults().clear();
     sim.faults().add_rule(FaultRule {

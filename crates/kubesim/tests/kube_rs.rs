@@ -288,7 +288,7 @@ async fn a_continue_token_from_before_a_compaction_is_expired() {
         .await
         .expect("create");
     sim.compact();
-    match cms
+    let going_on = match cms
         .list(&ListParams::default().limit(2).continue_token(&token))
         .await
     {
@@ -298,9 +298,51 @@ async fn a_continue_token_from_before_a_compaction_is_expired() {
                 (410, "Expired"),
                 "{status:?}"
             );
+            assert!(
+                status
+                    .message
+                    .contains("or use the continue token in this response"),
+                "{status:?}"
+            );
+            status
+                .metadata
+                .and_then(|meta| meta.continue_)
+                .expect("a token to go on with, as the API server gives")
         }
         other => panic!("a token from before the compaction: {other:?}"),
-    }
+    };
+    // That token goes on after the last object listed, at the latest revision.
+    let rest = cms
+        .list(&ListParams::default().limit(2).continue_token(&going_on))
+        .await
+        .expect("the rest");
+    let names = |list: &kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        list.items
+            .iter()
+            .filter_map(|cm| cm.metadata.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&rest), ["cm-2", "cm-3"]);
+    let revision = |list: &kube::core::ObjectList<ConfigMap>| {
+        list.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|rv| rv.parse::<u64>().ok())
+    };
+    assert!(
+        revision(&rest) > revision(&first),
+        "read at the latest revision, not the first page's: {:?}",
+        rest.metadata
+    );
+    let last = cms
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token(rest.metadata.continue_.as_deref().expect("more")),
+        )
+        .await
+        .expect("the last page");
+    assert_eq!(names(&last), ["cm-4", "cm-later"]);
     // A new list starts over, and its own tokens work.
     let again = cms
         .list(&ListParams::default().limit(2))

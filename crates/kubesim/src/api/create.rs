@@ -101,11 +101,14 @@ impl Cluster {
         if let Some(manager) = &options.field_manager {
             crate::apply::record_update(&mut object, None, manager, &rt.api_version());
         }
+        let mut served = None;
         if key == CRD_KEY {
             let mut registry = self.registry.clone();
-            registry
-                .serve_crd(&object)
-                .map_err(|why| ApiError::invalid(&rt.group, &rt.kind, &name, why))?;
+            served = Some(
+                registry
+                    .serve_crd(&object)
+                    .map_err(|why| ApiError::invalid(&rt.group, &rt.kind, &name, why))?,
+            );
             object["status"] = established_crd_status(&object, &clock::now());
             if !options.dry_run {
                 self.registry = registry;
@@ -118,6 +121,11 @@ impl Cluster {
         let stored = self
             .store
             .put(&key, &namespace, &name, object, EventType::Added);
+        if let Some(resource) = served {
+            // The API server's watch cache of a new custom resource starts from the present: a
+            // watch from before its CRD gets 410, not a replay.
+            self.store.begin_history(&resource);
+        }
         Ok((*self.at_request_version(rt, stored)?).clone())
     }
 

@@ -453,22 +453,25 @@ impl Cluster {
 }
 
 /// A continue token: where the next page starts, and the revision the list began at (a token
-/// older than the store's compaction answers 410, as the API server's does).
-fn encode_continue(namespace: &str, name: &str, revision: u64) -> String {
+/// older than the store's compaction answers 410, as the API server's does). None: no
+/// revision, the list goes on at the latest one (the token that 410 hands out).
+fn encode_continue(namespace: &str, name: &str, revision: Option<u64>) -> String {
     use base64::Engine;
+    // -1 for none, as the API server's own tokens say it.
+    let revision = revision.map_or(-1, |r| i64::try_from(r).unwrap_or(i64::MAX));
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(json!([namespace, name, revision]).to_string())
 }
 
-fn decode_continue(token: &str) -> Result<(String, String, u64), ApiError> {
+fn decode_continue(token: &str) -> Result<(String, String, Option<u64>), ApiError> {
     use base64::Engine;
     let invalid = || ApiError::bad_request("invalid continue token");
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
         .map_err(|_| invalid())?;
-    let (namespace, name, revision): (String, String, u64) =
+    let (namespace, name, revision): (String, String, i64) =
         serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-    Ok((namespace, name, revision))
+    Ok((namespace, name, u64::try_from(revision).ok()))
 }
 
 /// A Secret's `stringData` is write-only: the API server merges it into `data`, base64-encoded,

@@ -27,11 +27,17 @@ impl Cluster {
         let (after, began) = match &options.continue_token {
             Some(token) => {
                 let (namespace, name, began) = decode_continue(token)?;
-                if began < self.store.compacted_at() {
-                    return Err(ApiError::gone(
-                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
-                    ));
-                }
+                let began = match began {
+                    Some(began) if began < self.store.compacted_at() => {
+                        // The API server's answer when it can go on: the rest of the list, read
+                        // at the latest revision, through the token in the 410's metadata.
+                        return Err(ApiError::continue_too_old(encode_continue(
+                            &namespace, &name, None,
+                        )));
+                    }
+                    Some(began) => began,
+                    None => self.store.revision(),
+                };
                 (Some((namespace, name)), began)
             }
             None => (None, self.store.revision()),
@@ -72,7 +78,7 @@ impl Cluster {
         if remaining > 0
             && let Some((ns, name)) = last_key
         {
-            metadata["continue"] = Value::String(encode_continue(&ns, &name, began));
+            metadata["continue"] = Value::String(encode_continue(&ns, &name, Some(began)));
             if counting {
                 metadata["remainingItemCount"] = json!(remaining);
             }

@@ -94,8 +94,8 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         Err(err) => return error_response(&err),
     };
     let verb = verb_of(&parts.method, &target, &query);
-    if let Err(err) = admit(&shared, &parts.headers, verb, &target).await {
-        return error_response(&err);
+    if let Err(refused) = admit(&shared, &parts.headers, verb, &target).await {
+        return refused;
     }
     if verb == "get"
         && target.rt.storage_key() == crate::api::POD_KEY
@@ -252,7 +252,7 @@ async fn admit(
     headers: &HeaderMap,
     verb: &str,
     target: &Target,
-) -> Result<(), ApiError> {
+) -> Result<(), Response> {
     let agent = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok());
@@ -263,23 +263,54 @@ async fn admit(
         target.namespace.as_deref(),
     );
     if is_write(verb) && !shared.faults.admit_write(agent) {
-        return Err(ApiError::writes_stopped());
+        return Err(error_response(&ApiError::writes_stopped()));
     }
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
     if let Some(rule) = shared.faults.roll(verb, &target.counter_name()) {
-        let err = if rule.status == 429 {
-            ApiError::too_many_requests(rule.retry_after_seconds.unwrap_or(1))
+        if rule.status == 429 {
+            return Err(throttled(rule.retry_after_seconds.unwrap_or(1)));
+        }
+        let mut err = if rule.status == 403 {
+            ApiError::forbidden(
+                &target.rt.group,
+                &target.rt.plural,
+                target.subresource.as_deref(),
+                target.name.as_deref(),
+                verb,
+                target.namespace.as_deref().filter(|_| target.rt.namespaced),
+            )
         } else {
-            let mut err = ApiError::injected(rule.status);
-            err.retry_after = rule.retry_after_seconds;
-            err
+            ApiError::injected(rule.status)
         };
-        return Err(err);
+        err.retry_after = rule.retry_after_seconds;
+        return Err(error_response(&err));
     }
     Ok(())
+}
+
+/// A 429 as API Priority and Fairness answers a request its priority level rejects, the 429 a
+/// client meets under load: a line of plain text (Go's `http.Error`), not a `Status`, and how
+/// long to wait only in `Retry-After`.
+fn throttled(retry_after: u64) -> Response {
+    let mut response = (
+        StatusCode::TOO_MANY_REQUESTS,
+        "Too many requests, please try again later.\n",
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    response
 }
 
 /// Runs a write verb (create, update, patch, delete, deletecollection); any other verb is

@@ -166,7 +166,7 @@ fn starting_point(
             "invalid resourceVersion {requested:?}"
         )));
     };
-    Ok(match cluster.store.changes_since(since) {
+    Ok(match cluster.store.changes_since(key, since) {
         Ok(changes) => Start {
             initial: changes
                 .iter()
@@ -321,11 +321,10 @@ async fn follow(
                         return;
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    let err = ApiError::gone("watch fell too far behind; too old resource version");
-                    let _ = sender.send(encoder.encode(&Outgoing::Synthetic(json!({"type": "ERROR", "object": err.status()})))).await;
-                    return;
-                }
+                // The API server ends a watcher that cannot keep up without a word (its cache
+                // closes the stream, no ERROR event): the client watches again from the last
+                // revision it saw, which history still holds or answers with 410.
+                Err(broadcast::error::RecvError::Lagged(_)) => return,
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = ticker.tick(), if live.bookmarks => {
@@ -352,4 +351,59 @@ fn streaming_response(mut outgoing: mpsc::Receiver<Bytes>) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use super::*;
+    use crate::registry::Registry;
+
+    fn change(revision: u64, name: &str) -> Arc<Event> {
+        Arc::new(Event {
+            revision,
+            resource: "/configmaps".into(),
+            namespace: "default".into(),
+            kind: EventType::Added,
+            object: Stored::new(&json!({"metadata": {"name": name, "namespace": "default"}})),
+            previous: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_watcher_that_falls_behind_is_ended_without_an_error_event() {
+        let rt = Registry::default()
+            .find("", "v1", "configmaps")
+            .expect("configmaps")
+            .clone();
+        let (changes, receiver) = broadcast::channel(2);
+        for revision in 2..6 {
+            changes.send(change(revision, "c")).expect("a receiver");
+        }
+        let (_epoch_sender, epoch) = tokio::sync::watch::channel(0);
+        let live = Live {
+            key: rt.storage_key(),
+            target: Target {
+                rt: rt.clone(),
+                namespace: Some("default".into()),
+                name: None,
+                subresource: None,
+            },
+            options: ListOptions::default(),
+            bookmarks: false,
+            timeout: Some(Duration::from_secs(10)),
+            epoch,
+            interval: Duration::from_secs(10),
+        };
+        let (sender, mut sent) = mpsc::channel(16);
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            follow(&sender, &Encoder::new(&rt, false), receiver, 1, live),
+        )
+        .await
+        .expect("the watch ends as soon as it has fallen behind");
+        drop(sender);
+        assert_eq!(sent.recv().await, None, "nothing, no ERROR event, was sent");
+    }
 }
