@@ -14,6 +14,7 @@ use express_api::keys::VERSION;
 use express_planner::api_versions::{CannotRead, cannot_read};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -22,6 +23,60 @@ use crate::controller::{Recorders, Reporter};
 
 /// How often a build that refuses to lead looks again, and a leader makes sure it still can.
 const READ_CHECK_EVERY: Duration = Duration::from_secs(30);
+
+/// How long the Lease lasts after a renewal: another replica may take it once it has not been
+/// renewed for this long.
+const LEASE_SECONDS: u64 = 15;
+
+/// How long before the Lease would expire its holder renews it: every 5 s, so that two renewals
+/// can fail before the holder stops acting.
+const RENEW_BEFORE_SECONDS: u64 = 10;
+
+/// How long after the Lease's last renewal its holder may act: it stops 5 s before another
+/// replica may take the Lease over, whatever its renewals are doing (client-go's renew
+/// deadline). The lease manager keeps believing it holds a Lease it could not renew until it
+/// reads otherwise, which during an outage can be after another replica took it: both acted.
+const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How often the holder reads its Lease to know how long it may still act, and how long that
+/// read may take at most (never past the deadline: a read that takes longer is no news, and the
+/// deadline stands).
+const TENURE_CHECK_EVERY: Duration = Duration::from_secs(2);
+const TENURE_READ_WITHIN: Duration = Duration::from_secs(4);
+
+/// How long from now until `until`; zero once it has passed, or when there is none.
+fn time_left(until: Option<Timestamp>) -> Duration {
+    until
+        .and_then(|until| Duration::try_from(until.duration_since(Timestamp::now())).ok())
+        .unwrap_or(Duration::ZERO)
+}
+
+/// Until when `identity` may act on `lease`: its last renewal plus [`RENEW_DEADLINE`], if it
+/// holds the Lease; `None` if another holds it or it says no renewal.
+pub fn tenure_until(lease: &Lease, identity: &str) -> Option<Timestamp> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    let renewed = spec.renew_time.as_ref()?.0;
+    let deadline = SignedDuration::try_from(RENEW_DEADLINE).ok()?;
+    renewed.checked_add(deadline).ok()
+}
+
+/// Reads the Lease's tenure for `identity`: `Some(until)` from a fresh read, `Ok(None)` when it
+/// does not hold it, `Err` when the read failed or took too long (no news).
+async fn read_tenure(
+    leases: &Api<Lease>,
+    name: &str,
+    identity: &str,
+    within: Duration,
+) -> Result<Option<Timestamp>, ()> {
+    match tokio::time::timeout(within, leases.get_opt(name)).await {
+        Ok(Ok(Some(lease))) => Ok(tenure_until(&lease, identity)),
+        Ok(Ok(None)) => Ok(None),
+        Ok(Err(_)) | Err(_) => Err(()),
+    }
+}
 
 /// How long any request of the election may take (to connect, and between reads and writes).
 /// Well within the Lease's 15 s: a renewal or a check lost on a dead connection fails and is
@@ -68,8 +123,8 @@ pub async fn elect(
         kube_lease_manager::LeaseManagerBuilder::new(client, express_api::rings::lease_name(ring))
             .with_namespace(namespace)
             .with_identity(identity)
-            .with_duration(15)
-            .with_grace(5)
+            .with_duration(LEASE_SECONDS)
+            .with_grace(RENEW_BEFORE_SECONDS)
             .build()
             .await?;
     Ok(manager.watch().await)
@@ -136,22 +191,38 @@ pub fn elect_while_readable(
             };
             let mut checks = tokio::time::interval(READ_CHECK_EVERY);
             checks.tick().await;
+            let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+            let lease_name = express_api::rings::lease_name(&ring);
+            let mut tenure = tokio::time::interval(TENURE_CHECK_EVERY);
+            tenure.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // What the lease manager says, and until when this instance may act on it.
+            let (mut holds, mut until): (bool, Option<Timestamp>) = (false, None);
             loop {
                 tokio::select! {
                     changed = held.changed() => {
                         if changed.is_err() {
                             break;
                         }
-                        let now = *held.borrow_and_update();
-                        if now != *leading.borrow() {
-                            if now {
-                                info!(ring = %ring, identity = %identity, "holding the ring's Lease: leading");
-                            } else {
-                                info!(ring = %ring, identity = %identity, "lost the ring's Lease: observing only");
-                            }
+                        holds = *held.borrow_and_update();
+                        until = None;
+                        if holds {
+                            until = read_tenure(&leases, &lease_name, &identity, TENURE_READ_WITHIN)
+                                .await
+                                .ok()
+                                .flatten();
                         }
-                        let _ = leading.send(now);
                     }
+                    _ = tenure.tick(), if holds => {
+                        // While acting, never read past the deadline: acting stops on time
+                        // whatever the read does. Past it, a read may take its time.
+                        let left = time_left(until);
+                        let within = if left.is_zero() { TENURE_READ_WITHIN } else { left.min(TENURE_READ_WITHIN) };
+                        // A failed read is no news: the deadline already known stands.
+                        if let Ok(read) = read_tenure(&leases, &lease_name, &identity, within).await {
+                            until = read;
+                        }
+                    }
+                    () = tokio::time::sleep(time_left(until)), if *leading.borrow() => {}
                     _ = checks.tick() => {
                         if !unreadable(&client, &known).await.is_empty() {
                             break;
@@ -161,6 +232,17 @@ pub fn elect_while_readable(
                         info!("withdrawing from the ring's election: giving the Lease up");
                         break;
                     }
+                }
+                let acting = holds && until.is_some_and(|until| Timestamp::now() < until);
+                if acting != *leading.borrow() {
+                    if acting {
+                        info!(ring = %ring, identity = %identity, "holding the ring's Lease: leading");
+                    } else if holds {
+                        warn!(ring = %ring, identity = %identity, "the ring's Lease not renewed within its deadline: not acting until it is");
+                    } else {
+                        info!(ring = %ring, identity = %identity, "lost the ring's Lease: observing only");
+                    }
+                    let _ = leading.send(acting);
                 }
             }
             // Dropping the receiver gives the Lease up; the controller stops acting first.
@@ -268,5 +350,67 @@ impl Refusal {
         {
             info!(ring = %self.ring, "this build can read what the DC stores; contending for the ring's Lease");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    fn lease(holder: Option<&str>, renewed: Option<i64>) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                renew_time: renewed
+                    .map(|s| MicroTime(Timestamp::from_second(1_800_000_000 + s).expect("time"))),
+                lease_duration_seconds: Some(15),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    #[test]
+    fn the_holder_may_act_until_ten_seconds_after_its_last_renewal() {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).expect("time");
+        assert_eq!(
+            tenure_until(&lease(Some("replica-1"), Some(0)), "replica-1"),
+            Some(at(10))
+        );
+        // Five seconds before another replica may take the Lease over.
+        assert!(at(10) < at(i64::try_from(LEASE_SECONDS).expect("seconds")));
+        // Another holder, or no renewal, and this instance may not act at all.
+        assert_eq!(
+            tenure_until(&lease(Some("replica-2"), Some(0)), "replica-1"),
+            None
+        );
+        assert_eq!(tenure_until(&lease(None, Some(0)), "replica-1"), None);
+        assert_eq!(
+            tenure_until(&lease(Some("replica-1"), None), "replica-1"),
+            None
+        );
+        assert_eq!(tenure_until(&Lease::default(), "replica-1"), None);
+    }
+
+    #[test]
+    fn renewals_come_twice_within_the_deadline() {
+        // The lease manager renews RENEW_BEFORE_SECONDS before expiry: every 5 s, so one
+        // renewal can fail and the next still lands before the holder must stop.
+        let renew_every = LEASE_SECONDS - RENEW_BEFORE_SECONDS;
+        assert!(2 * renew_every <= RENEW_DEADLINE.as_secs());
+        assert!(RENEW_DEADLINE.as_secs() < LEASE_SECONDS);
+    }
+
+    #[test]
+    fn time_left_is_never_negative() {
+        assert_eq!(time_left(None), Duration::ZERO);
+        assert_eq!(
+            time_left(Some(Timestamp::now() - SignedDuration::from_secs(3))),
+            Duration::ZERO
+        );
+        let left = time_left(Some(Timestamp::now() + SignedDuration::from_secs(5)));
+        assert!(left > Duration::from_secs(4) && left <= Duration::from_secs(5));
     }
 }
