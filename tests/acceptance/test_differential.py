@@ -601,8 +601,10 @@ def test_a_429_reads_as_api_priority_and_fairness_answers_it(servers):
     (whole seconds, 1 to 32 as rejections go on), with the X-Kubernetes-PF-* headers every
     request through flow control gets. kubesim's injected 429 was a JSON Status (reason
     TooManyRequests, "injected: too many requests, please try again later",
-    `details.retryAfterSeconds`). On kubesim the 429 is its fault rule; on the real server, 30
-    requests at once as the crowd, again until one is rejected."""
+    `details.retryAfterSeconds`). On kubesim the 429 is its fault rule; on the real server, a
+    list of a few MiB left unread holds the level's one seat, and 30 requests at once as the
+    crowd are turned away (without it, under load, the requests of Python's threads seldom
+    overlapped at the server and none was)."""
     def case(s):
         pool, headers = crowd(s.cluster, s.ns)
         if pool is None:
@@ -610,23 +612,40 @@ def test_a_429_reads_as_api_priority_and_fairness_answers_it(servers):
             pool, headers = s.pool, s.headers
         rejected = []
 
-        def one():
+        def one(start):
+            # Every request of a round leaves at once: a level lets one through while nothing
+            # else runs, so only requests that overlap at the server are turned away.
+            start.wait()
             answer = pool.request("GET", f"{s.host}/api/v1/namespaces/{s.ns}/configmaps",
                                   headers={**headers, "Accept": "application/json"}, timeout=30)
             if answer.status != 200:
                 rejected.append(answer)
 
+        held = None
         try:
+            if pool is not s.pool:
+                # The level's one request held: a list of a few MiB that is not read keeps the
+                # API server writing it, and its seat taken, so the next ones must be turned
+                # away however the threads below are scheduled.
+                for index in range(12):
+                    s.request("POST", f"/api/v1/namespaces/{s.ns}/configmaps", cm(f"big-{index}", k="x" * 900_000))
+                held = pool.request("GET", f"{s.host}/api/v1/namespaces/{s.ns}/configmaps",
+                                    headers={**headers, "Accept": "application/json"}, timeout=60,
+                                    preload_content=False)
             deadline = time.time() + 90
             while not rejected and time.time() < deadline:
-                crowd_of = [threading.Thread(target=one) for _ in range(30)]
+                start = threading.Barrier(30)
+                crowd_of = [threading.Thread(target=one, args=(start,)) for _ in range(30)]
                 for request in crowd_of:
                     request.start()
                 for request in crowd_of:
                     request.join()
+            schema = s.cluster.kubectl("get", "flowschema", s.ns, "-o", "json", check=False).stdout
         finally:
+            if held is not None:
+                held.release_conn()
             s.cluster.kubectl("delete", "flowschema,prioritylevelconfiguration", s.ns, "--ignore-not-found")
-        assert rejected, "no request was rejected"
+        assert rejected, f"no request was rejected; the flow schema: {schema[-1500:]}"
         answer = rejected[0]
         retry_after = answer.headers.get("Retry-After", "")
         return {"code": answer.status, "content type": answer.headers.get("Content-Type"),
