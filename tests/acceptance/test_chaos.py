@@ -252,6 +252,25 @@ def behind(cluster, namespaces, version):
             if namespace not in healthy or not all(node_on(namespace, node) for node in NODES)}
 
 
+def show_behind(cluster, namespaces):
+    """What the API shows of tenants that did not converge: the cluster's phase, rollout and
+    conditions, and each pod's version, readiness and deletion."""
+    for namespace in namespaces:
+        shown = probe(cluster, "get", "expresscluster", "shop", "-n", namespace) or {}
+        status = shown.get("status", {})
+        print(f"--- {namespace}: phase {status.get('phase')}, rollout {json.dumps(status.get('rollout'))}")
+        for condition in status.get("conditions", []):
+            print(f"    {condition.get('type')}={condition.get('status')} {condition.get('reason')}: "
+                  f"{condition.get('message')}")
+        pods = probe(cluster, "get", "pods", "-n", namespace) or {"items": []}
+        for pod in pods["items"]:
+            meta = pod["metadata"]
+            ready = [c["status"] for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+            print(f"    pod {meta['name']} {meta.get('annotations', {}).get('express.dev/express-version')} "
+                  f"ready={ready} phase={pod.get('status', {}).get('phase')} "
+                  f"deleting={meta.get('deletionTimestamp')} node={pod.get('spec', {}).get('nodeName')}")
+
+
 def upgrade(cluster, namespaces, version):
     """Every tenant's defaults moved to `version`, a patch each as people and pipelines write
     them, a few at once; each retried while the control plane is away."""
@@ -471,8 +490,12 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
             time.sleep(2)
         assert not broken, f"a fault could not be injected: {broken[0]!r}"
         last_fault = time.time()
-        eventually(lambda: not behind(cluster, namespaces, versions[-1]), timeout=SETTLE_SECONDS,
-                   what=f"every tenant on {versions[-1]} within {SETTLE_SECONDS} s of the last fault")
+        try:
+            eventually(lambda: not behind(cluster, namespaces, versions[-1]), timeout=SETTLE_SECONDS,
+                       what=f"every tenant on {versions[-1]} within {SETTLE_SECONDS} s of the last fault")
+        except AssertionError:
+            show_behind(cluster, sorted(behind(cluster, namespaces, versions[-1]))[:5])
+            raise
         settled = time.time() - last_fault
         readings.append(("", time.time(), replicas.readings()))
         time.sleep(1)  # the recorder's last events

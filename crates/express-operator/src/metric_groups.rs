@@ -257,7 +257,7 @@ pub struct ApiMetrics {
     pub throttle_wait_seconds: Histogram,
     /// When the API server last failed a request (a 5xx, a 429, no answer), in Unix seconds.
     pub trouble_last_seconds: Gauge,
-    /// The same, with what failed, for a release's judge.
+    /// What failed and when, for a release's judge (a lone 429 is not trouble to it).
     pub trouble: crate::api_trouble::ApiTrouble,
 }
 
@@ -292,7 +292,7 @@ impl ApiMetrics {
         );
         registry.register(
             "api_trouble_last_timestamp_seconds",
-            "When the API server last failed one of the operator's requests (a 5xx, a 429, no answer), in Unix seconds; a release's judge voids its samples for a minute after",
+            "When the API server last failed one of the operator's requests (a 5xx, a 429, no answer), in Unix seconds; a release's judge voids its samples for a minute after a failure, or after 429s that lasted 10 s",
             self.trouble_last_seconds.clone(),
         );
     }

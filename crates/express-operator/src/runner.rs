@@ -52,9 +52,37 @@ pub(crate) fn backoff(failures: u32) -> Duration {
     Duration::from_millis(millis.min(300_000))
 }
 
+/// Why a reconcile failed, as far as its retry goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// Its own work failed (a write refused, a pod that cannot be built): retried with
+    /// [`backoff`], up to 5 minutes between tries.
+    Work,
+    /// The control plane failed it (a 5xx, a 429, no answer): retried with the same backoff
+    /// but never more than [`CONTROL_PLANE_RETRY_CAP`] apart. Every key fails alike through
+    /// an outage, and a key that reached 5 minutes would sit idle for minutes after the
+    /// control plane is back, with nothing changing to wake it.
+    ControlPlane,
+}
+
+/// The longest wait between retries of a key the control plane failed: about two Leases, so
+/// that a fleet resumes within half a minute of an outage's end; the client's own limit and
+/// API Priority and Fairness bound what the retries cost meanwhile.
+pub const CONTROL_PLANE_RETRY_CAP: Duration = Duration::from_secs(30);
+
+impl Failure {
+    /// The wait before the retry that follows `failures` earlier ones of the key.
+    pub fn retry_after(self, failures: u32) -> Duration {
+        match self {
+            Failure::Work => backoff(failures),
+            Failure::ControlPlane => backoff(failures).min(CONTROL_PLANE_RETRY_CAP),
+        }
+    }
+}
+
 enum Message<K> {
     Trigger(K),
-    Done(K, Result<Next, ()>),
+    Done(K, Result<Next, Failure>),
 }
 
 /// Feeds keys to `reconcile`, at most `concurrency` at once, never two for the same key, in
@@ -71,7 +99,7 @@ pub async fn run<K, F, Fut>(
 ) where
     K: Clone + Eq + Hash + Send + Sync + 'static,
     F: Fn(K) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Next, ()>> + Send + 'static,
+    Fut: Future<Output = Result<Next, Failure>> + Send + 'static,
 {
     let concurrency = concurrency.max(1);
     let reconcile = Arc::new(reconcile);
@@ -96,7 +124,7 @@ pub async fn run<K, F, Fut>(
                     message
                 }
                 Err(error) => match reconciling.remove(&error.id()) {
-                    Some(key) => Message::Done(key, Err(())),
+                    Some(key) => Message::Done(key, Err(Failure::Work)),
                     None => continue,
                 },
             },
@@ -115,10 +143,10 @@ pub async fn run<K, F, Fut>(
                         failures.remove(&key);
                         Some(delay)
                     }
-                    Err(()) => {
+                    Err(failure) => {
                         let count = failures.entry(key.clone()).or_insert(0);
                         *count += 1;
-                        Some(backoff(*count - 1))
+                        Some(failure.retry_after(*count - 1))
                     }
                 };
                 if let Some(delay) = delay.filter(|_| !again_now) {
@@ -169,6 +197,45 @@ mod tests {
         assert_eq!(backoff(1), Duration::from_millis(400));
         assert_eq!(backoff(5), Duration::from_millis(6_400));
         assert_eq!(backoff(40), Duration::from_secs(300));
+        assert_eq!(Failure::Work.retry_after(40), Duration::from_secs(300));
+        assert_eq!(Failure::ControlPlane.retry_after(3), backoff(3));
+        assert_eq!(
+            Failure::ControlPlane.retry_after(40),
+            CONTROL_PLANE_RETRY_CAP
+        );
+    }
+
+    /// How many times a key ran in `within`, failing its first `failing` runs as `failure`.
+    async fn runs_through_an_outage(failure: Failure, failing: usize, within: Duration) -> usize {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        tokio::spawn(run(rx, 1, QueueMetrics::default(), move |_key: u32| {
+            let r = r.clone();
+            async move {
+                if r.fetch_add(1, Ordering::SeqCst) < failing {
+                    Err(failure)
+                } else {
+                    Ok(Next::AwaitChange)
+                }
+            }
+        }));
+        tx.send(1).expect("send");
+        tokio::time::sleep(within).await;
+        runs.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_the_control_plane_failed_is_tried_again_within_half_a_minute() {
+        // 12 failures through an outage of about 3 minutes: 51 s of doubling (200 ms to
+        // 25.6 s), then every 30 s. The 13th run succeeds within 200 s.
+        let within = Duration::from_secs(200);
+        assert_eq!(
+            runs_through_an_outage(Failure::ControlPlane, 12, within).await,
+            13
+        );
+        // The same failures as the key's own work double on: after 102 s, then 205 s.
+        assert!(runs_through_an_outage(Failure::Work, 12, within).await < 13);
     }
 
     #[tokio::test(start_paused = true)]
@@ -201,7 +268,7 @@ mod tests {
 
     /// Records the order keys ran in; key 0 is hot: it asks to run again at once (`hot`) or
     /// fails every time.
-    async fn serve_order(hot: Result<Next, ()>, others: u32) -> Vec<u32> {
+    async fn serve_order(hot: Result<Next, Failure>, others: u32) -> Vec<u32> {
         let (tx, rx) = mpsc::unbounded_channel();
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let o = order.clone();
@@ -236,7 +303,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_key_failing_in_a_loop_backs_off_alone_and_starves_no_one() {
-        let order = serve_order(Err(()), 5).await;
+        let order = serve_order(Err(Failure::Work), 5).await;
         assert_eq!(order[..6], [0, 1, 2, 3, 4, 5], "{order:?}");
         // 2 s of a failing key: retries after 200, 400, 800 ms (plus 10 ms runs), not 200 of them.
         let hot_runs = order.iter().filter(|k| **k == 0).count();
@@ -283,7 +350,7 @@ mod tests {
             async move {
                 let n = r.fetch_add(1, Ordering::SeqCst);
                 if n < 2 {
-                    Err(())
+                    Err(Failure::Work)
                 } else {
                     Ok(Next::AwaitChange)
                 }

@@ -332,7 +332,7 @@ fn count<R: ResponseCode, E>(
         metrics
             .api
             .trouble
-            .record(now, format!("{verb} {resource}: {shown}"));
+            .record(now, code, format!("{verb} {resource}: {shown}"));
         metrics.api.trouble_last_seconds.set(now.as_second());
     }
     let code = code.map_or_else(|| "error".to_owned(), |code| code.to_string());

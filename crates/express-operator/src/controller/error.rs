@@ -61,6 +61,36 @@ pub enum Error {
 }
 
 impl Error {
+    /// The API's answer that failed the reconcile, if it was a request that failed.
+    fn request_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::CreatePod { source, .. }
+            | Error::DeletePod { source, .. }
+            | Error::Record { source, .. }
+            | Error::KeepRevision { source, .. }
+            | Error::ReadRevision { source, .. }
+            | Error::WriteStatus { source, .. }
+            | Error::WriteOwner { source, .. }
+            | Error::ReadForAdoption { source, .. }
+            | Error::Restamp { source, .. }
+            | Error::RecordRelease { source, .. }
+            | Error::MoveTenant { source, .. } => Some(source),
+            Error::BuildPod { .. } | Error::InjectedFault { .. } => None,
+        }
+    }
+
+    /// How the runner retries it: the control plane's own failure (a 5xx, 429, no answer) is
+    /// no fault of the tenant's, and its retries stay close so that the tenant moves again
+    /// soon after the control plane is back.
+    pub fn failure(&self) -> crate::runner::Failure {
+        match self.request_error() {
+            Some(error) if crate::api_trouble::is_infrastructure_error(error) => {
+                crate::runner::Failure::ControlPlane
+            }
+            _ => crate::runner::Failure::Work,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Error::CreatePod { .. } => "create_pod",
@@ -77,5 +107,44 @@ impl Error {
             Error::MoveTenant { .. } => "move_tenant",
             Error::InjectedFault { .. } => "injected_fault",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::Failure;
+
+    fn answered(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("answer", "Reason")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn the_control_plane_failing_a_request_is_told_from_the_work_failing() {
+        let write = |source| Error::WriteStatus {
+            object: "team-a/shop".into(),
+            source,
+        };
+        for code in [429, 500, 503, 504] {
+            assert_eq!(
+                write(answered(code)).failure(),
+                Failure::ControlPlane,
+                "{code}"
+            );
+        }
+        let cut = kube::Error::Service("connection reset".into());
+        assert_eq!(write(cut).failure(), Failure::ControlPlane);
+        for code in [400, 403, 404, 409, 422] {
+            assert_eq!(write(answered(code)).failure(), Failure::Work, "{code}");
+        }
+        let unbuildable = Error::BuildPod {
+            node: "shop-fe1".into(),
+            why: "bad template".into(),
+        };
+        assert_eq!(unbuildable.failure(), Failure::Work);
     }
 }

@@ -292,7 +292,10 @@ pub(super) async fn keep_publishing(context: Arc<Context>) {
 
 /// One reconcile, its duration and its outcome counted; an error is logged and handed to the
 /// runner, which retries it with backoff.
-pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> Result<Next, ()> {
+pub(super) async fn measured_reconcile(
+    context: &Context,
+    key: &ClusterKey,
+) -> Result<Next, crate::runner::Failure> {
     let started = Instant::now();
     let fault = context.settings.fault;
     let (reconciled, requests) = crate::throttle::counting_requests(async {
@@ -319,7 +322,8 @@ pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> R
         metrics.work.driven_reconcile_requests.inc_by(requests);
     }
     result.map_err(|err| {
-        warn!(error = %err, "reconcile failed; retrying with backoff");
+        let failure = err.failure();
+        warn!(error = %err, ?failure, "reconcile failed; retrying with backoff");
         metrics
             .work
             .errors
@@ -327,5 +331,6 @@ pub(super) async fn measured_reconcile(context: &Context, key: &ClusterKey) -> R
                 kind: err.kind().into(),
             })
             .inc();
+        failure
     })
 }

@@ -86,7 +86,7 @@ pub(crate) async fn run(
                     warn!(release = %name, %error, "release step failed; retrying with backoff");
                     let count = failures.entry(name).or_insert(0);
                     *count += 1;
-                    Some(Instant::now() + crate::runner::backoff(*count))
+                    Some(Instant::now() + error.failure().retry_after(*count))
                 }
             };
             next = [next, wake_at].into_iter().flatten().min();
