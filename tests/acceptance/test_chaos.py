@@ -4,12 +4,16 @@ a watch cache of its own, compacting etcd every 5 s), two operator replicas with
 RBAC, and fleet-wide upgrades during which, overlapping, the second API server answers 2 s late,
 the first is killed and restarted (every client then lands on the late one), every connection is
 cut, etcd is killed and restarted, the second API server is killed and restarted, and the leading
-replica is killed (another takes its place).
+replica is killed (another takes its place). Meanwhile an OperatorRelease moves every tenant from
+ring `default` to ring `canary` (a third replica, under its own ServiceAccount), one failed sample
+from a rollback.
 
 Asserted from the API through a pod recorder that survives the same faults, never from the
 operator's logs: every node is replaced once per change and only after its prerequisites were
 Ready at the new version; no tenant has more nodes in flight than its `maxConcurrent`; every
-tenant converges within a bound after the last fault; no replica exits on its own.
+tenant converges within a bound after the last fault; no replica exits on its own; the release
+succeeds, with no sample failed for a fault (its judge voids what it sees while the control plane
+fails it), and leaves every tenant driven by `canary`.
 
 The short form (every suite run) is three tenants, one upgrade, each fault once. The full form is
 `scripts/chaos.sh --tenants N --minutes M`: upgrades one after the other while the faults go
@@ -305,8 +309,9 @@ def cost(before, after):
 
 
 class Replicas:
-    """The operator's replicas, two at a time: the leader killed by a fault is replaced by a new
-    replica, as its Deployment would."""
+    """The operator's replicas: two of ring `default`, of which the leader killed by a fault is
+    replaced by a new replica, as its Deployment would; and one of ring `canary`, the build an
+    OperatorRelease moves tenants to, under a ServiceAccount of its own."""
 
     def __init__(self, cluster, directory):
         self.cluster, self.directory = cluster, directory
@@ -314,13 +319,16 @@ class Replicas:
         self.metrics = {}
         for _ in range(2):
             self.start()
+        self.start(ring="canary")
 
-    def start(self):
-        name = next(self.names)
+    def start(self, ring="default"):
+        name = next(self.names) if ring == "default" else f"{ring}-replica-1"
         port = free_port()
         self.metrics[name] = f"http://127.0.0.1:{port}/metrics"
-        self.running[name] = start_operator(self.cluster, self.directory / f"{name}.log", pod_name=name,
-                                            metrics_addr=f"127.0.0.1:{port}")
+        flags = () if ring == "default" else ("--ring", ring)
+        account = "express-operator" if ring == "default" else f"express-operator-{ring}"
+        self.running[name] = start_operator(self.cluster, self.directory / f"{name}.log", *flags, pod_name=name,
+                                            metrics_addr=f"127.0.0.1:{port}", account=account)
 
     def readings(self):
         """Per running replica: its API requests so far by verb (its own metrics) and its RSS in
@@ -361,6 +369,31 @@ class Replicas:
     def stop(self):
         for process in self.running.values():
             stop_process(process)
+
+
+def start_release(cluster):
+    """An OperatorRelease from ring `default` to ring `canary`: one tenant, then the rest. One
+    failed sample would roll it back, so a fault judged as the canary build's shows."""
+    body = {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
+            "metadata": {"name": "to-canary", "namespace": "express-system"},
+            "spec": {"fromRing": "default", "toRing": "canary", "intervalSeconds": 2, "bakeSeconds": 10,
+                     "failureLimit": 1, "adoptionDeadlineSeconds": 60,
+                     "waves": [{"tenants": 1}, {"percent": 100}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+
+
+def release_status(cluster):
+    return (probe(cluster, "get", "operatorrelease", "to-canary", "-n", "express-system") or {}).get("status", {})
+
+
+def driven_by_canary(cluster, namespaces):
+    """Whether every tenant is driven by ring `canary`, its move done."""
+    clusters = probe(cluster, "get", "expresscluster", "-A")
+    if not clusters:
+        return False
+    owners = {c["metadata"]["namespace"]: c.get("status", {}).get("operator", {}) for c in clusters["items"]}
+    return all(owners.get(ns, {}).get("ring") == "canary" and "released" not in owners[ns]
+               and not owners[ns].get("adopting") for ns in namespaces)
 
 
 def doctor(cluster):
@@ -476,8 +509,10 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
                 broken.append(error)
                 raise
 
-        # The first upgrade starts, then the faults go round while upgrades follow one another.
+        # The release and the first upgrade start, then the faults go round while upgrades
+        # follow one another and the release moves tenants between the rings.
         quiet = (time.time(), replicas.readings())
+        start_release(cluster)
         versions.append("v2")
         upgrade(cluster, namespaces, "v2")
         assert behind(cluster, namespaces, "v2"), "the upgrade ended before the faults"
@@ -497,6 +532,17 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
             show_behind(cluster, sorted(behind(cluster, namespaces, versions[-1]))[:5])
             raise
         settled = time.time() - last_fault
+        # The release goes on once the faults are over, and never fails a sample for them.
+        try:
+            eventually(lambda: release_status(cluster).get("phase") in ("Succeeded", "RolledBack"),
+                       timeout=SETTLE_SECONDS, what="the release to end")
+        finally:
+            released = release_status(cluster)
+            print(f"chaos: the release {released.get('phase')}: samples {released.get('samples')}; "
+                  f"last: {[(x.get('verdict'), x.get('reason')) for x in released.get('lastSamples', [])][-3:]}")
+        assert released.get("phase") == "Succeeded", f"the release: {released}"
+        assert released.get("samples", {}).get("failed", 0) == 0, f"a fault judged as the build's: {released}"
+        eventually(lambda: driven_by_canary(cluster, namespaces), timeout=60, what="every tenant driven by canary")
         readings.append(("", time.time(), replicas.readings()))
         time.sleep(1)  # the recorder's last events
         recorder.stop()
@@ -546,5 +592,5 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
         if recorder:
             recorder.stop()
         replicas.stop()
-        for log in sorted(tmp_path.glob("replica-*.log")):
+        for log in sorted(tmp_path.glob("*replica-*.log")):
             print(f"--- {log.name}\n{log.read_text()[-4000:]}")
