@@ -7,9 +7,11 @@
 # etcd every 5 s), two operator replicas (release builds) with the chart's RBAC, N tenants of five
 # nodes (default 200) upgraded fleet-wide again and again while the faults of
 # tests/acceptance/test_chaos.py go round for M minutes (default 15): one API server late by 2 s,
-# an API server killed, every connection cut, etcd killed, the leading replica killed. Passes
-# when every tenant converged within S seconds of the last fault (default 900) and the recorder
-# found every node replaced once per upgrade, after its prerequisites, within maxConcurrent. The
+# an API server killed, every connection cut, etcd killed, the leading replica killed; meanwhile
+# an OperatorRelease moves every tenant to ring canary (a third replica). Passes when every
+# tenant converged within S seconds of the last fault (default 900), the recorder found every
+# node replaced once per upgrade, after its prerequisites, within maxConcurrent, and the release
+# succeeded with no sample failed. The
 # line starting "chaos:" is the run's summary (docs/benchmarks.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -8,6 +8,8 @@ Kubernetes control plane of the test's own (its express-system is not shared).""
 import hashlib
 import hmac
 import json
+import math
+import os
 import shutil
 import subprocess
 import threading
@@ -18,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from conftest import KUBECTL_EXPRESS, eventually, free_port, start_operator, stop_process
+from conftest import KUBECTL_EXPRESS, eventually, free_port, start_operator, stop_process, tenant_yaml
 from test_core_scenarios import acme, acme_names, all_ready_on, provision_acme, status
 from test_operator_chart import find, render as render_operator_chart
 
@@ -29,8 +31,8 @@ class Receiver:
     """A webhook on loopback: every body received, with whether its signature verified."""
 
     def __init__(self, answer=204):
-        self.messages = []
-        received = self.messages
+        self.messages, self.arrivals = [], []
+        received, arrivals = self.messages, self.arrivals
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
@@ -39,6 +41,7 @@ class Receiver:
                 signature = self.headers.get("x-express-signature-256", "")
                 received.append((json.loads(body), hmac.compare_digest(signature, expected),
                                  self.headers.get("x-express-delivery")))
+                arrivals.append(time.time())
                 self.send_response(answer)
                 self.end_headers()
 
@@ -279,3 +282,75 @@ def test_a_destination_that_keeps_refusing_is_named_by_doctor(sim, tmp_path):
     finally:
         stop_process(operator)
         receiver.close()
+
+
+# The flood: how many tenants fail at once, and the destination's group window. The suite's form
+# is small and quick; `scripts/notify-flood.sh` runs 1,000 at the chart's default of 60 s.
+FLOOD_TENANTS = int(os.environ.get("EXPRESS_FLOOD_TENANTS", "40"))
+FLOOD_GROUP_SECONDS = int(os.environ.get("EXPRESS_FLOOD_GROUP_SECONDS", "15"))
+
+
+def test_a_flood_of_failing_tenants_is_one_message_a_group_window_not_one_each(sim, tmp_path):
+    """DESIGN section 21: many tenants failing at once reach a destination as one message at once
+    and one grouped message per window after, each failure told exactly once. Every tenant is
+    applied, then broken, in one multi-document `kubectl apply`, as a pipeline would."""
+    sim.install_crds()
+    sim.kubectl("create", "namespace", "express-system")
+    receiver = Receiver()
+    values = {"notifications": {
+        "dc": "dc-test",
+        "destinations": [{"name": "sre", "type": "webhook", "url": receiver.url, "signingSecretKey": "sre-hmac",
+                          "groupSeconds": FLOOD_GROUP_SECONDS, "waitSeconds": 0}],
+        "subscriptions": [{"destination": "sre", "triggers": ["rollout-failed"]}],
+    }}
+    objects, _ = render_operator_chart(values)
+    [config] = find(objects, "ConfigMap", "express-notifications")
+    sim.kubectl("apply", "-n", "express-system", "-f", "-", input=yaml.safe_dump(config))
+    sim.kubectl("create", "secret", "generic", "express-notifications", "-n", "express-system",
+                f"--from-literal=sre-hmac={KEY}")
+    operator = start_operator(sim, tmp_path / "operator.log", leader_elect=False)
+    namespaces = [f"flood-{i:04}" for i in range(FLOOD_TENANTS)]
+    crashing = {"metadata": {"annotations": {"kubesim.dev/behavior": "crash-loop",
+                                             "kubesim.dev/startup-seconds": "0.5"}}}
+
+    def healthy():
+        clusters = sim.kubectl_json("get", "expressclusters", "-A")["items"]
+        return sum(c.get("status", {}).get("phase") == "Healthy" for c in clusters) == len(namespaces)
+
+    def failures():
+        return [n for n in receiver.told() if n["trigger"] == "rollout-failed"]
+
+    try:
+        sim.kubectl("apply", "-f", "-", timeout=300,
+                    input="\n---\n".join(tenant_yaml(ns, version="v1") for ns in namespaces))
+        eventually(healthy, timeout=60 + FLOOD_TENANTS, what="every tenant provisioned")
+        broken_at = time.time()
+        sim.kubectl("apply", "-f", "-", timeout=300,
+                    input="\n---\n".join(tenant_yaml(ns, version="v2", pod_template=crashing) for ns in namespaces))
+        eventually(lambda: len({n["subject"]["namespace"] for n in failures()}) == len(namespaces),
+                   timeout=120 + FLOOD_TENANTS, what="every tenant's failure told")
+        # A repeat, or one more message for these failures, would arrive within another window.
+        time.sleep(FLOOD_GROUP_SECONDS + 5)
+    finally:
+        stop_process(operator)
+        receiver.close()
+        print(f"--- operator log\n{(tmp_path / 'operator.log').read_text()[-3000:]}")
+
+    told = failures()
+    assert len(told) == len(namespaces) and len({n["id"] for n in told}) == len(told), \
+        f"{len(told)} told for {len(namespaces)} failures"
+    messages = [(at, body) for at, (body, verified, _) in zip(receiver.arrivals, receiver.messages)]
+    assert all(verified for _, verified, _ in receiver.messages)
+    span = messages[-1][0] - messages[0][0]
+    gaps = [later[0] - earlier[0] for earlier, later in zip(messages, messages[1:])]
+    print(f"flood: {len(namespaces)} failures in {len(messages)} messages over {span:.0f} s "
+          f"(the first {messages[0][0] - broken_at:.0f} s after the break), gaps {[round(g) for g in gaps]} s, "
+          f"sizes {[len(body['notifications']) for _, body in messages]}")
+    # One message at once, then at most one per window: never closer than the window (a second
+    # of slack for the receiver's clock), never more than the span allows.
+    assert all(gap >= FLOOD_GROUP_SECONDS - 1 for gap in gaps), gaps
+    assert len(messages) <= 1 + math.ceil(span / FLOOD_GROUP_SECONDS), len(messages)
+    grouped = [body for _, body in messages if body["grouped"]]
+    assert grouped and all(len(body["notifications"]) > 1 for body in grouped), messages
+    assert all("rollout-failed" in body["summary"] or "failed" in body["summary"] for body in grouped), \
+        [body["summary"] for body in grouped]
