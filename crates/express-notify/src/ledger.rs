@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::occurrence::Occurrence;
+use crate::occurrence::{Labels, Occurrence};
 
 /// The ConfigMap's key.
 pub const LEDGER_KEY: &str = "ledger.json";
@@ -25,9 +25,6 @@ pub const FIRST_RETRY_SECONDS: i64 = 5;
 pub const MAX_RETRY_SECONDS: i64 = 300;
 /// Failures in a row after which a destination counts as failing (status, event, doctor).
 pub const FAILING_AFTER: u32 = 3;
-
-/// Alert labels, by name.
-pub type Labels = BTreeMap<String, String>;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -3,6 +3,8 @@
 //! failure has the same id on every pass, on every replica, after every restart, which is what
 //! lets the ledger send it once.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -210,7 +212,30 @@ pub struct Occurrence {
     pub subscribed_by_object: Vec<String>,
 }
 
+/// An alert's labels at Alertmanager: what identifies it there.
+pub type Labels = BTreeMap<String, String>;
+
 impl Occurrence {
+    /// The labels that identify this occurrence's alert (the same on every post), in DC `dc`:
+    /// what Alertmanager is sent, and what the ledger keeps of an alert it holds as firing.
+    pub fn alert_labels(&self, dc: Option<&str>) -> Labels {
+        let mut labels = BTreeMap::from([
+            ("alertname".to_owned(), self.trigger.alert_name().to_owned()),
+            ("severity".to_owned(), self.severity().as_str().to_owned()),
+            ("trigger".to_owned(), self.trigger.as_str().to_owned()),
+            ("kind".to_owned(), self.subject.kind.clone()),
+            ("name".to_owned(), self.subject.name.clone()),
+            ("occurrence".to_owned(), self.digest()),
+        ]);
+        if let Some(namespace) = &self.subject.namespace {
+            labels.insert("namespace".into(), namespace.clone());
+        }
+        if let Some(dc) = dc {
+            labels.insert("dc".into(), dc.to_owned());
+        }
+        labels
+    }
+
     pub fn severity(&self) -> Severity {
         self.trigger.severity()
     }

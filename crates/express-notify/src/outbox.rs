@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::{Config, Destination, DestinationKind};
-use crate::ledger::{Labels, Ledger};
-use crate::occurrence::Occurrence;
+use crate::ledger::Ledger;
+use crate::occurrence::{Labels, Occurrence};
 
 /// An Alertmanager forgets an alert not posted again within its `resolve_timeout` (5 minutes
 /// by default): firing alerts are posted again this often.
@@ -45,7 +45,7 @@ impl Delivery {
         let firing = (self.destination.kind == DestinationKind::Alertmanager).then(|| {
             self.firing
                 .iter()
-                .map(|o| (o.digest(), crate::render::alertmanager::labels(o, dc)))
+                .map(|o| (o.digest(), o.alert_labels(dc)))
                 .collect()
         });
         ledger.accepted(

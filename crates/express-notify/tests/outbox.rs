@@ -206,7 +206,7 @@ subscriptions: [{destination: am}]
         ]
     );
     assert!(ledger.firing.is_empty());
-    let resolved_labels = express_notify::render::alertmanager::labels(&failing[0], Some("dc-a"));
+    let resolved_labels = failing[0].alert_labels(Some("dc-a"));
     assert_eq!(resolved_labels["alertname"], "ExpressTenantRolloutFailed");
     assert_eq!(resolved_labels["dc"], "dc-a");
 }

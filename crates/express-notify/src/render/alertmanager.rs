@@ -1,7 +1,8 @@
 //! Alertmanager's v2 API (`POST /api/v2/alerts`): a condition that holds is a firing alert
 //! (no `endsAt`: Alertmanager keeps it for its `resolve_timeout`, and the operator posts it again
 //! each minute), one that stopped holding is posted with `endsAt` now (resolved), an event is an
-//! alert that ends on its own. Labels identify an alert: the same labels on every post.
+//! alert that ends on its own. Labels identify an alert: the same labels on every post
+//! ([`Occurrence::alert_labels`]).
 
 use std::collections::BTreeMap;
 
@@ -9,30 +10,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::ledger::Labels;
 use crate::occurrence::Occurrence;
 use crate::outbox::{Delivery, EVENT_ALERT_SECONDS};
 
 pub const PATH: &str = "/api/v2/alerts";
-
-/// The labels that identify an occurrence's alert.
-pub fn labels(o: &Occurrence, dc: Option<&str>) -> Labels {
-    let mut labels = BTreeMap::from([
-        ("alertname".to_owned(), o.trigger.alert_name().to_owned()),
-        ("severity".to_owned(), o.severity().as_str().to_owned()),
-        ("trigger".to_owned(), o.trigger.as_str().to_owned()),
-        ("kind".to_owned(), o.subject.kind.clone()),
-        ("name".to_owned(), o.subject.name.clone()),
-        ("occurrence".to_owned(), o.digest()),
-    ]);
-    if let Some(namespace) = &o.subject.namespace {
-        labels.insert("namespace".into(), namespace.clone());
-    }
-    if let Some(dc) = dc {
-        labels.insert("dc".into(), dc.to_owned());
-    }
-    labels
-}
 
 pub fn body(delivery: &Delivery, config: &Config, now: Timestamp) -> Value {
     let mut alerts = Vec::new();
@@ -63,7 +44,7 @@ fn alert(o: &Occurrence, config: &Config, ends: Option<Timestamp>) -> Value {
         annotations.insert("command".into(), act.clone());
     }
     let mut alert = json!({
-        "labels": labels(o, config.dc.as_deref()),
+        "labels": o.alert_labels(config.dc.as_deref()),
         "annotations": annotations,
         "startsAt": o.at.to_string(),
     });
