@@ -187,9 +187,11 @@ def crash(cluster, namespace):
         pod_annotations={"kubesim.dev/behavior": "crash-loop", "kubesim.dev/startup-seconds": "0.5"}))
 
 
-def test_alertmanager_groups_our_alerts_and_resolves_them_when_the_failures_clear(sim, tmp_path):
+@pytest.mark.parametrize("substrate", ["kubesim", "real"])
+def test_alertmanager_groups_our_alerts_and_resolves_them_when_the_failures_clear(dedicated_cluster, tmp_path):
+    sim = dedicated_cluster
     sim.install_crds()
-    sim.kubectl("create", "namespace", "express-system")
+    sim.kubectl("create", "namespace", "express-system", check=False)
     receiver = Receiver()
     alertmanager = Alertmanager(tmp_path, receiver)
     values = {"notifications": {
