@@ -23,15 +23,16 @@ use crate::read::unread::Unread;
 /// The label the operator chart puts on every ring's Deployment.
 const OPERATOR_SELECTOR: &str = "app.kubernetes.io/name=express-operator";
 
-/// What triage needs besides the Express objects already read: each ring's Lease, Deployment
-/// and pods, and the operator's Warning events. What cannot be read is named in `unreadable`.
-/// `doctor` calls it after listing the fleet, the dashboard's banner with the objects its watches
-/// hold.
+/// What triage needs besides the Express objects already read and what the API server said of
+/// its readiness ([`control_plane`]): each ring's Lease, Deployment and pods, and the operator's
+/// Warning events. What cannot be read is named in `unreadable`. `doctor` calls it after listing
+/// the fleet, the dashboard's banner with the objects its watches hold.
 pub async fn fleet_around(
     client: &Client,
     operator_namespace: &str,
     objects: &express_api::Objects,
     mut unreadable: Vec<String>,
+    control_plane: ControlPlane,
 ) -> Fleet {
     let tenants = tenants(objects, operator_namespace);
     let deployments = operator_deployments(client, operator_namespace, &mut unreadable).await;
@@ -56,8 +57,7 @@ pub async fn fleet_around(
         unreadable,
         releases,
         fleet_releases,
-        // `read_fleet` asks the API server; the dashboard's banner reads what its watches hold.
-        control_plane: ControlPlane::NotAsked,
+        control_plane,
     }
 }
 
@@ -287,8 +287,14 @@ pub async fn read_fleet(
             None => return Err(everywhere),
         },
     };
-    let mut fleet = fleet_around(client, operator_namespace, &objects, unreadable).await;
-    fleet.control_plane = control_plane;
+    let fleet = fleet_around(
+        client,
+        operator_namespace,
+        &objects,
+        unreadable,
+        control_plane,
+    )
+    .await;
     Ok((fleet, objects))
 }
 

@@ -442,15 +442,16 @@ pub async fn doctor(
         }
         if let (Health::Live, Some(client)) = (dc.health(), &dc.client) {
             let objects = dc.objects();
-            let mut fleet = express_client::read::triage::fleet_around(
+            // The banner names the layer underneath as doctor does.
+            let control_plane = express_client::read::triage::control_plane(client).await;
+            let fleet = express_client::read::triage::fleet_around(
                 client,
                 &operator_namespace,
                 &objects,
                 Vec::new(),
+                control_plane,
             )
             .await;
-            // The banner names the layer underneath as doctor does.
-            fleet.control_plane = express_client::read::triage::control_plane(client).await;
             let report = express_triage::triage(&fleet, &express_triage::Thresholds::default());
             // Every release in full, for the release pages' readings (none before the CRD).
             if let Ok(releases) = crate::read::release::list(client, &operator_namespace).await {
