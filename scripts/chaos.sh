@@ -33,17 +33,8 @@ while [ $# -gt 0 ]; do
         ;;
     esac
 done
-target_dir="${CARGO_TARGET_DIR:-$root/target}"
-cargo build --release --locked -p express-operator -p kubesim -p kubectl-express
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-fi
-.venv/bin/pip install --disable-pip-version-check -q -r tests/acceptance/requirements.txt
 EXPRESS_CHAOS_TENANTS="$tenants" \
 EXPRESS_CHAOS_FAULT_SECONDS="$((minutes * 60))" \
 EXPRESS_CHAOS_SETTLE_SECONDS="$settle" \
 EXPRESS_CHAOS_SUBSTRATE="$substrate" \
-KUBESIM_BIN="$target_dir/release/kubesim" \
-KUBECTL_EXPRESS_BIN="$target_dir/release/kubectl-express" \
-EXPRESS_OPERATOR_BIN="$target_dir/release/express-operator" \
-    .venv/bin/python -m pytest -q -s tests/acceptance/test_chaos.py
+    exec bash scripts/acceptance-on-release-builds.sh tests/acceptance/test_chaos.py
