@@ -342,26 +342,15 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn failures_are_retried_with_backoff() {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let r = runs.clone();
-        tokio::spawn(run(rx, 1, QueueMetrics::default(), move |_key: u32| {
-            let r = r.clone();
-            async move {
-                let n = r.fetch_add(1, Ordering::SeqCst);
-                if n < 2 {
-                    Err(Failure::Work)
-                } else {
-                    Ok(Next::AwaitChange)
-                }
-            }
-        }));
-        tx.send(1).expect("send");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(runs.load(Ordering::SeqCst), 1, "the retry waits 200 ms");
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let (work, within) = (Failure::Work, Duration::from_millis(100));
         assert_eq!(
-            runs.load(Ordering::SeqCst),
+            runs_through_an_outage(work, 2, within).await,
+            1,
+            "the retry waits 200 ms"
+        );
+        let within = Duration::from_millis(1100);
+        assert_eq!(
+            runs_through_an_outage(work, 2, within).await,
             3,
             "200 ms then 400 ms later it succeeded"
         );
