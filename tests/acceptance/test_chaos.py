@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import real_cluster
+from test_release import apply_release, owner
 from conftest import KUBECTL_EXPRESS, eventually, free_port, start_operator, start_sim, stop_process, stop_sim, tenant_yaml
 
 TENANTS = int(os.environ.get("EXPRESS_CHAOS_TENANTS", "3"))
@@ -379,12 +380,8 @@ class Replicas:
 def start_release(cluster):
     """An OperatorRelease from ring `default` to ring `canary`: one tenant, then the rest. One
     failed sample would roll it back, so a fault judged as the canary build's shows."""
-    body = {"apiVersion": "express.dev/v1alpha1", "kind": "OperatorRelease",
-            "metadata": {"name": "to-canary", "namespace": "express-system"},
-            "spec": {"fromRing": "default", "toRing": "canary", "intervalSeconds": 2, "bakeSeconds": 10,
-                     "failureLimit": 1, "adoptionDeadlineSeconds": 60,
-                     "waves": [{"tenants": 1}, {"percent": 100}]}}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
+    apply_release(cluster, "to-canary", intervalSeconds=2, bakeSeconds=10, adoptionDeadlineSeconds=60,
+                  waves=[{"tenants": 1}, {"percent": 100}])
 
 
 def release_status(cluster):
@@ -396,9 +393,8 @@ def driven_by_canary(cluster, namespaces):
     clusters = probe(cluster, "get", "expresscluster", "-A")
     if not clusters:
         return False
-    owners = {c["metadata"]["namespace"]: c.get("status", {}).get("operator", {}) for c in clusters["items"]}
-    return all(owners.get(ns, {}).get("ring") == "canary" and "released" not in owners[ns]
-               and not owners[ns].get("adopting") for ns in namespaces)
+    owners = {c["metadata"]["namespace"]: owner(c) for c in clusters["items"]}
+    return all(owners.get(ns) == "canary" for ns in namespaces)
 
 
 def doctor(cluster):
