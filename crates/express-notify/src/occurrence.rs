@@ -37,6 +37,9 @@ pub enum Trigger {
     FleetDcFailed,
     /// A DC of a FleetRelease cannot be read: never counted done, the plan holds.
     FleetDcUnreachable,
+    /// A DC of a FleetRelease answers, but its doctor's verdict is `infrastructure`: the
+    /// platform under it (API server, etcd, nodes), not the build or a tenant, is in trouble.
+    FleetDcInfrastructure,
     /// A FleetRelease failed: no later stage starts.
     FleetFailed,
     /// A person aborted a FleetRelease (with `--rollback`: every DC released went back).
@@ -65,7 +68,7 @@ impl Severity {
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 14] = [
+    pub const ALL: [Trigger; 15] = [
         Trigger::RolloutFailed,
         Trigger::RolloutRolledBack,
         Trigger::RolloutStalled,
@@ -77,6 +80,7 @@ impl Trigger {
         Trigger::FleetWaitingApproval,
         Trigger::FleetDcFailed,
         Trigger::FleetDcUnreachable,
+        Trigger::FleetDcInfrastructure,
         Trigger::FleetFailed,
         Trigger::FleetAborted,
         Trigger::FleetDone,
@@ -96,6 +100,7 @@ impl Trigger {
             Trigger::FleetWaitingApproval => "fleet-waiting-approval",
             Trigger::FleetDcFailed => "fleet-dc-failed",
             Trigger::FleetDcUnreachable => "fleet-dc-unreachable",
+            Trigger::FleetDcInfrastructure => "fleet-dc-infrastructure",
             Trigger::FleetFailed => "fleet-failed",
             Trigger::FleetAborted => "fleet-aborted",
             Trigger::FleetDone => "fleet-done",
@@ -117,7 +122,8 @@ impl Trigger {
             Trigger::RolloutStalled
             | Trigger::ReleaseWaiting
             | Trigger::FleetWaitingApproval
-            | Trigger::FleetDcUnreachable => Severity::Warning,
+            | Trigger::FleetDcUnreachable
+            | Trigger::FleetDcInfrastructure => Severity::Warning,
             Trigger::RolloutDone
             | Trigger::ReleasePromoted
             | Trigger::ReleaseDone
@@ -134,6 +140,7 @@ impl Trigger {
                 | Trigger::ReleaseWaiting
                 | Trigger::FleetWaitingApproval
                 | Trigger::FleetDcUnreachable
+                | Trigger::FleetDcInfrastructure
         )
     }
 
@@ -152,6 +159,7 @@ impl Trigger {
             Trigger::FleetWaitingApproval => "ExpressFleetReleaseWaitingApproval",
             Trigger::FleetDcFailed => "ExpressFleetReleaseDcFailed",
             Trigger::FleetDcUnreachable => "ExpressFleetReleaseDcUnreachable",
+            Trigger::FleetDcInfrastructure => "ExpressFleetReleaseDcInfrastructure",
             Trigger::FleetFailed => "ExpressFleetReleaseFailed",
             Trigger::FleetAborted => "ExpressFleetReleaseAborted",
             Trigger::FleetDone => "ExpressFleetReleaseDone",

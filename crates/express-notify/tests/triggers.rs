@@ -292,3 +292,87 @@ fn when_the_first_dc_cannot_be_read_the_next_one_tells_and_names_it() {
         "FleetRelease to-0-4-0: DC dev-a cannot be read"
     );
 }
+
+#[test]
+fn a_dc_whose_doctor_says_infrastructure_is_told_once_a_stage_while_the_plan_runs() {
+    let with_verdict = |state: &str, verdict: &str| {
+        let mut d = dc("dev-b", 1, state);
+        d["verdict"] = json!(verdict);
+        d
+    };
+    let plan = |phase: &str, dev_b: serde_json::Value| {
+        json!({"phase": phase, "stage": 1, "updatedAt": at(100),
+               "dataCenters": [dc("dev-a", 0, "Succeeded"), dev_b]})
+    };
+    let table = [
+        (
+            "soaking, the doctor at infrastructure",
+            plan("Soaking", with_verdict("Soaking", "infrastructure")),
+            vec![Trigger::FleetDcInfrastructure],
+        ),
+        (
+            "held by it",
+            plan("Inconclusive", with_verdict("Soaking", "infrastructure")),
+            vec![Trigger::FleetDcInfrastructure],
+        ),
+        (
+            "a DC not yet released counts too",
+            plan("Soaking", with_verdict("Waiting", "infrastructure")),
+            vec![Trigger::FleetDcInfrastructure],
+        ),
+        (
+            "healthy again: the alert resolves",
+            plan("Soaking", with_verdict("Soaking", "healthy")),
+            vec![],
+        ),
+        (
+            "a tenant's trouble is not the platform's",
+            plan("Soaking", with_verdict("Soaking", "tenant")),
+            vec![],
+        ),
+        (
+            "failed: its own trigger says it, with the verdict among the facts",
+            plan("Failed", with_verdict("Failed", "infrastructure")),
+            vec![Trigger::FleetDcFailed, Trigger::FleetFailed],
+        ),
+        (
+            "unreadable: its own trigger says it",
+            plan("Inconclusive", with_verdict("Unknown", "infrastructure")),
+            vec![Trigger::FleetDcUnreachable],
+        ),
+        (
+            "the plan ended: the last verdict read is stale",
+            plan("Succeeded", with_verdict("Succeeded", "infrastructure")),
+            vec![Trigger::FleetDone],
+        ),
+    ];
+    for (case, status, expected) in table {
+        assert_eq!(fleet_triggers(status, Some("dev-a")), expected, "{case}");
+    }
+    let told = observe::fleet_release(
+        &fleet(plan("Soaking", with_verdict("Soaking", "infrastructure"))),
+        Some("dev-a"),
+    );
+    assert_eq!(
+        told[0].title,
+        "FleetRelease to-0-4-0: DC dev-b's doctor says infrastructure"
+    );
+    assert_eq!(
+        told[0].act.as_deref(),
+        Some("kubectl express doctor --context dev-b")
+    );
+    assert!(Trigger::FleetDcInfrastructure.is_condition());
+    // The next stage's reading is another occurrence; the same stage's is the same one.
+    let again = observe::fleet_release(
+        &fleet(plan(
+            "Inconclusive",
+            with_verdict("Soaking", "infrastructure"),
+        )),
+        Some("dev-a"),
+    );
+    assert_eq!(again[0].id, told[0].id);
+    let mut next_stage = with_verdict("Soaking", "infrastructure");
+    next_stage["stage"] = json!(2);
+    let later = observe::fleet_release(&fleet(plan("Soaking", next_stage)), Some("dev-a"));
+    assert_ne!(later[0].id, told[0].id);
+}

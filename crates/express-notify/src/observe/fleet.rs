@@ -1,7 +1,9 @@
 //! A FleetRelease's occurrences, told by one DC of the plan, its teller: a stage waiting for
-//! approval, a DC failed or unreachable, the plan failed, aborted or done.
+//! approval, a DC failed, unreachable or with its doctor at infrastructure, the plan failed,
+//! aborted or done.
 
 use express_api::fleet_release::{DcState, FleetPhase, FleetRelease};
+use express_api::verdict::Verdict;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
@@ -161,6 +163,7 @@ impl Plan<'_> {
         for dc in &status.data_centers {
             let failed = matches!(dc.state, DcState::Failed | DcState::RolledBack);
             if !failed && dc.state != DcState::Unknown {
+                found.extend(self.infrastructure(dc));
                 continue;
             }
             let (trigger, title) = if failed {
@@ -212,6 +215,44 @@ impl Plan<'_> {
             ));
         }
         found
+    }
+
+    /// A DC that answers while its doctor says `infrastructure`: once a stage, and only while
+    /// the plan runs (a verdict is kept as the soak last read it, so an ended plan's would be
+    /// stale). A DC failed or unreadable is told by its own trigger, with the verdict among its
+    /// facts.
+    fn infrastructure(&self, dc: &express_api::fleet_release::DcStatus) -> Option<Occurrence> {
+        if dc.verdict != Some(Verdict::Infrastructure) || self.status.phase().is_final() {
+            return None;
+        }
+        let Plan {
+            name,
+            base,
+            build,
+            updated,
+            ..
+        } = self;
+        Some(base.occurrence(
+            Trigger::FleetDcInfrastructure,
+            format!("{} stage {}", dc.context, dc.stage),
+            *updated,
+            format!(
+                "FleetRelease {name}: DC {}'s doctor says infrastructure",
+                dc.context
+            ),
+            vec![
+                build.clone(),
+                fact("DC", dc.context.clone()),
+                fact("its state", dc.state.as_str().to_string()),
+                fact(
+                    "who to engage",
+                    "the platform team of the DC: its API server, etcd or nodes, not the build"
+                        .to_string(),
+                ),
+                fact("why", dc.message.clone().unwrap_or_default()),
+            ],
+            Some(format!("kubectl express doctor --context {}", dc.context)),
+        ))
     }
 
     /// The plan's end: failed, aborted, done.

@@ -125,7 +125,8 @@ impl DemoNotifications {
             destinations.push(json!({"name": "alertmanager", "type": "alertmanager", "url": url, "waitSeconds": 0}));
             subscriptions.push(json!({"destination": "alertmanager", "triggers": [
                 "rollout-failed", "release-waiting", "release-rolled-back",
-                "fleet-waiting-approval", "fleet-dc-failed", "fleet-dc-unreachable", "fleet-failed"]}));
+                "fleet-waiting-approval", "fleet-dc-failed", "fleet-dc-unreachable", "fleet-dc-infrastructure",
+                "fleet-failed"]}));
         }
         let config =
             json!({"dc": dc, "destinations": destinations, "subscriptions": subscriptions});
