@@ -4,8 +4,6 @@ scripts/real-cluster.sh, one per test session (a start takes seconds, not millis
 share it and keep apart by namespace; the operator runs there as the operator chart's
 ServiceAccount, with the chart's own RBAC, never as cluster-admin."""
 
-import datetime
-import json
 import subprocess
 
 import helm_python as helm
@@ -129,46 +127,6 @@ class Real(Cluster):
         result = subprocess.run(["bash", str(SCRIPT), verb, str(self.directory), *args],
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, f"{verb} {' '.join(args)} failed:\n{result.stderr[-4000:]}"
-
-    def kubelet_sync(self, selector, stalled_seconds=10):
-        """Plays again the stages kwok gave up on, as a kubelet's periodic sync would.
-
-        kwok retries a stage whose write the API server answered 503, 429 or a timeout, but drops
-        one answered 500, which is how a write fails while etcd is down ("rpc error: code =
-        Unavailable"); it plays the pod's stage again only when the pod changes or its informer
-        lists again, 5 to 10 minutes later. A kubelet retries its status within seconds. So every
-        pod matching `selector` on its node and not Ready `stalled_seconds` after its creation, or
-        not gone that long after its deletion began, gets an annotation touched: a change kwok
-        sees. Returns how many were touched; a read or write the control plane fails touches
-        nothing."""
-        listed = self.kubectl("get", "pods", "-A", "-l", selector, "-o", "json", check=False, timeout=30)
-        if listed.returncode != 0:
-            return 0
-        now = datetime.datetime.now(datetime.timezone.utc)
-
-        def older_than(stamp):
-            if not stamp:
-                return False
-            since = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-            return (now - since).total_seconds() > stalled_seconds
-
-        touched = 0
-        for pod in json.loads(listed.stdout)["items"]:
-            meta = pod["metadata"]
-            ready = any(c["type"] == "Ready" and c["status"] == "True"
-                        for c in pod.get("status", {}).get("conditions", []))
-            deleting = meta.get("deletionTimestamp")
-            # Only what kwok itself must move: a pod on its node not Ready, or not gone. The touch
-            # wakes the operator too, with nothing for it to do until kwok has played the stage.
-            on_node = pod.get("spec", {}).get("nodeName")
-            starting = on_node and not ready and older_than(meta.get("creationTimestamp"))
-            if not (older_than(deleting) if deleting else starting):
-                continue
-            patch = json.dumps({"metadata": {"annotations": {"test.express.dev/kubelet-sync": now.isoformat()}}})
-            result = self.kubectl("patch", "pod", meta["name"], "-n", meta["namespace"], "--type", "merge",
-                                  "-p", patch, check=False, timeout=15)
-            touched += result.returncode == 0
-        return touched
 
     def namespace(self, prefix="tenant"):
         # Pods are admitted once the service-account controller gave the namespace its account.

@@ -511,10 +511,6 @@ class SimFaults:
     def unsqueeze(self):
         self.sim.control("DELETE", "faults")
 
-    def kubelet_sync(self, _selector):
-        """kubesim's kubelet never gives up on a pod: nothing to play again."""
-        return 0
-
 
 @pytest.fixture
 def chaotic(tmp_path):
@@ -587,27 +583,15 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
         assert behind(cluster, namespaces, "v2"), "the upgrade ended before the faults"
         injector = threading.Thread(target=inject, daemon=True)
         injector.start()
-        # kwok, the control plane's kubelet, gives up on a pod whose write failed while etcd was
-        # down, where a kubelet would retry: what it left behind is played again every 10 s.
-        kubelet_synced = [0, 0.0]
-
-        def converged():
-            if not behind(cluster, namespaces, versions[-1]):
-                return True
-            if time.time() - kubelet_synced[1] >= 10:
-                kubelet_synced[0] += cluster.kubelet_sync("express.dev/cluster")
-                kubelet_synced[1] = time.time()
-            return False
-
         while injector.is_alive():
-            if converged():
+            if not behind(cluster, namespaces, versions[-1]):
                 versions.append(f"v{len(versions) + 1}")
                 upgrade(cluster, namespaces, versions[-1])
             time.sleep(2)
         assert not broken, f"a fault could not be injected: {broken[0]!r}"
         last_fault = time.time()
         try:
-            eventually(converged, timeout=SETTLE_SECONDS,
+            eventually(lambda: not behind(cluster, namespaces, versions[-1]), timeout=SETTLE_SECONDS,
                        what=f"every tenant on {versions[-1]} within {SETTLE_SECONDS} s of the last fault")
         except AssertionError:
             show_behind(cluster, sorted(behind(cluster, namespaces, versions[-1]))[:5])
@@ -635,8 +619,7 @@ def test_fleet_upgrades_through_a_failing_ha_control_plane_keep_every_tenants_or
         print(f"chaos: on {SUBSTRATE}, {len(namespaces)} tenants, {len(versions) - 1} upgrades, {len(injected)} faults, "
               f"converged {settled:.0f} s after the last; recorder: {len(recorder.pods)} pods, "
               f"{recorder.relists} lists after a 410, {skipped} of about {2 * checks} checks skipped "
-              f"for a late figure; pods kwok gave up on, played again: {kubelet_synced[0]}; "
-              f"leaders killed: {replicas.killed}")
+              f"for a late figure; leaders killed: {replicas.killed}")
         assert skipped <= checks, f"the recorder missed too much to check: {skipped} checks skipped"
         # How soon the operator was seen acting again after each fault ended (the recorder goes
         # through the same faults, and a tenant may have had nothing to do yet, so this is an
