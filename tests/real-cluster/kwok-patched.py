@@ -4,10 +4,19 @@ already be the one created to replace it, and kwok deletes that instead: a kubel
 deletion carries the pod's UID as a precondition. The chaos test found it (tests/acceptance/
 test_chaos.py: a node replaced twice, the operator re-creating the pod kwok had deleted).
 
-This makes a copy of kwok's module with that one call changed (the deletion made with the UID
-precondition) and a module file for the build: this directory's go.mod with kwok replaced by the
-copy, and its go.sum. Nothing else of the pins moves. An upstream fix would be the same
-precondition in kwok's PodController.deleteResource.
+kwok also gives up on a pod's stage when the write that plays it fails with anything but a
+timeout, a 503, a 429 or a refused connection: a 500 (how a write fails while etcd is down, "rpc
+error: code = Unavailable") or a connection reset (a cut) drops the stage until the pod changes
+again or kwok's informer lists again, 5 to 10 minutes later. A kubelet retries its status on its
+next sync, seconds later. The chaos test found it too (tenants waiting 6 minutes after the last
+fault on a pod kwok never made Ready, or never removed).
+
+This makes a copy of kwok's module with those two places changed (the deletion made with the UID
+precondition; a 500, a reset connection and an unexpected EOF retried with kwok's own backoff, as
+its other transient errors are) and a module file for the build: this directory's go.mod with
+kwok replaced by the copy, and its go.sum. Nothing else of the pins moves. An upstream fix would
+be the same precondition in kwok's PodController.deleteResource, and the same cases in
+controllers/utils.go's shouldRetry.
 
     python3 kwok-patched.py KWOK_MODULE_DIR OUT_DIR
 """
@@ -34,6 +43,15 @@ text = controller.read_text()
 if text.count(by_name) != 1:
     sys.exit(f"kwok-patched: {controller} no longer deletes a pod as this expects; look again")
 controller.write_text(text.replace(by_name, by_uid))
+
+utils = copy / "pkg" / "kwok" / "controllers" / "utils.go"
+transient = "apierrors.IsTooManyRequests(err) {"
+also_transient = ("apierrors.IsTooManyRequests(err) ||\n\t\tapierrors.IsInternalError(err) ||\n"
+                  "\t\tutilnet.IsConnectionReset(err) ||\n\t\tutilnet.IsProbableEOF(err) {")
+text = utils.read_text()
+if text.count(transient) != 1 or "func shouldRetry(err error) bool" not in text:
+    sys.exit(f"kwok-patched: {utils} no longer decides retries as this expects; look again")
+utils.write_text(text.replace(transient, also_transient))
 
 build = out_dir / "build"
 build.mkdir()
