@@ -124,11 +124,11 @@ async fn a_slow_start_is_reported_once_the_quiet_start_has_passed() {
     let env = ready_tenant(&["fe1"]).await;
     let frontends = watch_statuses::<Frontend>(&env);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    slow_pods(&env, "v2", 8.0);
+    slow_pods(&env, "v2", 20.0);
     change(&env, v("v2")).await;
     wait_until_for(
         "fe1 reported starting",
-        std::time::Duration::from_secs(20),
+        std::time::Duration::from_secs(30),
         async || {
             frontends
                 .lock()

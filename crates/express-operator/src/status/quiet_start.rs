@@ -13,8 +13,12 @@ use express_api::conditions;
 use express_api::{ChangeState, NodeStatus};
 use express_planner::PodObservation;
 
-/// How long a replacement pod may start before its node's status says it is starting.
-pub const QUIET_START_MS: i64 = 5_000;
+/// How long a replacement pod may start before its node's status says it is starting. 15 s:
+/// on a busy control plane (the scheduler, the kubelet and the API server all loaded) a pod
+/// that starts in a second on an idle one takes over 5 s as often as not, and then its node
+/// was written once more for nothing; a start of over 15 s is worth telling, and still far
+/// inside any progress deadline.
+pub const QUIET_START_MS: i64 = 15_000;
 
 /// When `status`, which differs from the `previous` one written, need not be written yet: it
 /// tells only that `pod`, the replacement an in-progress change recorded, exists and is not
