@@ -59,7 +59,9 @@
 # pod, so at 50 a second it starts at most 25 pods a second in the whole cluster, whoever created
 # them; the controller manager gives each new namespace its ServiceAccount, without which no pod
 # is admitted there, at 20 a second. Both are the cluster's ceilings, not the operator's, and
-# large clusters raise them. The API server, etcd and kwok keep their defaults.
+# large clusters raise them. kwok, the kubelets' stand-in, plays 16 pods' stages at a time
+# instead of 4 (tests/real-cluster/kwok.yaml says why). The API server and etcd keep their
+# defaults.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 modules="$root/tests/real-cluster"
@@ -473,7 +475,8 @@ up() {
         --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
         --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
         --kube-api-qps 500 --kube-api-burst 1000
-    cat "$modules/stages/node.yaml" <(echo "---") "$modules/stages/pod.yaml" >"$dir/kwok-stages.yaml"
+    cat "$modules/kwok.yaml" <(echo "---") "$modules/stages/node.yaml" <(echo "---") "$modules/stages/pod.yaml" \
+        >"$dir/kwok-stages.yaml"
     start "$dir" kwok "$bin_dir/kwok" --kubeconfig "$dir/kubeconfig" --config "$dir/kwok-stages.yaml" \
         --manage-all-nodes=true --node-lease-duration-seconds 40 --server-address 127.0.0.1:0
 
