@@ -31,7 +31,7 @@ real | both) chart=true ;;
 *) echo "fleet-bench: --substrate is kubesim, real or both, not $substrate" >&2; exit 2 ;;
 esac
 
-cargo build --release --locked -p kubesim -p express-operator
+cargo build --release --locked -p kubesim -p express-operator -p kubectl-express
 bench() { cargo bench --locked -p express-operator --bench fleet -- "$@"; }
 
 if [ "$chart" = false ]; then

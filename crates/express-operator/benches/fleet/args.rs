@@ -59,6 +59,10 @@ pub struct Args {
     /// The express-operator binary (default: target/release/express-operator).
     #[arg(long)]
     pub operator: Option<PathBuf>,
+    /// The kubectl-express binary whose reads of the fleet are measured after the upgrade
+    /// (default: target/release/kubectl-express; none there: the reads are skipped).
+    #[arg(long)]
+    pub plugin: Option<PathBuf>,
     /// Give up on a phase after this many seconds.
     #[arg(long, default_value_t = 3600)]
     pub timeout_seconds: u64,

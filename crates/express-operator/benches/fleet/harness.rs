@@ -95,7 +95,7 @@ fn proc_status_kib(pid: u32, field: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn target_binary(name: &str) -> PathBuf {
+pub fn target_binary(name: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
     target.join("release").join(name)
@@ -117,6 +117,8 @@ pub struct Sim {
     pub substrate: Substrate,
     /// The kubeconfig the operator runs with: kubesim's, or the chart's ServiceAccount's.
     pub operator_kubeconfig: PathBuf,
+    /// A person's kubeconfig (cluster-admin): what the plugin's reads run with.
+    pub admin_kubeconfig: PathBuf,
     /// The real control plane's directory (`scripts/real-cluster.sh up DIR`).
     pub cluster: Option<PathBuf>,
     /// The metrics address of the operator running now: on the real control plane its
@@ -187,6 +189,7 @@ async fn attach_real(cluster: &Path) -> Sim {
         url,
         substrate: Substrate::Real,
         operator_kubeconfig,
+        admin_kubeconfig: cluster.join("kubeconfig"),
         cluster: Some(cluster.to_owned()),
         operator_metrics: Mutex::new(None),
     }
@@ -224,7 +227,8 @@ async fn start_kubesim(args: &Args, dir: &Path) -> Sim {
         client,
         url,
         substrate: Substrate::Kubesim,
-        operator_kubeconfig: kubeconfig,
+        operator_kubeconfig: kubeconfig.clone(),
+        admin_kubeconfig: kubeconfig,
         cluster: None,
         operator_metrics: Mutex::new(None),
     }

@@ -16,6 +16,7 @@ mod harness;
 mod http;
 mod measure;
 mod metrics_text;
+mod reads;
 mod tenants;
 mod watch;
 
@@ -80,6 +81,12 @@ async fn main() {
     if bench.args.upgrades > 0 {
         upgrades_in_a_row(&bench, &operator).await;
     }
+    reads::reads(
+        bench.args.plugin.clone(),
+        &bench.sim.admin_kubeconfig,
+        bench.args.tenants,
+    )
+    .await;
     forced_relist(&bench, &operator).await;
     finish(bench, operator).await
 }
@@ -375,6 +382,19 @@ async fn upgrade(bench: &Bench, operator: &Operator) {
         percentile(&steps, 99.0),
         steps.last().copied().unwrap_or(f64::NAN)
     );
+    let mut starts = start_latencies(&seen.lock().unwrap(), &old_pods);
+    starts.sort_by(f64::total_cmp);
+    let quiet_ms = express_operator::status::quiet_start::QUIET_START_MS as f64;
+    println!(
+        "upgrade: new pods' start (first seen -> Ready) over {} pods: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms; {:.1} % slower than the quiet start ({:.0} s)",
+        starts.len(),
+        percentile(&starts, 50.0),
+        percentile(&starts, 90.0),
+        percentile(&starts, 99.0),
+        100.0 * starts.iter().filter(|ms| **ms > quiet_ms).count() as f64
+            / starts.len().max(1) as f64,
+        quiet_ms / 1000.0
+    );
     tokio::time::sleep(Duration::from_secs(args.rest_seconds)).await;
     memory_line(operator, "at rest after the upgrade", args.tenants).await;
     print_series(operator, "after the upgrade", args.tenants).await;
@@ -508,6 +528,23 @@ fn step_latencies(seen: &Seen, old_pods: &HashSet<String>, started: Instant) -> 
         }
     }
     steps
+}
+
+/// Each new pod's start, ms: first seen by the watch -> Ready. Longer than the quiet start,
+/// its node's status is written once more ("new pod starting").
+fn start_latencies(seen: &Seen, old_pods: &HashSet<String>) -> Vec<f64> {
+    seen.pods
+        .iter()
+        .filter(|(uid, _)| !old_pods.contains(*uid))
+        .filter_map(|(_, pod)| {
+            pod.ready_at.map(|ready| {
+                ready
+                    .saturating_duration_since(pod.first_seen_at)
+                    .as_secs_f64()
+                    * 1000.0
+            })
+        })
+        .collect()
 }
 
 /// 4. A forced relist: history compacted and every watch cut, so that each watch lists its

@@ -24,6 +24,8 @@ pub struct Seen {
 pub struct PodSeen {
     pub namespace: String,
     pub name: String,
+    /// When the watch first saw the pod: its creation, to the watch's delay.
+    pub first_seen_at: Instant,
     pub ready_at: Option<Instant>,
     pub deleting_at: Option<Instant>,
 }
@@ -90,6 +92,7 @@ pub fn watch_fleet(client: &kube::Client, seen: Arc<Mutex<Seen>>) {
             let entry = seen.pods.entry(uid).or_insert_with(|| PodSeen {
                 namespace: p.metadata.namespace.clone().unwrap_or_default(),
                 name: p.metadata.name.clone().unwrap_or_default(),
+                first_seen_at: now,
                 ready_at: None,
                 deleting_at: None,
             });
