@@ -2,7 +2,7 @@
 //! approval, a DC failed, unreachable or with its doctor at infrastructure, the plan failed,
 //! aborted or done.
 
-use express_api::fleet_release::{DcState, FleetPhase, FleetRelease};
+use express_api::fleet_release::{DcState, DcStatus, FleetPhase, FleetRelease};
 use express_api::verdict::Verdict;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -221,7 +221,7 @@ impl Plan<'_> {
     /// the plan runs (a verdict is kept as the soak last read it, so an ended plan's would be
     /// stale). A DC failed or unreadable is told by its own trigger, with the verdict among its
     /// facts.
-    fn infrastructure(&self, dc: &express_api::fleet_release::DcStatus) -> Option<Occurrence> {
+    fn infrastructure(&self, dc: &DcStatus) -> Option<Occurrence> {
         if dc.verdict != Some(Verdict::Infrastructure) || self.status.phase().is_final() {
             return None;
         }
