@@ -57,9 +57,9 @@ pub async fn reads(plugin: Option<PathBuf>, kubeconfig: &Path, tenants: usize) {
     }
 }
 
-/// Runs the plugin to its end and reads what it used from the kernel's account of it. The one
-/// unsafe call of the project: std reaps a child without its resource usage, and polling
-/// `/proc` would miss the last moments, where the plugin writes its answer.
+/// Runs the plugin to its end and reads what it used from the kernel's account of it. Unsafe
+/// because std reaps a child without its resource usage, and polling `/proc` would miss the
+/// last moments, where the plugin writes its answer.
 #[allow(unsafe_code)]
 fn run(plugin: &Path, kubeconfig: &Path, argv: &[&str]) -> Run {
     let started = Instant::now();
