@@ -36,7 +36,12 @@ impl Drop for Process {
 }
 
 impl Process {
-    fn pid(&self) -> u32 {
+    /// Takes `child` over: it is asked to stop (then killed) when dropped.
+    pub fn own(child: Child) -> Self {
+        Self(child)
+    }
+
+    pub fn pid(&self) -> u32 {
         self.0.id()
     }
 
@@ -260,26 +265,42 @@ pub fn operator_flags(args: &Args) -> Vec<String> {
     }
 }
 
+/// The operator that runs the fleet: its requests are what the phases count.
 pub fn start_operator(args: &Args, sim: &Sim, dir: &Path, life: usize) -> Operator {
+    let operator = spawn_operator(args, sim, dir, &format!("bench-{life}"), &[]);
+    *sim.operator_metrics.lock().expect("lock") = Some(operator.metrics.clone());
+    operator
+}
+
+/// Another replica beside the one that leads, with `extra` flags: it fills its caches and
+/// waits for the Lease, as a standby or a restarted operator does. Its requests are its own
+/// (its metrics), never counted as the fleet's operator's.
+pub fn start_standby(args: &Args, sim: &Sim, dir: &Path, name: &str, extra: &[&str]) -> Operator {
+    spawn_operator(args, sim, dir, name, extra)
+}
+
+fn spawn_operator(args: &Args, sim: &Sim, dir: &Path, name: &str, extra: &[&str]) -> Operator {
     let binary = args
         .operator
         .clone()
         .unwrap_or_else(|| target_binary("express-operator"));
     let metrics = free_port();
-    let log = std::fs::File::create(dir.join(format!("operator-{life}.log"))).expect("log");
+    let log = std::fs::File::create(dir.join(format!("operator-{name}.log"))).expect("log");
     let process = Process(
         Command::new(&binary)
             .args(operator_flags(args))
+            .args(extra)
             .arg(format!("--metrics-addr={metrics}"))
             .env("KUBECONFIG", &sim.operator_kubeconfig)
-            .env("POD_NAME", format!("express-operator-bench-{life}"))
+            .env("POD_NAME", format!("express-operator-{name}"))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display())),
     );
-    let metrics = format!("http://{metrics}");
-    *sim.operator_metrics.lock().expect("lock") = Some(metrics.clone());
-    Operator { process, metrics }
+    Operator {
+        process,
+        metrics: format!("http://{metrics}"),
+    }
 }

@@ -12,11 +12,13 @@
 mod args;
 mod cache_cost;
 mod control_plane;
+mod dashboard;
 mod harness;
 mod http;
 mod measure;
 mod metrics_text;
 mod reads;
+mod standby;
 mod tenants;
 mod watch;
 
@@ -87,6 +89,8 @@ async fn main() {
         bench.args.tenants,
     )
     .await;
+    dashboard::dashboard(&bench, bench.args.plugin.clone()).await;
+    standby::standby_starts(&bench).await;
     forced_relist(&bench, &operator).await;
     finish(bench, operator).await
 }
