@@ -55,6 +55,18 @@ async fn signals(
     window: &AnalysisWindow,
 ) -> Result<Vec<SignalSeries>, String> {
     let prometheus = Prometheus::new(ctx, spec).await?;
+    read_signals(&prometheus, spec, window).await
+}
+
+/// Every signal's queries at once, after the one round that says what a per-reconcile signal
+/// divides by: a sample is read in two round trips to Prometheus, not one per query (about a
+/// dozen), so that a slow Prometheus, or an operator short of CPU, still reads it within
+/// [`READ_TIMEOUT`] rather than voiding it.
+async fn read_signals(
+    prometheus: &Prometheus,
+    spec: &AnalysisSpec,
+    window: &AnalysisWindow,
+) -> Result<Vec<SignalSeries>, String> {
     let step = window.step_seconds;
     // Both sides of a signal whose points look back so far, clear of the hand-over.
     let sides = |look_back: u64| {
@@ -72,29 +84,32 @@ async fn signals(
         })
     };
     let rate = look_back_seconds(Some(Signal::ReconcileErrorRatio), step);
-    let (per, both_busy) = match sides(rate) {
-        Some((canary, baseline)) => {
-            let per = PerReconcile::of(&prometheus, &canary, &baseline, rate).await;
-            // Quiet: a side that did not reconcile in its span leaves a per-reconcile signal
-            // nothing to compare (an idle ring is no regression, and no evidence either).
-            let reconciles = |ring: &str| {
-                format!(
-                    "sum({})",
-                    of_ring(&format!("rate({}[RANGE])", per.reconciles()), ring, rate)
-                )
-            };
-            let busy = |values: &Result<Vec<f64>, String>| {
-                values.as_ref().is_ok_and(|v| v.iter().any(|x| *x > 0.0))
-            };
-            let canary_busy = busy(&prometheus.values(&canary, &reconciles(canary.ring)).await?);
-            let baseline_busy = busy(
-                &prometheus
-                    .values(&baseline, &reconciles(baseline.ring))
-                    .await?,
-            );
-            (per, canary_busy && baseline_busy)
-        }
-        None => (PerReconcile::Driven, false),
+    let rate_sides = sides(rate);
+    let per = match &rate_sides {
+        Some((canary, baseline)) => PerReconcile::of(prometheus, canary, baseline, rate).await,
+        None => PerReconcile::Driven,
+    };
+    // Quiet: a side that did not reconcile in its span leaves a per-reconcile signal nothing
+    // to compare (an idle ring is no regression, and no evidence either).
+    let both_busy = async {
+        let Some((canary, baseline)) = &rate_sides else {
+            return Ok(false);
+        };
+        let reconciles = |ring: &str| {
+            format!(
+                "sum({})",
+                of_ring(&format!("rate({}[RANGE])", per.reconciles()), ring, rate)
+            )
+        };
+        let busy = |values: &Result<Vec<f64>, String>| {
+            values.as_ref().is_ok_and(|v| v.iter().any(|x| *x > 0.0))
+        };
+        let (canary_query, baseline_query) = (reconciles(canary.ring), reconciles(baseline.ring));
+        let (canary_answer, baseline_answer) = futures::try_join!(
+            prometheus.values(canary, &canary_query),
+            prometheus.values(baseline, &baseline_query),
+        )?;
+        Ok::<bool, String>(busy(&canary_answer) && busy(&baseline_answer))
     };
     let settling = |name: String, worse, floor, look_back_seconds| SignalSeries {
         name,
@@ -104,42 +119,66 @@ async fn signals(
         baseline: Ok(Vec::new()),
         quiet: Some(Quiet::Settling { look_back_seconds }),
     };
-    let mut out = Vec::new();
-    for signal in spec.signals() {
-        let look_back = look_back_seconds(Some(signal), step);
-        let name = signal.as_str().to_owned();
-        let Some((canary, baseline)) = sides(look_back) else {
-            out.push(settling(name, Worse::Higher, floor(signal), look_back));
-            continue;
-        };
-        let query = |ring: &str| builtin_query(signal, ring, look_back, per);
-        let per_reconcile = signal != Signal::MemoryGrowth;
-        out.push(SignalSeries {
-            name,
-            worse: Worse::Higher,
-            floor: floor(signal),
-            canary: prometheus.values(&canary, &query(canary.ring)).await?,
-            baseline: prometheus.values(&baseline, &query(baseline.ring)).await?,
-            quiet: (per_reconcile && !both_busy).then_some(Quiet::Idle),
-        });
-    }
+    // Each built-in signal, and whether it is judged per reconcile (quiet when a side idled).
+    let builtin = futures::future::try_join_all(spec.signals().into_iter().map(|signal| {
+        let sides = &sides;
+        async move {
+            let look_back = look_back_seconds(Some(signal), step);
+            let name = signal.as_str().to_owned();
+            let Some((canary, baseline)) = sides(look_back) else {
+                return Ok::<_, String>((
+                    settling(name, Worse::Higher, floor(signal), look_back),
+                    false,
+                ));
+            };
+            let canary_query = builtin_query(signal, canary.ring, look_back, per);
+            let baseline_query = builtin_query(signal, baseline.ring, look_back, per);
+            let (canary_values, baseline_values) = futures::try_join!(
+                prometheus.values(&canary, &canary_query),
+                prometheus.values(&baseline, &baseline_query),
+            )?;
+            let series = SignalSeries {
+                name,
+                worse: Worse::Higher,
+                floor: floor(signal),
+                canary: canary_values,
+                baseline: baseline_values,
+                quiet: None,
+            };
+            Ok((series, signal != Signal::MemoryGrowth))
+        }
+    }));
     // A custom query's look-back is its own: its points are read over the window, less the
     // figures' way to Prometheus.
     let look_back = look_back_seconds(None, step);
     let custom_sides = sides(look_back);
-    for custom in &spec.custom {
-        match &custom_sides {
-            Some((canary, baseline)) => {
-                out.push(custom_series(&prometheus, custom, canary, baseline).await?);
+    let custom = futures::future::try_join_all(spec.custom.iter().map(|custom| {
+        let custom_sides = &custom_sides;
+        async move {
+            match custom_sides {
+                Some((canary, baseline)) => {
+                    custom_series(prometheus, custom, canary, baseline).await
+                }
+                None => Ok(settling(
+                    custom.name.clone(),
+                    custom.worse,
+                    CUSTOM_FLOOR,
+                    look_back,
+                )),
             }
-            None => out.push(settling(
-                custom.name.clone(),
-                custom.worse,
-                CUSTOM_FLOOR,
-                look_back,
-            )),
         }
-    }
+    }));
+    let (both_busy, builtin, custom) = futures::try_join!(both_busy, builtin, custom)?;
+    let mut out: Vec<SignalSeries> = builtin
+        .into_iter()
+        .map(|(mut series, per_reconcile)| {
+            if per_reconcile && !both_busy {
+                series.quiet = Some(Quiet::Idle);
+            }
+            series
+        })
+        .collect();
+    out.extend(custom);
     Ok(out)
 }
 
@@ -151,12 +190,17 @@ async fn custom_series(
 ) -> Result<SignalSeries, String> {
     let query = |ring: &str| custom.query.replace(RING_PLACEHOLDER, ring);
     let floor: EffectFloor = CUSTOM_FLOOR;
+    let (canary_query, baseline_query) = (query(canary.ring), query(baseline.ring));
+    let (canary_values, baseline_values) = futures::try_join!(
+        prometheus.values(canary, &canary_query),
+        prometheus.values(baseline, &baseline_query),
+    )?;
     Ok(SignalSeries {
         name: custom.name.clone(),
         worse: custom.worse,
         floor,
-        canary: prometheus.values(canary, &query(canary.ring)).await?,
-        baseline: prometheus.values(baseline, &query(baseline.ring)).await?,
+        canary: canary_values,
+        baseline: baseline_values,
         quiet: None,
     })
 }
@@ -189,7 +233,8 @@ impl PerReconcile {
             );
             prometheus.values(side, &query).await
         };
-        let chosen = Self::from_answers(&answer(canary).await, &answer(baseline).await);
+        let (canary_answer, baseline_answer) = futures::join!(answer(canary), answer(baseline));
+        let chosen = Self::from_answers(&canary_answer, &baseline_answer);
         if chosen == PerReconcile::Every {
             tracing::info!(
                 canary = canary.ring,
@@ -505,6 +550,76 @@ mod tests {
             PerReconcile::from_answers(&missing, &published),
             PerReconcile::Every
         );
+    }
+
+    /// A Prometheus that answers every query after `delay`, one series of one point each, on
+    /// connections of their own, as many at once as asked.
+    async fn slow_prometheus(delay: Duration) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let address = format!("http://{}", listener.local_addr().expect("its address"));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buffer[..n]),
+                        }
+                    }
+                    tokio::time::sleep(delay).await;
+                    let body = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"2"]]}]}}"#;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn a_slow_prometheus_is_read_within_the_budget_as_its_queries_go_at_once() {
+        // 1.5 s an answer: a dozen queries one after another would take 18 s, past the 15 s a
+        // sample may take, and void every sample; asked at once they take two answers' time.
+        let address = slow_prometheus(Duration::from_millis(1500)).await;
+        let spec: AnalysisSpec =
+            serde_json::from_value(serde_json::json!({"prometheus": {"address": address}}))
+                .expect("a spec");
+        let prometheus = Prometheus {
+            client: outbound::https_client(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            ),
+            address: spec.prometheus.address.clone(),
+            token: None,
+        };
+        let end = Timestamp::now();
+        let window = AnalysisWindow {
+            canary_ring: "canary".into(),
+            start: end - k8s_openapi::jiff::SignedDuration::from_secs(60),
+            end,
+            step_seconds: 2,
+            baseline: express_planner::analysis::Baseline::Ring("default".into()),
+            adopted_at: end - k8s_openapi::jiff::SignedDuration::from_secs(600),
+        };
+        let read = tokio::time::timeout(READ_TIMEOUT, read_signals(&prometheus, &spec, &window))
+            .await
+            .expect("read within the budget")
+            .expect("Prometheus answered");
+        assert_eq!(read.len(), spec.signals().len());
+        for series in &read {
+            assert_eq!(series.canary, Ok(vec![2.0]), "{}", series.name);
+            assert_eq!(series.baseline, Ok(vec![2.0]), "{}", series.name);
+            assert_eq!(series.quiet, None, "both rings reconciled: {}", series.name);
+        }
     }
 
     #[test]
